@@ -1,0 +1,158 @@
+//! Broker configuration: the keys of `config/standalone.toml` and
+//! `config/cluster.toml`. Every key has a default; an unknown key is an error
+//! that names it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// Name of the cluster this broker belongs to.
+    pub cluster_name: String,
+    /// Address the binary protocol and HTTP listeners bind to.
+    pub bind_address: String,
+    /// Host name clients are told to connect to (lookups, PIP-307 redirects).
+    pub advertised_address: String,
+    /// Binary protocol port (Pulsar: brokerServicePort).
+    pub broker_port: u16,
+    /// HTTP port: admin API, lookups, metrics (Pulsar: webServicePort).
+    pub http_port: u16,
+    /// Where topic data and embedded metadata live.
+    pub data_dir: PathBuf,
+    /// Largest message a producer may send, announced in CONNECTED (bytes).
+    pub max_message_size: usize,
+    /// Seconds without traffic before a PING, and again before closing.
+    pub keepalive_interval_secs: u64,
+    /// Seconds a client has to complete CONNECT after the TCP connection opens.
+    pub handshake_timeout_secs: u64,
+    /// Most connections served at once; further ones are refused.
+    pub max_connections: usize,
+    /// Cluster mode only: etcd endpoints, comma separated.
+    pub metadata_store_url: String,
+    /// Cluster mode only: this broker's unique id (default: advertised address and port).
+    pub broker_id: String,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            cluster_name: "standalone".into(),
+            bind_address: "0.0.0.0".into(),
+            advertised_address: "localhost".into(),
+            broker_port: 6650,
+            http_port: 8080,
+            data_dir: PathBuf::from("data"),
+            max_message_size: strobe_wire::DEFAULT_MAX_MESSAGE_SIZE,
+            keepalive_interval_secs: 30,
+            handshake_timeout_secs: 30,
+            max_connections: 10_000,
+            metadata_store_url: String::new(),
+            broker_id: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl BrokerConfig {
+    pub fn from_toml_str(text: &str, path: &Path) -> Result<BrokerConfig, ConfigError> {
+        let cfg: BrokerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn load(path: &Path) -> Result<BrokerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        BrokerConfig::from_toml_str(&text, path)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_message_size == 0
+            || self.max_message_size > (i32::MAX as usize) - strobe_wire::FRAME_PADDING
+        {
+            return Err(ConfigError::Invalid(format!(
+                "max_message_size must be between 1 and {} bytes, not {}",
+                (i32::MAX as usize) - strobe_wire::FRAME_PADDING,
+                self.max_message_size
+            )));
+        }
+        if self.keepalive_interval_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "keepalive_interval_secs must be at least 1".into(),
+            ));
+        }
+        if self.advertised_address.is_empty() {
+            return Err(ConfigError::Invalid(
+                "advertised_address must not be empty".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn broker_listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        format!("{}:{}", self.bind_address, self.broker_port)
+            .parse()
+            .map_err(|e| ConfigError::Invalid(format!("bind_address {:?}: {e}", self.bind_address)))
+    }
+
+    pub fn keepalive_interval(&self) -> Duration {
+        Duration::from_secs(self.keepalive_interval_secs)
+    }
+
+    /// `pulsar://host:port` as clients should reach this broker.
+    pub fn broker_service_url(&self, port: u16) -> String {
+        format!("pulsar://{}:{}", self.advertised_address, port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err =
+            BrokerConfig::from_toml_str("broker_prot = 1\n", Path::new("x.toml")).unwrap_err();
+        assert!(err.to_string().contains("broker_prot"), "{err}");
+    }
+
+    #[test]
+    fn defaults_fill_missing_keys() {
+        let cfg = BrokerConfig::from_toml_str("broker_port = 7000\n", Path::new("x.toml")).unwrap();
+        assert_eq!(cfg.broker_port, 7000);
+        assert_eq!(cfg.http_port, 8080);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(
+            BrokerConfig::from_toml_str("max_message_size = 0\n", Path::new("x.toml")).is_err()
+        );
+        assert!(
+            BrokerConfig::from_toml_str("keepalive_interval_secs = 0\n", Path::new("x.toml"))
+                .is_err()
+        );
+    }
+}

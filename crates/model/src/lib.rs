@@ -1,0 +1,14 @@
+//! Strobe's domain vocabulary, shared by every crate that makes decisions:
+//! topic names (Pulsar's `TopicName`), positions and message ids (`Position`,
+//! `MessageIdImpl`), subscription types, transaction ids (`TxnID`) and the key
+//! hashing that Key_Shared routing depends on (`Murmur3_32Hash`).
+//!
+//! No I/O and no protobuf here: the wire crate maps its types to these.
+
+mod hash;
+mod id;
+mod topic;
+
+pub use hash::{murmur3_32, sticky_hash_consistent, sticky_hash_low16};
+pub use id::{MessageId, Position, SubType, TxnId};
+pub use topic::{Domain, TopicName, TopicNameError};

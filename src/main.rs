@@ -1,0 +1,164 @@
+//! `strobe`: the composition root. Command line → configuration → tracing →
+//! broker → run until SIGINT or SIGTERM, then shut down in order.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use strobe_broker::{Broker, BrokerConfig};
+use tracing::info;
+
+/// Strobe: a message broker that speaks Apache Pulsar's binary protocol.
+///
+/// Point any Pulsar client at it (pulsar://localhost:6650) and change nothing else.
+#[derive(Debug, Parser)]
+#[command(name = "strobe", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: CommandLine,
+}
+
+#[derive(Debug, Subcommand)]
+enum CommandLine {
+    /// Run one broker with embedded storage and metadata (like `pulsar standalone`).
+    Standalone(StandaloneArgs),
+    /// Run one broker of a cluster coordinated through etcd (needs the `cluster` build).
+    Broker(BrokerArgs),
+}
+
+#[derive(Debug, Args)]
+struct StandaloneArgs {
+    /// Configuration file with the keys of config/standalone.toml; flags below override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Directory for topic data and metadata [default: ./data]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Port of the Pulsar binary protocol [default: 6650]
+    #[arg(long, value_name = "PORT")]
+    broker_port: Option<u16>,
+    /// Port of the HTTP admin API, lookups and metrics [default: 8080]
+    #[arg(long, value_name = "PORT")]
+    http_port: Option<u16>,
+    /// Host name that clients are told to connect to [default: localhost]
+    #[arg(long, value_name = "HOST")]
+    advertised_address: Option<String>,
+    /// Address to listen on [default: 0.0.0.0]
+    #[arg(long, value_name = "ADDR")]
+    bind_address: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct BrokerArgs {
+    /// Configuration file with the keys of config/cluster.toml.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        CommandLine::Standalone(args) => standalone_config(args).and_then(run),
+        CommandLine::Broker(args) => cluster_broker(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strobe: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("STROBE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+}
+
+fn standalone_config(args: StandaloneArgs) -> anyhow::Result<BrokerConfig> {
+    let mut cfg = match &args.config {
+        Some(path) => BrokerConfig::load(path)?,
+        None => BrokerConfig::default(),
+    };
+    if let Some(v) = args.data_dir {
+        cfg.data_dir = v;
+    }
+    if let Some(v) = args.broker_port {
+        cfg.broker_port = v;
+    }
+    if let Some(v) = args.http_port {
+        cfg.http_port = v;
+    }
+    if let Some(v) = args.advertised_address {
+        cfg.advertised_address = v;
+    }
+    if let Some(v) = args.bind_address {
+        cfg.bind_address = v;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+#[cfg(not(feature = "cluster"))]
+fn cluster_broker(_args: BrokerArgs) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "this strobe was built without cluster support. Rebuild with `cargo build --release --features cluster` \
+         (the cluster build talks to etcd, and compiling etcd's client needs protoc: \
+         `apt-get install protobuf-compiler` or PROTOC=/path/to/protoc); `strobe standalone` needs neither"
+    )
+}
+
+#[cfg(feature = "cluster")]
+fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
+    let cfg = BrokerConfig::load(&args.config)?;
+    if cfg.metadata_store_url.is_empty() {
+        anyhow::bail!(
+            "{}: metadata_store_url (the etcd endpoints) must be set for a cluster broker",
+            args.config.display()
+        );
+    }
+    anyhow::bail!(
+        "cluster coordination through etcd ({}) is not built yet; run `strobe standalone` for now",
+        cfg.metadata_store_url
+    )
+}
+
+fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("strobe")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let broker = Broker::bind(cfg.clone())
+            .await
+            .with_context(|| format!("binding {}:{}", cfg.bind_address, cfg.broker_port))?;
+        info!(
+            version = env!("CARGO_PKG_VERSION"),
+            addr = %broker.local_addr(),
+            service_url = %cfg.broker_service_url(broker.local_addr().port()),
+            "strobe standalone is ready"
+        );
+        let handle = broker.start();
+        wait_for_signal().await?;
+        info!("shutting down");
+        handle.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
