@@ -1,0 +1,797 @@
+//! The embedded backend: the standalone broker's metadata, in process, durable under a directory.
+//!
+//! Durability: every committed transaction is one line of the write-ahead log (`wal`), written
+//! and fsynced *before* it is applied to memory, so nothing a caller or a watcher has seen can be
+//! lost on `kill -9`. Each line is `<crc32 hex> <json>\n`; a torn last line (crash mid-append) is
+//! cut off at recovery, a bad line anywhere else is reported as corruption. Every
+//! [`EmbeddedOptions::snapshot_every`] records the state is written to `snapshot` (temp file,
+//! fsync, rename, fsync the directory) and the log is truncated.
+//!
+//! Ephemeral keys are bound to this process: leases live in memory only, and recovery drops every
+//! key that was bound to a lease (and writes a fresh snapshot, so the drop is itself durable).
+//! A `LOCK` file held with an OS lock keeps a second process out of the directory.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::error::{MetadataError, Result};
+use crate::store::{
+    EventKind, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan, Stat,
+    TxnResponse, Versioned, WATCH_CHANNEL, WatchBatch, WatchEvent, WatchStream, validate_ops,
+    validate_prefix,
+};
+
+/// Tuning of the embedded store.
+#[derive(Debug, Clone)]
+pub struct EmbeddedOptions {
+    /// How many committed transactions are kept in memory so that a watch can resume from an
+    /// older revision. A watcher further behind gets [`MetadataError::Compacted`].
+    pub history: usize,
+    /// Write a snapshot and truncate the log after this many log records.
+    pub snapshot_every: usize,
+    /// fsync every commit (the default). Off only for throwaway stores (tests, benchmarks).
+    pub sync: bool,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions { history: 10_000, snapshot_every: 10_000, sync: true }
+    }
+}
+
+/// The embedded [`MetadataStore`]. See the module docs for the on-disk format.
+#[derive(Debug)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+    _reaper: DropGuard,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: Mutex<State>,
+    /// The newest committed revision; watch feeders wait on it.
+    head: watch::Sender<Revision>,
+    /// Wakes the lease reaper when a lease with an earlier deadline appears.
+    reaper_wake: Arc<Notify>,
+    opts: EmbeddedOptions,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    value: Vec<u8>,
+    created: u64,
+    modified: u64,
+    lease: Option<LeaseId>,
+}
+
+impl Entry {
+    fn stat(&self) -> Stat {
+        Stat { version: self.modified, created: self.created, lease: self.lease }
+    }
+}
+
+#[derive(Debug)]
+struct LeaseState {
+    ttl: Duration,
+    deadline: Instant,
+    keys: BTreeSet<String>,
+}
+
+#[derive(Debug)]
+struct HistItem {
+    revision: Revision,
+    events: Vec<WatchEvent>,
+}
+
+#[derive(Debug)]
+struct State {
+    rev: Revision,
+    data: BTreeMap<String, Entry>,
+    leases: HashMap<LeaseId, LeaseState>,
+    next_lease: LeaseId,
+    history: VecDeque<Arc<HistItem>>,
+    /// Revisions up to this one are not in `history` any more.
+    compacted: Revision,
+    disk: Option<Disk>,
+    /// Set after a failed write: the log may end in a partial record, so no further write is safe.
+    failed: Option<String>,
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct Disk {
+    dir: PathBuf,
+    wal: File,
+    wal_records: usize,
+    _lock: File,
+}
+
+/// One log record: the mutations of one transaction.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    rev: u64,
+    muts: Vec<Mutation>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Mutation {
+    #[serde(rename = "p")]
+    Put {
+        k: String,
+        v: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        l: Option<LeaseId>,
+    },
+    #[serde(rename = "d")]
+    Delete { k: String },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Snapshot {
+    rev: u64,
+    next_lease: LeaseId,
+    entries: Vec<SnapEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapEntry {
+    k: String,
+    v: String,
+    c: u64,
+    m: u64,
+}
+
+const WAL_FILE: &str = "wal";
+const SNAPSHOT_FILE: &str = "snapshot";
+const LOCK_FILE: &str = "LOCK";
+
+impl EmbeddedStore {
+    /// A store that lives in memory only (tests, throwaway brokers). Must be called inside a tokio
+    /// runtime (it spawns the lease reaper).
+    pub fn in_memory() -> EmbeddedStore {
+        Self::start(State::empty(None), EmbeddedOptions { sync: false, ..Default::default() })
+    }
+
+    /// Opens (creating if needed) the durable store under `dir` and recovers it. Must be called
+    /// inside a tokio runtime. Fails with [`MetadataError::DirectoryLocked`] if another process
+    /// (or another open store of this process) uses the directory.
+    pub fn open(dir: impl AsRef<Path>, opts: EmbeddedOptions) -> Result<EmbeddedStore> {
+        let state = recover(dir.as_ref())?;
+        Ok(Self::start(state, opts))
+    }
+
+    fn start(state: State, opts: EmbeddedOptions) -> EmbeddedStore {
+        let (head, _) = watch::channel(state.rev);
+        let inner = Arc::new(Inner {
+            state: Mutex::new(state),
+            head,
+            reaper_wake: Arc::new(Notify::new()),
+            opts,
+        });
+        let cancel = CancellationToken::new();
+        tokio::spawn(reaper(Arc::downgrade(&inner), inner.reaper_wake.clone(), cancel.clone()));
+        EmbeddedStore { inner, _reaper: cancel.drop_guard() }
+    }
+
+    /// The newest committed revision.
+    pub fn revision(&self) -> Revision {
+        self.inner.state.lock().rev
+    }
+
+    /// Runs `f` on the store, on a blocking thread when it may fsync.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Inner) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let durable = self.inner.opts.sync && self.inner.state.lock().disk.is_some();
+        if durable {
+            let inner = self.inner.clone();
+            tokio::task::spawn_blocking(move || f(&inner))
+                .await
+                .map_err(|e| MetadataError::Backend(format!("commit task failed: {e}")))?
+        } else {
+            f(&self.inner)
+        }
+    }
+}
+
+impl Drop for EmbeddedStore {
+    fn drop(&mut self) {
+        let mut st = self.inner.state.lock();
+        st.closed = true;
+        // Close the files and release the directory lock now, so the directory can be reopened.
+        st.disk = None;
+        drop(st);
+        self.inner.head.send_modify(|_| {});
+    }
+}
+
+impl State {
+    fn empty(disk: Option<Disk>) -> State {
+        State {
+            rev: 0,
+            data: BTreeMap::new(),
+            leases: HashMap::new(),
+            next_lease: 1,
+            history: VecDeque::new(),
+            compacted: 0,
+            disk,
+            failed: None,
+            closed: false,
+        }
+    }
+
+    fn usable(&self) -> Result<()> {
+        if self.closed {
+            return Err(MetadataError::Closed);
+        }
+        if let Some(why) = &self.failed {
+            return Err(MetadataError::Backend(format!("store failed earlier: {why}")));
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn commit(&self, ops: &[Op]) -> Result<TxnResponse> {
+        let mut st = self.state.lock();
+        st.usable()?;
+        for op in ops {
+            op.check_against(st.data.get(op.key()).map(Entry::stat).as_ref())?;
+            if let Op::Put { lease: Some(lease), .. } = op
+                && !st.leases.contains_key(lease)
+            {
+                return Err(MetadataError::SessionExpired);
+            }
+        }
+        let resp = commit_locked(&mut st, ops, self.opts.snapshot_every)?;
+        let rev = st.rev;
+        trim_history(&mut st, self.opts.history);
+        drop(st);
+        self.head.send_replace(rev);
+        Ok(resp)
+    }
+
+    /// Ends a lease and deletes its keys in one transaction.
+    fn end_lease(&self, lease: LeaseId) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.closed {
+            return Ok(());
+        }
+        let Some(state) = st.leases.remove(&lease) else {
+            return Ok(());
+        };
+        if state.keys.is_empty() {
+            return Ok(());
+        }
+        let ops: Vec<Op> = state.keys.into_iter().map(|k| Op::delete(k, None)).collect();
+        st.usable()?;
+        commit_locked(&mut st, &ops, self.opts.snapshot_every)?;
+        let rev = st.rev;
+        trim_history(&mut st, self.opts.history);
+        drop(st);
+        self.head.send_replace(rev);
+        Ok(())
+    }
+}
+
+/// Applies already-checked `ops` at the next revision: log first (fsynced), then memory.
+fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<TxnResponse> {
+    let writes = ops.iter().any(|op| !matches!(op, Op::Check { .. }));
+    if !writes {
+        return Ok(TxnResponse { revision: st.rev, results: vec![OpResult::Check; ops.len()] });
+    }
+    let rev = st.rev + 1;
+    let mut muts = Vec::with_capacity(ops.len());
+    for op in ops {
+        match op {
+            Op::Put { key, value, lease, .. } => {
+                muts.push(Mutation::Put { k: key.clone(), v: hex(value), l: *lease })
+            }
+            Op::Delete { key, .. } => muts.push(Mutation::Delete { k: key.clone() }),
+            Op::Check { .. } => {}
+        }
+    }
+    if let Some(disk) = st.disk.as_mut() {
+        let line = encode_line(&Record { rev, muts })?;
+        let res = disk.wal.write_all(&line).and_then(|_| disk.wal.sync_data());
+        if let Err(e) = res {
+            st.failed = Some(e.to_string());
+            return Err(e.into());
+        }
+        disk.wal_records += 1;
+    }
+    let mut results = Vec::with_capacity(ops.len());
+    let mut events = Vec::new();
+    for op in ops {
+        match op {
+            Op::Put { key, value, lease, .. } => {
+                let old = st.data.get(key).cloned();
+                if let Some(old_lease) = old.as_ref().and_then(|o| o.lease)
+                    && Some(old_lease) != *lease
+                    && let Some(l) = st.leases.get_mut(&old_lease)
+                {
+                    l.keys.remove(key);
+                }
+                if let Some(l) = lease.and_then(|l| st.leases.get_mut(&l)) {
+                    l.keys.insert(key.clone());
+                }
+                let entry = Entry {
+                    value: value.clone(),
+                    created: old.as_ref().map_or(rev, |o| o.created),
+                    modified: rev,
+                    lease: *lease,
+                };
+                let stat = entry.stat();
+                st.data.insert(key.clone(), entry);
+                results.push(OpResult::Put(stat));
+                events.push(WatchEvent {
+                    kind: if old.is_some() { EventKind::Modified } else { EventKind::Created },
+                    key: key.clone(),
+                    value: Some(value.clone()),
+                    stat: Some(stat),
+                });
+            }
+            Op::Delete { key, .. } => {
+                if let Some(old) = st.data.remove(key)
+                    && let Some(l) = old.lease.and_then(|l| st.leases.get_mut(&l))
+                {
+                    l.keys.remove(key);
+                }
+                results.push(OpResult::Delete);
+                events.push(WatchEvent {
+                    kind: EventKind::Deleted,
+                    key: key.clone(),
+                    value: None,
+                    stat: None,
+                });
+            }
+            Op::Check { .. } => results.push(OpResult::Check),
+        }
+    }
+    st.rev = rev;
+    st.history.push_back(Arc::new(HistItem { revision: rev, events }));
+    let due = st.disk.as_ref().is_some_and(|d| d.wal_records >= snapshot_every);
+    if due && let Err(e) = write_snapshot(st) {
+        // The log still holds everything; a failed snapshot only leaves it longer.
+        tracing::warn!(error = %e, "metadata snapshot failed; keeping the write-ahead log");
+    }
+    Ok(TxnResponse { revision: rev, results })
+}
+
+fn trim_history(st: &mut State, keep: usize) {
+    while st.history.len() > keep.max(1) {
+        if let Some(item) = st.history.pop_front() {
+            st.compacted = item.revision;
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as i64)
+}
+
+#[async_trait]
+impl MetadataStore for EmbeddedStore {
+    fn backend_name(&self) -> &'static str {
+        "embedded"
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Versioned>> {
+        crate::store::validate_key(key)?;
+        let st = self.inner.state.lock();
+        if st.closed {
+            return Err(MetadataError::Closed);
+        }
+        Ok(st.data.get(key).map(|e| Versioned { value: e.value.clone(), stat: e.stat() }))
+    }
+
+    async fn scan_prefix(&self, prefix: &str) -> Result<Scan> {
+        validate_prefix(prefix)?;
+        let st = self.inner.state.lock();
+        if st.closed {
+            return Err(MetadataError::Closed);
+        }
+        let entries = st
+            .data
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, e)| KeyValue { key: k.clone(), value: e.value.clone(), stat: e.stat() })
+            .collect();
+        Ok(Scan { revision: st.rev, entries })
+    }
+
+    async fn txn(&self, ops: Vec<Op>) -> Result<TxnResponse> {
+        validate_ops(&ops)?;
+        self.run(move |inner| inner.commit(&ops)).await
+    }
+
+    async fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream> {
+        validate_prefix(prefix)?;
+        let start = {
+            let st = self.inner.state.lock();
+            if st.closed {
+                return Err(MetadataError::Closed);
+            }
+            let from = if from_revision == 0 { st.rev + 1 } else { from_revision };
+            if from <= st.compacted {
+                return Err(MetadataError::Compacted { requested: from, compacted: st.compacted });
+            }
+            from
+        };
+        let (tx, rx) = mpsc::channel(WATCH_CHANNEL);
+        let cancel = CancellationToken::new();
+        let head = self.inner.head.subscribe();
+        tokio::spawn(feed_watch(
+            Arc::downgrade(&self.inner),
+            head,
+            prefix.to_string(),
+            start,
+            tx,
+            cancel.clone(),
+        ));
+        Ok(WatchStream::new(rx, Some(cancel.drop_guard())))
+    }
+
+    async fn grant_lease(&self, ttl: Duration) -> Result<LeaseGrant> {
+        if ttl.is_zero() {
+            return Err(MetadataError::Backend("lease TTL must be positive".into()));
+        }
+        let mut st = self.inner.state.lock();
+        st.usable()?;
+        let id = st.next_lease;
+        st.next_lease += 1;
+        st.leases
+            .insert(id, LeaseState { ttl, deadline: Instant::now() + ttl, keys: BTreeSet::new() });
+        drop(st);
+        self.inner.reaper_wake.notify_one();
+        Ok(LeaseGrant { id, ttl })
+    }
+
+    async fn keep_alive(&self, lease: LeaseId) -> Result<Option<Duration>> {
+        let mut st = self.inner.state.lock();
+        if st.closed {
+            return Err(MetadataError::Closed);
+        }
+        let now = Instant::now();
+        Ok(st.leases.get_mut(&lease).filter(|l| l.deadline > now).map(|l| {
+            l.deadline = now + l.ttl;
+            l.ttl
+        }))
+    }
+
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
+        self.run(move |inner| inner.end_lease(lease)).await
+    }
+}
+
+/// Feeds one watcher from the in-memory history, waking on every new revision.
+async fn feed_watch(
+    inner: Weak<Inner>,
+    mut head: watch::Receiver<Revision>,
+    prefix: String,
+    mut next: Revision,
+    tx: mpsc::Sender<Result<WatchBatch>>,
+    cancel: CancellationToken,
+) {
+    loop {
+        // Mark the current head as seen *before* reading the state, so a commit that lands
+        // after the read wakes us below.
+        head.borrow_and_update();
+        let batches = {
+            let Some(inner) = inner.upgrade() else { return };
+            let st = inner.state.lock();
+            if st.closed {
+                return;
+            }
+            if next <= st.compacted {
+                let err = MetadataError::Compacted { requested: next, compacted: st.compacted };
+                drop(st);
+                let _ = tx.try_send(Err(err));
+                return;
+            }
+            let from = st.history.partition_point(|h| h.revision < next);
+            let batches: Vec<WatchBatch> = st
+                .history
+                .range(from..)
+                .filter_map(|h| {
+                    let events: Vec<WatchEvent> =
+                        h.events.iter().filter(|e| e.key.starts_with(&prefix)).cloned().collect();
+                    (!events.is_empty()).then_some(WatchBatch { revision: h.revision, events })
+                })
+                .collect();
+            next = next.max(st.rev + 1);
+            batches
+        };
+        for batch in batches {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                sent = tx.send(Ok(batch)) => if sent.is_err() { return },
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = head.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Expires leases whose deadline passed, deleting their keys.
+async fn reaper(inner: Weak<Inner>, wake: Arc<Notify>, cancel: CancellationToken) {
+    loop {
+        let next_deadline = {
+            let Some(inner) = inner.upgrade() else { return };
+            let now = Instant::now();
+            let expired: Vec<LeaseId> = {
+                let st = inner.state.lock();
+                if st.closed {
+                    return;
+                }
+                st.leases.iter().filter(|(_, l)| l.deadline <= now).map(|(id, _)| *id).collect()
+            };
+            for lease in expired {
+                tracing::debug!(lease, "embedded metadata lease expired");
+                let inner2 = inner.clone();
+                let res = if inner.opts.sync {
+                    tokio::task::spawn_blocking(move || inner2.end_lease(lease))
+                        .await
+                        .unwrap_or_else(|e| Err(MetadataError::Backend(e.to_string())))
+                } else {
+                    inner2.end_lease(lease)
+                };
+                if let Err(e) = res {
+                    tracing::warn!(lease, error = %e, "could not expire a lease");
+                }
+            }
+            let st = inner.state.lock();
+            st.leases.values().map(|l| l.deadline).min()
+        };
+        let until = next_deadline
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1))
+            .min(Instant::now() + Duration::from_secs(1));
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep_until(until) => {}
+            _ = wake.notified() => {}
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+fn recover(dir: &Path) -> Result<State> {
+    std::fs::create_dir_all(dir)?;
+    let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
+    if lock.try_lock().is_err() {
+        return Err(MetadataError::DirectoryLocked(dir.display().to_string()));
+    }
+    let mut st = State::empty(None);
+    let mut max_lease: LeaseId = 0;
+
+    let snap_path = dir.join(SNAPSHOT_FILE);
+    if snap_path.exists() {
+        let bytes = std::fs::read(&snap_path)?;
+        let corrupt = |reason: String| MetadataError::Corrupt {
+            path: snap_path.display().to_string(),
+            reason,
+        };
+        let line = bytes.strip_suffix(b"\n").ok_or_else(|| corrupt("no final newline".into()))?;
+        let snap: Snapshot = decode_line(line).map_err(corrupt)?;
+        st.rev = snap.rev;
+        max_lease = max_lease.max(snap.next_lease - 1);
+        for e in snap.entries {
+            let value = unhex(&e.v).ok_or_else(|| corrupt(format!("bad hex at {}", e.k)))?;
+            st.data.insert(e.k, Entry { value, created: e.c, modified: e.m, lease: None });
+        }
+    }
+
+    let wal_path = dir.join(WAL_FILE);
+    let mut wal = OpenOptions::new().create(true).read(true).append(true).open(&wal_path)?;
+    let mut bytes = Vec::new();
+    wal.seek(SeekFrom::Start(0))?;
+    wal.read_to_end(&mut bytes)?;
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let end = bytes[pos..].iter().position(|b| *b == b'\n').map(|i| pos + i);
+        let parsed = end.ok_or_else(|| "no newline".to_string()).and_then(|end| {
+            decode_line::<Record>(&bytes[pos..end])
+        });
+        match parsed {
+            Ok(rec) => {
+                if rec.rev > st.rev {
+                    if rec.rev != st.rev + 1 {
+                        return Err(MetadataError::Corrupt {
+                            path: wal_path.display().to_string(),
+                            reason: format!("revision {} follows {}", rec.rev, st.rev),
+                        });
+                    }
+                    replay(&mut st, rec, &mut max_lease).map_err(|reason| {
+                        MetadataError::Corrupt { path: wal_path.display().to_string(), reason }
+                    })?;
+                }
+                pos = end.unwrap_or(bytes.len()) + 1;
+            }
+            Err(reason) => {
+                let last = end.is_none_or(|end| end + 1 >= bytes.len());
+                if !last {
+                    return Err(MetadataError::Corrupt {
+                        path: wal_path.display().to_string(),
+                        reason: format!("bad record at byte {pos}: {reason}"),
+                    });
+                }
+                // A torn final append from a crash: it was never acknowledged; drop it.
+                tracing::warn!(path = %wal_path.display(), pos, "dropping a torn final log record");
+                break;
+            }
+        }
+    }
+    drop(wal);
+
+    // Ephemeral keys belong to sessions of a previous process: they are gone.
+    st.data.retain(|_, e| e.lease.is_none());
+    st.next_lease = (max_lease + 1).max(now_ms());
+    st.compacted = st.rev;
+    let wal = OpenOptions::new().create(true).append(true).open(&wal_path)?;
+    st.disk = Some(Disk { dir: dir.to_path_buf(), wal, wal_records: 0, _lock: lock });
+    // Make the recovered state (without ephemeral keys, without a torn tail) the new base.
+    write_snapshot(&mut st)?;
+    Ok(st)
+}
+
+fn replay(st: &mut State, rec: Record, max_lease: &mut LeaseId) -> std::result::Result<(), String> {
+    for m in rec.muts {
+        match m {
+            Mutation::Put { k, v, l } => {
+                let value = unhex(&v).ok_or_else(|| format!("bad hex at {k}"))?;
+                if let Some(l) = l {
+                    *max_lease = (*max_lease).max(l);
+                }
+                let created = st.data.get(&k).map_or(rec.rev, |e| e.created);
+                st.data.insert(k, Entry { value, created, modified: rec.rev, lease: l });
+            }
+            Mutation::Delete { k } => {
+                st.data.remove(&k);
+            }
+        }
+    }
+    st.rev = rec.rev;
+    Ok(())
+}
+
+/// Writes the persistent state to `snapshot` atomically, then empties the log.
+fn write_snapshot(st: &mut State) -> Result<()> {
+    let Some(disk) = st.disk.as_mut() else { return Ok(()) };
+    let snap = Snapshot {
+        rev: st.rev,
+        next_lease: st.next_lease,
+        entries: st
+            .data
+            .iter()
+            .filter(|(_, e)| e.lease.is_none())
+            .map(|(k, e)| SnapEntry { k: k.clone(), v: hex(&e.value), c: e.created, m: e.modified })
+            .collect(),
+    };
+    let line = encode_line(&snap)?;
+    let tmp = disk.dir.join("snapshot.tmp");
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&line)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, disk.dir.join(SNAPSHOT_FILE))?;
+    File::open(&disk.dir)?.sync_all()?;
+    // Records up to `rev` are in the snapshot now; replay skips them even if this truncation
+    // does not reach the disk.
+    disk.wal.set_len(0)?;
+    disk.wal.sync_all()?;
+    disk.wal_records = 0;
+    Ok(())
+}
+
+fn encode_line<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    let json = serde_json::to_vec(value).map_err(|e| MetadataError::Backend(e.to_string()))?;
+    let mut line = format!("{:08x} ", crc32(&json)).into_bytes();
+    line.extend_from_slice(&json);
+    line.push(b'\n');
+    Ok(line)
+}
+
+fn decode_line<T: for<'de> Deserialize<'de>>(line: &[u8]) -> std::result::Result<T, String> {
+    if line.len() < 9 || line[8] != b' ' {
+        return Err("short line".into());
+    }
+    let crc = std::str::from_utf8(&line[..8])
+        .ok()
+        .and_then(|s| u32::from_str_radix(s, 16).ok())
+        .ok_or("bad checksum field")?;
+    let json = &line[9..];
+    if crc32(json) != crc {
+        return Err("checksum mismatch".into());
+    }
+    serde_json::from_slice(json).map_err(|e| e.to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// CRC-32 (IEEE, reflected), table-driven; guards log lines against torn writes and bit rot.
+fn crc32(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                k += 1;
+            }
+            table[i] = c;
+            i += 1;
+        }
+        table
+    };
+    let mut crc = !0u32;
+    for b in data {
+        crc = TABLE[((crc ^ *b as u32) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let data: Vec<u8> = (0..=255).collect();
+        assert_eq!(unhex(&hex(&data)).unwrap(), data);
+        assert!(unhex("abc").is_none());
+        assert!(unhex("zz").is_none());
+    }
+
+    #[test]
+    fn line_checksum_detects_damage() {
+        let line = encode_line(&Record { rev: 3, muts: vec![] }).unwrap();
+        let body = &line[..line.len() - 1];
+        assert!(decode_line::<Record>(body).is_ok());
+        let mut bad = body.to_vec();
+        let n = bad.len();
+        bad[n - 2] ^= 1;
+        assert!(decode_line::<Record>(&bad).is_err());
+    }
+}
