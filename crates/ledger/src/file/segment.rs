@@ -1,0 +1,239 @@
+//! Segment files (`L<ledger id>.seg`, one per ledger) and their index files
+//! (`L<ledger id>.idx`, written once a sealed segment is synced).
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::format::{self, HEADER, SEG_FIXED};
+use crate::{LedgerError, Result};
+
+/// One ledger's segment file and its in-memory index.
+#[derive(Debug)]
+pub struct Segment {
+    pub path: PathBuf,
+    pub file: Arc<File>,
+    /// Byte offset of each entry's record.
+    pub offsets: Vec<u64>,
+    /// Bytes of valid records (the write position).
+    pub len: u64,
+    /// Bytes known to be on disk (fdatasync'd).
+    pub synced_len: u64,
+    /// Sum of entry data lengths.
+    pub bytes: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    /// An index file matching `len` exists.
+    pub indexed: bool,
+    /// Created since the directory was last fsync'd.
+    pub new_file: bool,
+}
+
+pub fn seg_path(dir: &Path, ledger: u64) -> PathBuf {
+    dir.join(format!("L{ledger:016}.seg"))
+}
+
+pub fn idx_path(dir: &Path, ledger: u64) -> PathBuf {
+    dir.join(format!("L{ledger:016}.idx"))
+}
+
+/// Parses `L<id>.seg` names.
+pub fn parse_seg_name(name: &str) -> Option<u64> {
+    name.strip_prefix('L')?.strip_suffix(".seg")?.parse().ok()
+}
+
+/// Where scanning stopped short of the file's end.
+#[derive(Debug, Clone)]
+pub struct ScanStop {
+    pub offset: u64,
+    pub reason: &'static str,
+}
+
+impl Segment {
+    pub fn create(dir: &Path, ledger: u64) -> Result<Segment> {
+        let path = seg_path(dir, ledger);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| LedgerError::io("create", &path, e))?;
+        Ok(Segment {
+            path,
+            file: Arc::new(file),
+            offsets: Vec::new(),
+            len: 0,
+            synced_len: 0,
+            bytes: 0,
+            first_ts: 0,
+            last_ts: 0,
+            indexed: false,
+            new_file: true,
+        })
+    }
+
+    /// Opens an existing segment: from its index file if that is valid,
+    /// otherwise by scanning every record. Returns where a scan stopped on
+    /// something other than the clean end of the file.
+    pub fn open(dir: &Path, ledger: u64) -> Result<(Segment, Option<ScanStop>)> {
+        let path = seg_path(dir, ledger);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| LedgerError::io("open", &path, e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| LedgerError::io("stat", &path, e))?
+            .len();
+        let mut seg = Segment {
+            path,
+            file: Arc::new(file),
+            offsets: Vec::new(),
+            len: 0,
+            synced_len: 0,
+            bytes: 0,
+            first_ts: 0,
+            last_ts: 0,
+            indexed: false,
+            new_file: false,
+        };
+        if seg.load_index(&idx_path(dir, ledger), file_len) {
+            seg.synced_len = seg.len;
+            return Ok((seg, None));
+        }
+        let stop = seg.scan(file_len)?;
+        seg.synced_len = seg.len;
+        Ok((seg, stop))
+    }
+
+    fn scan(&mut self, file_len: u64) -> Result<Option<ScanStop>> {
+        let file = self.file.clone();
+        let mut f = std::io::BufReader::with_capacity(1 << 20, &*file);
+        let mut pos = 0u64;
+        let mut header = [0u8; HEADER];
+        let mut body = Vec::new();
+        loop {
+            if pos == file_len {
+                return Ok(None);
+            }
+            if file_len - pos < HEADER as u64 {
+                return Ok(Some(ScanStop {
+                    offset: pos,
+                    reason: "incomplete record header",
+                }));
+            }
+            f.read_exact(&mut header)
+                .map_err(|e| LedgerError::io("read", &self.path, e))?;
+            let len = format::u32_at(&header, 0) as usize;
+            if len == 0 || len > format::MAX_BODY || len < SEG_FIXED {
+                let reason = if len == 0 {
+                    "zero length"
+                } else {
+                    "length out of bounds"
+                };
+                return Ok(Some(ScanStop {
+                    offset: pos,
+                    reason,
+                }));
+            }
+            if file_len - pos - (HEADER as u64) < len as u64 {
+                return Ok(Some(ScanStop {
+                    offset: pos,
+                    reason: "incomplete record",
+                }));
+            }
+            body.resize(len, 0);
+            f.read_exact(&mut body)
+                .map_err(|e| LedgerError::io("read", &self.path, e))?;
+            if crc32c::crc32c(&body) != format::u32_at(&header, 4) {
+                return Ok(Some(ScanStop {
+                    offset: pos,
+                    reason: "CRC-32C mismatch",
+                }));
+            }
+            let entry = format::u64_at(&body, 0);
+            if entry != self.offsets.len() as u64 {
+                return Ok(Some(ScanStop {
+                    offset: pos,
+                    reason: "entry id out of sequence",
+                }));
+            }
+            let n = (HEADER + len) as u64;
+            self.push(pos, format::u64_at(&body, 8), (len - SEG_FIXED) as u64, n);
+            pos += n;
+        }
+    }
+
+    /// Records an entry written at `offset` with `rec_len` bytes.
+    pub fn push(&mut self, offset: u64, ts: u64, data_len: u64, rec_len: u64) {
+        if self.offsets.is_empty() {
+            self.first_ts = ts;
+        }
+        self.last_ts = ts;
+        self.offsets.push(offset);
+        self.bytes += data_len;
+        self.len = offset + rec_len;
+        self.indexed = false;
+    }
+
+    /// Cuts the file back to `len` bytes (a torn tail).
+    pub fn truncate(&mut self, len: u64) -> Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| LedgerError::io("truncate", &self.path, e))?;
+        self.len = len;
+        Ok(())
+    }
+
+    /// Index file: magic, count, segment length, bytes, first/last ts, offsets, CRC.
+    pub fn write_index(&self, path: &Path) -> Result<()> {
+        let mut b = Vec::with_capacity(48 + 8 * self.offsets.len() + 4);
+        b.extend_from_slice(b"STRBIDX1");
+        for v in [
+            self.offsets.len() as u64,
+            self.len,
+            self.bytes,
+            self.first_ts,
+            self.last_ts,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for o in &self.offsets {
+            b.extend_from_slice(&o.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        // Not synced on its own: a torn index fails its CRC and the segment is scanned.
+        std::fs::write(path, &b).map_err(|e| LedgerError::io("write", path, e))
+    }
+
+    fn load_index(&mut self, path: &Path, file_len: u64) -> bool {
+        let Ok(b) = std::fs::read(path) else {
+            return false;
+        };
+        if b.len() < 52 || &b[..8] != b"STRBIDX1" {
+            return false;
+        }
+        let (body, crc) = b.split_at(b.len() - 4);
+        if crc32c::crc32c(body) != format::u32_at(crc, 0) {
+            return false;
+        }
+        let count = format::u64_at(body, 8) as usize;
+        let len = format::u64_at(body, 16);
+        if len != file_len || body.len() != 48 + 8 * count {
+            return false;
+        }
+        self.offsets = (0..count)
+            .map(|i| format::u64_at(body, 48 + 8 * i))
+            .collect();
+        self.len = len;
+        self.bytes = format::u64_at(body, 24);
+        self.first_ts = format::u64_at(body, 32);
+        self.last_ts = format::u64_at(body, 40);
+        self.indexed = true;
+        true
+    }
+}

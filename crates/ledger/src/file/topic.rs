@@ -1,0 +1,366 @@
+//! One topic's files and its [`TopicStorage`] handle.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use super::flusher::Req;
+use super::format::{self, HEADER, SEG_FIXED};
+use super::segment::{self, Segment};
+use super::{Shared, sync_dir};
+use crate::backend::{AppendCallback, LedgerMeta, RecoveredTopic, TopicStorage};
+use crate::{LedgerError, Position, Result, SyncMode};
+
+#[derive(Debug)]
+pub struct TopicShared {
+    pub id: u32,
+    pub name: String,
+    pub dir: PathBuf,
+    pub files: Mutex<TopicFiles>,
+}
+
+#[derive(Debug, Default)]
+pub struct TopicFiles {
+    pub loaded: bool,
+    pub open: bool,
+    pub ledgers: BTreeMap<u64, Segment>,
+    /// Set once stored data failed a check: the topic refuses service.
+    pub corrupt: Option<LedgerError>,
+    /// Greater than every ledger id used in this process.
+    pub next_ledger_hint: u64,
+}
+
+pub const CORRUPT_MARKER: &str = "CORRUPT";
+
+pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>, RecoveredTopic)> {
+    let t = {
+        let mut topics = sh.topics.lock();
+        topics
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                Arc::new(TopicShared {
+                    id: sh.next_topic_id.fetch_add(1, Ordering::Relaxed),
+                    name: name.to_string(),
+                    dir: sh.topic_dir(name),
+                    files: Mutex::new(TopicFiles::default()),
+                })
+            })
+            .clone()
+    };
+    let meta = sh.meta.lock().get(name).cloned().unwrap_or_default();
+    let mut files = t.files.lock();
+    if files.open {
+        return Err(LedgerError::AlreadyOpen(name.to_string()));
+    }
+    if !files.loaded {
+        load(sh, &t, &mut files, &meta)?;
+    }
+    if let Some(e) = &files.corrupt {
+        return Err(e.clone());
+    }
+    let max_id = files.ledgers.keys().next_back().map_or(0, |l| l + 1);
+    let rec = RecoveredTopic {
+        ledgers: files
+            .ledgers
+            .iter()
+            .map(|(&id, s)| LedgerMeta {
+                ledger_id: id,
+                entries: s.offsets.len() as u64,
+                bytes: s.bytes,
+                first_ts_ms: s.first_ts,
+                last_ts_ms: s.last_ts,
+            })
+            .collect(),
+        next_ledger_id: max_id
+            .max(meta.first_kept)
+            .max(meta.ledgers.keys().next_back().map_or(0, |l| l + 1))
+            .max(files.next_ledger_hint)
+            .max(1),
+        cursors: meta
+            .cursors
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    };
+    files.open = true;
+    drop(files);
+    let h: Arc<dyn TopicStorage> = Arc::new(FileTopicHandle {
+        sh: Arc::downgrade(sh),
+        topic: t,
+        released: Arc::new(AtomicBool::new(false)),
+    });
+    Ok((h, rec))
+}
+
+fn corrupt(topic: &str, path: PathBuf, offset: u64, reason: impl Into<String>) -> LedgerError {
+    LedgerError::Corrupt {
+        topic: topic.to_string(),
+        path,
+        offset,
+        reason: reason.into(),
+    }
+}
+
+/// Reads a topic's segments from disk and checks them against the checkpoint.
+fn load(
+    sh: &Shared,
+    t: &TopicShared,
+    files: &mut TopicFiles,
+    meta: &super::TopicMeta,
+) -> Result<()> {
+    let marker = t.dir.join(CORRUPT_MARKER);
+    if let Ok(reason) = std::fs::read_to_string(&marker) {
+        return Err(corrupt(&t.name, marker, 0, reason.trim().to_string()));
+    }
+    let mut ids = Vec::new();
+    match std::fs::read_dir(&t.dir) {
+        Ok(rd) => {
+            for e in rd {
+                let e = e.map_err(|e| LedgerError::io("list", &t.dir, e))?;
+                if let Some(id) = e.file_name().to_str().and_then(segment::parse_seg_name) {
+                    ids.push(id);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(LedgerError::io("list", &t.dir, e)),
+    }
+    ids.sort_unstable();
+    let newest = ids.last().copied();
+    let mut ledgers = BTreeMap::new();
+    for id in ids {
+        if id < meta.first_kept {
+            let _ = std::fs::remove_file(segment::seg_path(&t.dir, id));
+            let _ = std::fs::remove_file(segment::idx_path(&t.dir, id));
+            continue;
+        }
+        let (mut seg, stop) = Segment::open(&t.dir, id)?;
+        if let Some(stop) = stop {
+            if sh.cfg.sync != SyncMode::Always && Some(id) == newest {
+                tracing::warn!(topic = %t.name, path = %seg.path.display(), offset = stop.offset,
+                    reason = stop.reason, "truncating the unsynced torn tail of the newest segment");
+                let valid = seg.len;
+                seg.truncate(valid)?;
+            } else {
+                let e = corrupt(&t.name, seg.path.clone(), stop.offset, stop.reason);
+                files.corrupt = Some(e.clone());
+                return Err(e);
+            }
+        }
+        if let Some(&want) = meta.ledgers.get(&id)
+            && (seg.offsets.len() as u64) < want
+        {
+            let e = corrupt(
+                &t.name,
+                seg.path.clone(),
+                seg.len,
+                format!(
+                    "holds {} entries but the checkpoint recorded {want}",
+                    seg.offsets.len()
+                ),
+            );
+            files.corrupt = Some(e.clone());
+            return Err(e);
+        }
+        if seg.offsets.is_empty() {
+            let _ = std::fs::remove_file(&seg.path);
+            continue;
+        }
+        ledgers.insert(id, seg);
+    }
+    for (&id, &n) in &meta.ledgers {
+        if id >= meta.first_kept && n > 0 && !ledgers.contains_key(&id) {
+            let e = corrupt(
+                &t.name,
+                segment::seg_path(&t.dir, id),
+                0,
+                format!("missing segment file (the checkpoint recorded {n} entries)"),
+            );
+            files.corrupt = Some(e.clone());
+            return Err(e);
+        }
+    }
+    files.ledgers = ledgers;
+    files.loaded = true;
+    Ok(())
+}
+
+#[derive(Debug)]
+pub struct FileTopicHandle {
+    /// Weak: the [`super::FileBackend`] owns the backend's lifetime.
+    sh: std::sync::Weak<Shared>,
+    topic: Arc<TopicShared>,
+    released: Arc<AtomicBool>,
+}
+
+fn release(t: &TopicShared, released: &AtomicBool) {
+    if !released.swap(true, Ordering::SeqCst) {
+        t.files.lock().open = false;
+    }
+}
+
+impl Drop for FileTopicHandle {
+    fn drop(&mut self) {
+        release(&self.topic, &self.released);
+    }
+}
+
+fn channel_result(rx: oneshot::Receiver<Result<()>>) -> BoxFuture<'static, Result<()>> {
+    async move {
+        rx.await
+            .unwrap_or_else(|_| Err(LedgerError::Closed("file backend".into())))
+    }
+    .boxed()
+}
+
+impl FileTopicHandle {
+    fn enqueue(&self, req: Req) {
+        match self.sh.upgrade() {
+            Some(sh) => sh.enqueue(req),
+            None => req.fail(LedgerError::Closed("file backend".into())),
+        }
+    }
+}
+
+impl TopicStorage for FileTopicHandle {
+    fn append(&self, ledger_id: u64, entry_id: u64, ts_ms: u64, data: Bytes, done: AppendCallback) {
+        self.enqueue(Req::Entry {
+            topic: self.topic.clone(),
+            ledger: ledger_id,
+            entry: entry_id,
+            ts: ts_ms,
+            data,
+            done,
+        });
+    }
+
+    fn read(
+        &self,
+        ledger_id: u64,
+        first: u64,
+        last: u64,
+    ) -> BoxFuture<'static, Result<Vec<Bytes>>> {
+        let t = self.topic.clone();
+        async move {
+            tokio::task::spawn_blocking(move || read_range(&t, ledger_id, first, last))
+                .await
+                .map_err(|e| LedgerError::Io {
+                    op: "read",
+                    path: PathBuf::new(),
+                    message: e.to_string(),
+                })?
+        }
+        .boxed()
+    }
+
+    fn delete_ledgers(&self, first_kept: u64, ids: Vec<u64>) -> BoxFuture<'static, Result<()>> {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(Req::Trim {
+            topic: self.topic.clone(),
+            first_kept,
+            ids,
+            done: tx,
+        });
+        channel_result(rx)
+    }
+
+    fn persist_cursor(
+        &self,
+        name: &str,
+        snapshot: Option<Bytes>,
+    ) -> BoxFuture<'static, Result<()>> {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(Req::Cursor {
+            topic: self.topic.clone(),
+            name: name.to_string(),
+            snapshot,
+            done: tx,
+        });
+        channel_result(rx)
+    }
+
+    fn close(&self) -> BoxFuture<'static, Result<()>> {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(Req::Barrier { done: tx });
+        let topic = self.topic.clone();
+        let released = self.released.clone();
+        async move {
+            let r = rx
+                .await
+                .unwrap_or_else(|_| Err(LedgerError::Closed("file backend".into())));
+            release(&topic, &released);
+            r
+        }
+        .boxed()
+    }
+}
+
+/// Reads and checks entries `first..=last` of a ledger.
+fn read_range(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Vec<Bytes>> {
+    let (file, path, start, end) = {
+        let f = t.files.lock();
+        if let Some(e) = &f.corrupt {
+            return Err(e.clone());
+        }
+        let seg = f
+            .ledgers
+            .get(&ledger)
+            .filter(|s| (last as usize) < s.offsets.len() && first <= last);
+        let Some(seg) = seg else {
+            return Err(LedgerError::InvalidPosition {
+                topic: t.name.clone(),
+                position: Position::new(ledger, first),
+                reason: "no such entry in storage",
+            });
+        };
+        let start = seg.offsets[first as usize];
+        let end = seg
+            .offsets
+            .get(last as usize + 1)
+            .copied()
+            .unwrap_or(seg.len);
+        (seg.file.clone(), seg.path.clone(), start, end)
+    };
+    let mut buf = vec![0u8; (end - start) as usize];
+    file.read_exact_at(&mut buf, start)
+        .map_err(|e| LedgerError::io("read", &path, e))?;
+    let buf = Bytes::from(buf);
+    let mut out = Vec::with_capacity((last - first + 1) as usize);
+    let mut at = 0usize;
+    for want in first..=last {
+        let bad = |reason: &str| {
+            let e = corrupt(&t.name, path.clone(), start + at as u64, reason.to_string());
+            t.files.lock().corrupt = Some(e.clone());
+            e
+        };
+        match format::decode(&buf[at..], 0) {
+            format::Decoded::Record(body, n) => {
+                if body.len() < SEG_FIXED || format::u64_at(body, 0) != want {
+                    return Err(bad("unexpected entry id"));
+                }
+                out.push(buf.slice(at + HEADER + SEG_FIXED..at + n));
+                at += n;
+            }
+            format::Decoded::Bad(r) => return Err(bad(r)),
+            _ => return Err(bad("truncated record")),
+        }
+    }
+    Ok(out)
+}
+
+/// Creates a topic directory durably.
+pub fn ensure_dir(sh: &Shared, dir: &std::path::Path) -> Result<()> {
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(|e| LedgerError::io("create directory", dir, e))?;
+        sync_dir(&sh.topics_dir)?;
+    }
+    Ok(())
+}

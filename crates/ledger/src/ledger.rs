@@ -1,0 +1,921 @@
+//! [`ManagedLedger`] and [`ManagedCursor`]: the backend-independent logic
+//! (positions, rollover, retention, cursors), written once over [`TopicStorage`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use strobe_model::Position;
+use tokio::sync::{Notify, oneshot, watch};
+
+use crate::backend::{LedgerBackend, LedgerMeta, TopicStorage};
+use crate::config::LedgerConfig;
+use crate::cursor_state::{CursorSnapshot, CursorState, LedgerView};
+use crate::{LedgerError, Result};
+
+/// One stored entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub position: Position,
+    pub data: Bytes,
+}
+
+/// Where a new durable cursor starts (Pulsar's `InitialPosition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialPosition {
+    /// The oldest entry still stored.
+    Earliest,
+    /// The entry after the last confirmed one.
+    Latest,
+}
+
+/// Per-topic figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerStats {
+    /// Confirmed entries stored (all ledgers).
+    pub entries: u64,
+    /// Sum of their data lengths.
+    pub bytes: u64,
+    /// Ledgers, including the current one.
+    pub ledgers: usize,
+    /// Append time (ms since the epoch) of the oldest stored entry.
+    pub oldest_entry_time_ms: Option<u64>,
+    pub last_confirmed: Option<Position>,
+    pub current_ledger_id: u64,
+    pub durable_cursors: usize,
+}
+
+#[derive(Debug, Clone)]
+struct LedgerInfo {
+    id: u64,
+    /// Entries handed to the backend.
+    entries: u64,
+    bytes: u64,
+    /// Entries confirmed durable (a prefix of `entries`).
+    confirmed: u64,
+    confirmed_bytes: u64,
+    first_ts: u64,
+    last_ts: u64,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Oldest first; the last one is the current (open) ledger.
+    ledgers: Vec<LedgerInfo>,
+    lac: Option<Position>,
+    closed: bool,
+    failed: Option<LedgerError>,
+}
+
+impl State {
+    fn current(&self) -> &LedgerInfo {
+        self.ledgers.last().expect("a ledger is always open")
+    }
+    fn find(&self, id: u64) -> Option<&LedgerInfo> {
+        self.ledgers
+            .binary_search_by_key(&id, |l| l.id)
+            .ok()
+            .map(|i| &self.ledgers[i])
+    }
+    /// The position after the last confirmed entry.
+    fn end(&self) -> Position {
+        match self.lac {
+            Some(l) => self.normalize(Position::new(l.ledger_id, l.entry_id + 1)),
+            None => self.normalize(Position::EARLIEST),
+        }
+    }
+}
+
+impl LedgerView for State {
+    fn normalize(&self, p: Position) -> Position {
+        let cur = self.current().id;
+        let i = self.ledgers.partition_point(|l| l.id < p.ledger_id);
+        for l in &self.ledgers[i..] {
+            let start = if l.id == p.ledger_id { p.entry_id } else { 0 };
+            if start < l.entries {
+                return Position::new(l.id, start);
+            }
+            if l.id == cur {
+                return Position::new(l.id, l.entries);
+            }
+        }
+        let c = self.current();
+        Position::new(c.id, c.entries)
+    }
+    fn lac(&self) -> Option<Position> {
+        self.lac
+    }
+    fn exists(&self, p: Position) -> bool {
+        self.find(p.ledger_id)
+            .is_some_and(|l| p.entry_id < l.confirmed)
+    }
+    fn count_from(&self, from: Position) -> u64 {
+        let i = self.ledgers.partition_point(|l| l.id < from.ledger_id);
+        self.ledgers[i..]
+            .iter()
+            .map(|l| {
+                if l.id == from.ledger_id {
+                    l.confirmed.saturating_sub(from.entry_id)
+                } else {
+                    l.confirmed
+                }
+            })
+            .sum()
+    }
+    fn confirmed_in(&self, id: u64) -> u64 {
+        self.find(id).map_or(0, |l| l.confirmed)
+    }
+}
+
+#[derive(Debug)]
+struct CursorShared {
+    name: String,
+    durable: bool,
+    state: Mutex<CursorState>,
+}
+
+struct Inner {
+    name: String,
+    config: LedgerConfig,
+    storage: Arc<dyn TopicStorage>,
+    /// Held while an entry id is assigned and queued, so queue order is id order.
+    append_lock: Mutex<()>,
+    state: Mutex<State>,
+    cursors: Mutex<BTreeMap<String, Arc<CursorShared>>>,
+    lac_tx: watch::Sender<Option<Position>>,
+    shutdown: Arc<Notify>,
+    background: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedLedger")
+            .field("name", &self.name)
+            .field("storage", &self.storage)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A topic's log: Pulsar's `ManagedLedger`. Entries are opaque bytes at
+/// positions `(ledger_id, entry_id)`; the log is a sequence of ledgers, and
+/// every open starts a new one. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ManagedLedger {
+    inner: Arc<Inner>,
+}
+
+/// Resolves to the entry's position once it is durable (see [`crate::SyncMode`]).
+#[derive(Debug)]
+pub struct AppendFuture {
+    rx: Option<oneshot::Receiver<Result<Position>>>,
+    early: Option<LedgerError>,
+    name: String,
+}
+
+impl Future for AppendFuture {
+    type Output = Result<Position>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Some(e) = self.early.take() {
+            return Poll::Ready(Err(e));
+        }
+        let this = &mut *self;
+        match this.rx.as_mut() {
+            Some(rx) => match Pin::new(rx).poll(cx) {
+                Poll::Ready(Ok(r)) => Poll::Ready(r),
+                Poll::Ready(Err(_)) => Poll::Ready(Err(LedgerError::Closed(this.name.clone()))),
+                Poll::Pending => Poll::Pending,
+            },
+            None => Poll::Ready(Err(LedgerError::Closed(this.name.clone()))),
+        }
+    }
+}
+
+fn encode_snapshot(s: &CursorSnapshot) -> Bytes {
+    Bytes::from(serde_json::to_vec(s).expect("snapshot serializes"))
+}
+
+impl ManagedLedger {
+    /// Opens `name` on `backend`, recovers its ledgers and durable cursors, and
+    /// starts a new ledger. Must run inside a tokio runtime (a background task
+    /// persists cursors every `cursor_flush_interval`).
+    pub async fn open(
+        backend: &dyn LedgerBackend,
+        name: &str,
+        config: LedgerConfig,
+    ) -> Result<ManagedLedger> {
+        let (storage, rec) = backend.open_topic(name).await?;
+        let mut ledgers: Vec<LedgerInfo> = rec
+            .ledgers
+            .iter()
+            .filter(|m| m.entries > 0)
+            .map(|m: &LedgerMeta| LedgerInfo {
+                id: m.ledger_id,
+                entries: m.entries,
+                bytes: m.bytes,
+                confirmed: m.entries,
+                confirmed_bytes: m.bytes,
+                first_ts: m.first_ts_ms,
+                last_ts: m.last_ts_ms,
+            })
+            .collect();
+        let lac = ledgers.last().map(|l| Position::new(l.id, l.entries - 1));
+        let next = rec
+            .next_ledger_id
+            .max(ledgers.last().map_or(0, |l| l.id + 1));
+        ledgers.push(LedgerInfo {
+            id: next,
+            entries: 0,
+            bytes: 0,
+            confirmed: 0,
+            confirmed_bytes: 0,
+            first_ts: 0,
+            last_ts: 0,
+        });
+        let mut cursors = BTreeMap::new();
+        for (cname, bytes) in &rec.cursors {
+            let snap: CursorSnapshot =
+                serde_json::from_slice(bytes).map_err(|e| LedgerError::Corrupt {
+                    topic: name.to_string(),
+                    path: format!("cursor {cname}").into(),
+                    offset: 0,
+                    reason: e.to_string(),
+                })?;
+            cursors.insert(
+                cname.clone(),
+                Arc::new(CursorShared {
+                    name: cname.clone(),
+                    durable: true,
+                    state: Mutex::new(CursorState::from_snapshot(&snap)),
+                }),
+            );
+        }
+        let (lac_tx, _) = watch::channel(lac);
+        let inner = Arc::new(Inner {
+            name: name.to_string(),
+            config,
+            storage,
+            append_lock: Mutex::new(()),
+            state: Mutex::new(State {
+                ledgers,
+                lac,
+                closed: false,
+                failed: None,
+            }),
+            cursors: Mutex::new(cursors),
+            lac_tx,
+            shutdown: Arc::new(Notify::new()),
+            background: Mutex::new(None),
+        });
+        let handle = tokio::spawn(background(
+            Arc::downgrade(&inner),
+            inner.shutdown.clone(),
+            inner.config.cursor_flush_interval,
+            inner.config.trim_interval,
+        ));
+        *inner.background.lock() = Some(handle);
+        tracing::debug!(topic = name, ledger = next, "managed ledger opened");
+        Ok(ManagedLedger { inner })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn config(&self) -> &LedgerConfig {
+        &self.inner.config
+    }
+
+    /// Appends one entry. The position is assigned now (concurrent appends are
+    /// ordered by call), and the returned future resolves once the entry is
+    /// durable. The future need not be polled for the append to happen.
+    pub fn append(&self, data: Bytes) -> AppendFuture {
+        let inner = &self.inner;
+        let fail = |e| AppendFuture {
+            rx: None,
+            early: Some(e),
+            name: inner.name.clone(),
+        };
+        if data.len() > inner.config.max_entry_bytes {
+            return fail(LedgerError::EntryTooLarge {
+                size: data.len(),
+                max: inner.config.max_entry_bytes,
+            });
+        }
+        let _order = inner.append_lock.lock();
+        let now = inner.config.clock.now_ms();
+        let len = data.len() as u64;
+        let pos = {
+            let mut st = inner.state.lock();
+            if st.closed {
+                return fail(LedgerError::Closed(inner.name.clone()));
+            }
+            if let Some(e) = &st.failed {
+                return fail(e.clone());
+            }
+            if Self::should_roll(&inner.config, st.current(), now) {
+                Self::roll(&mut st);
+            }
+            let cur = st.ledgers.last_mut().expect("current ledger");
+            let pos = Position::new(cur.id, cur.entries);
+            if cur.entries == 0 {
+                cur.first_ts = now;
+            }
+            cur.entries += 1;
+            cur.bytes += len;
+            cur.last_ts = now;
+            pos
+        };
+        let (tx, rx) = oneshot::channel();
+        let weak = Arc::downgrade(inner);
+        inner.storage.append(
+            pos.ledger_id,
+            pos.entry_id,
+            now,
+            data,
+            Box::new(move |res| {
+                if let Some(inner) = weak.upgrade() {
+                    inner.confirm(pos, len, res.clone());
+                }
+                let _ = tx.send(res.map(|()| pos));
+            }),
+        );
+        AppendFuture {
+            rx: Some(rx),
+            early: None,
+            name: inner.name.clone(),
+        }
+    }
+
+    fn should_roll(cfg: &LedgerConfig, cur: &LedgerInfo, now: u64) -> bool {
+        cur.entries > 0
+            && (cur.entries >= cfg.max_entries_per_ledger
+                || cur.bytes >= cfg.max_ledger_bytes
+                || now.saturating_sub(cur.first_ts) >= cfg.max_ledger_age.as_millis() as u64)
+    }
+
+    fn roll(st: &mut State) {
+        let id = st.current().id + 1;
+        st.ledgers.push(LedgerInfo {
+            id,
+            entries: 0,
+            bytes: 0,
+            confirmed: 0,
+            confirmed_bytes: 0,
+            first_ts: 0,
+            last_ts: 0,
+        });
+    }
+
+    /// Closes the current ledger and starts a new one (if the current one has entries).
+    pub fn rollover(&self) {
+        let _order = self.inner.append_lock.lock();
+        let mut st = self.inner.state.lock();
+        if st.current().entries > 0 {
+            Self::roll(&mut st);
+        }
+    }
+
+    /// The last entry confirmed durable.
+    pub fn last_confirmed(&self) -> Option<Position> {
+        self.inner.state.lock().lac
+    }
+
+    /// The oldest stored position (or the next to be written if none).
+    pub fn first_position(&self) -> Position {
+        self.inner.state.lock().normalize(Position::EARLIEST)
+    }
+
+    /// Watches the last confirmed position (dispatchers wait on it for new entries).
+    pub fn watch_last_confirmed(&self) -> watch::Receiver<Option<Position>> {
+        self.inner.lac_tx.subscribe()
+    }
+
+    /// Up to `max` confirmed entries at or after `from` (positions in trimmed
+    /// ledgers move to the oldest stored entry).
+    pub async fn read(&self, from: Position, max: usize) -> Result<Vec<Entry>> {
+        let runs = {
+            let st = self.inner.state.lock();
+            if let Some(e) = &st.failed {
+                return Err(e.clone());
+            }
+            let Some(lac) = st.lac else {
+                return Ok(Vec::new());
+            };
+            let mut runs = Vec::new();
+            let mut p = st.normalize(from);
+            let mut left = max as u64;
+            while left > 0 && p <= lac {
+                let l = st.find(p.ledger_id).expect("normalized position");
+                let last = (l.confirmed - 1).min(p.entry_id + left - 1);
+                if last < p.entry_id {
+                    break;
+                }
+                runs.push((p.ledger_id, p.entry_id, last));
+                left -= last - p.entry_id + 1;
+                p = st.normalize(Position::new(p.ledger_id, last + 1));
+            }
+            runs
+        };
+        self.inner.read_runs(runs).await
+    }
+
+    /// Stats for this topic.
+    pub fn stats(&self) -> LedgerStats {
+        let durable_cursors = self.inner.cursors.lock().len();
+        let st = self.inner.state.lock();
+        LedgerStats {
+            entries: st.ledgers.iter().map(|l| l.confirmed).sum(),
+            bytes: st.ledgers.iter().map(|l| l.confirmed_bytes).sum(),
+            ledgers: st.ledgers.len(),
+            oldest_entry_time_ms: st
+                .ledgers
+                .iter()
+                .find(|l| l.confirmed > 0)
+                .map(|l| l.first_ts),
+            last_confirmed: st.lac,
+            current_ledger_id: st.current().id,
+            durable_cursors,
+        }
+    }
+
+    /// Ids of the stored ledgers, oldest first (the last is the current one).
+    pub fn ledger_ids(&self) -> Vec<u64> {
+        self.inner
+            .state
+            .lock()
+            .ledgers
+            .iter()
+            .map(|l| l.id)
+            .collect()
+    }
+
+    /// Opens (or creates, starting at `initial`) the durable cursor `name`.
+    /// A new cursor is persisted before this returns.
+    pub async fn open_cursor(&self, name: &str, initial: InitialPosition) -> Result<ManagedCursor> {
+        let persist = {
+            let mut cursors = self.inner.cursors.lock();
+            if let Some(c) = cursors.get(name) {
+                return Ok(ManagedCursor {
+                    ledger: self.inner.clone(),
+                    shared: c.clone(),
+                });
+            }
+            let floor = {
+                let st = self.inner.state.lock();
+                match initial {
+                    InitialPosition::Earliest => st.normalize(Position::EARLIEST),
+                    InitialPosition::Latest => st.end(),
+                }
+            };
+            let mut cs = CursorState::new(floor);
+            cs.dirty = false;
+            let snap = encode_snapshot(&cs.snapshot(self.inner.config.max_persisted_ranges));
+            let shared = Arc::new(CursorShared {
+                name: name.to_string(),
+                durable: true,
+                state: Mutex::new(cs),
+            });
+            cursors.insert(name.to_string(), shared.clone());
+            (shared, self.inner.storage.persist_cursor(name, Some(snap)))
+        };
+        persist.1.await?;
+        Ok(ManagedCursor {
+            ledger: self.inner.clone(),
+            shared: persist.0,
+        })
+    }
+
+    /// A cursor that is never persisted and does not hold back trimming
+    /// (for readers). It starts reading at `start`.
+    pub fn new_non_durable_cursor(&self, start: Position) -> ManagedCursor {
+        let floor = self.inner.state.lock().normalize(start);
+        let mut cs = CursorState::new(floor);
+        cs.dirty = false;
+        ManagedCursor {
+            ledger: self.inner.clone(),
+            shared: Arc::new(CursorShared {
+                name: String::new(),
+                durable: false,
+                state: Mutex::new(cs),
+            }),
+        }
+    }
+
+    /// Names of the durable cursors.
+    pub fn cursor_names(&self) -> Vec<String> {
+        self.inner.cursors.lock().keys().cloned().collect()
+    }
+
+    /// Deletes the durable cursor `name` (durably).
+    pub async fn delete_cursor(&self, name: &str) -> Result<()> {
+        let fut = {
+            let mut cursors = self.inner.cursors.lock();
+            if cursors.remove(name).is_none() {
+                return Err(LedgerError::CursorNotFound {
+                    topic: self.inner.name.clone(),
+                    cursor: name.to_string(),
+                });
+            }
+            self.inner.storage.persist_cursor(name, None)
+        };
+        fut.await
+    }
+
+    /// Persists every dirty durable cursor now.
+    pub async fn flush_cursors(&self) -> Result<()> {
+        self.inner.flush_cursors().await
+    }
+
+    /// Applies retention: rolls over a current ledger older than
+    /// `max_ledger_age`, then deletes the oldest sealed ledgers that every
+    /// durable cursor has passed and that retention no longer keeps.
+    /// Returns the deleted ledger ids.
+    pub async fn trim(&self) -> Result<Vec<u64>> {
+        self.inner.trim().await
+    }
+
+    /// Persists cursors, waits for pending appends and releases the topic.
+    pub async fn close(&self) -> Result<()> {
+        {
+            let mut st = self.inner.state.lock();
+            if st.closed {
+                return Ok(());
+            }
+            st.closed = true;
+        }
+        self.inner.shutdown.notify_one();
+        let bg = self.inner.background.lock().take();
+        if let Some(h) = bg {
+            let _ = h.await;
+        }
+        let r = self.inner.flush_cursors().await;
+        self.inner.storage.close().await?;
+        r
+    }
+}
+
+async fn background(
+    weak: Weak<Inner>,
+    shutdown: Arc<Notify>,
+    flush_every: Duration,
+    trim_every: Option<Duration>,
+) {
+    let mut flush_tick = tokio::time::interval(flush_every);
+    flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trim_tick = tokio::time::interval(trim_every.unwrap_or(Duration::from_secs(3600)));
+    trim_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    flush_tick.tick().await;
+    trim_tick.tick().await;
+    // Holds the ledger only while working, so dropping every handle ends it.
+    loop {
+        tokio::select! {
+            _ = shutdown.notified() => return,
+            _ = flush_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                if let Err(e) = inner.flush_cursors().await {
+                    tracing::warn!(topic = %inner.name, error = %e, "persisting cursors failed");
+                }
+            }
+            _ = trim_tick.tick(), if trim_every.is_some() => {
+                let Some(inner) = weak.upgrade() else { return };
+                if let Err(e) = inner.trim().await {
+                    tracing::warn!(topic = %inner.name, error = %e, "trimming failed");
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn confirm(&self, pos: Position, len: u64, res: Result<()>) {
+        let mut st = self.state.lock();
+        match res {
+            Ok(()) => {
+                if let Ok(i) = st.ledgers.binary_search_by_key(&pos.ledger_id, |l| l.id) {
+                    let l = &mut st.ledgers[i];
+                    if pos.entry_id + 1 > l.confirmed {
+                        l.confirmed = pos.entry_id + 1;
+                        l.confirmed_bytes += len;
+                    }
+                }
+                if st.lac < Some(pos) {
+                    st.lac = Some(pos);
+                    self.lac_tx.send_replace(st.lac);
+                }
+            }
+            Err(e) => {
+                tracing::error!(topic = %self.name, error = %e, "append failed; ledger fenced");
+                if st.failed.is_none() {
+                    st.failed = Some(e);
+                }
+            }
+        }
+    }
+
+    async fn read_runs(&self, runs: Vec<(u64, u64, u64)>) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        for (l, first, last) in runs {
+            let data = self.storage.read(l, first, last).await?;
+            out.extend(data.into_iter().enumerate().map(|(i, d)| Entry {
+                position: Position::new(l, first + i as u64),
+                data: d,
+            }));
+        }
+        Ok(out)
+    }
+
+    async fn flush_cursors(&self) -> Result<()> {
+        let cursors: Vec<Arc<CursorShared>> = self.cursors.lock().values().cloned().collect();
+        let mut pending = Vec::new();
+        for c in cursors {
+            if let Some(f) = self.persist_if_dirty(&c) {
+                pending.push(f);
+            }
+        }
+        for f in pending {
+            f.await?;
+        }
+        Ok(())
+    }
+
+    fn persist_if_dirty(
+        &self,
+        c: &CursorShared,
+    ) -> Option<futures::future::BoxFuture<'static, Result<()>>> {
+        if !c.durable {
+            return None;
+        }
+        let mut cs = c.state.lock();
+        if !cs.dirty {
+            return None;
+        }
+        cs.dirty = false;
+        let snap = encode_snapshot(&cs.snapshot(self.config.max_persisted_ranges));
+        // Queued under the cursor's lock, so snapshots reach storage in order.
+        Some(self.storage.persist_cursor(&c.name, Some(snap)))
+    }
+
+    async fn trim(&self) -> Result<Vec<u64>> {
+        let floors: Vec<Position> = self
+            .cursors
+            .lock()
+            .values()
+            .map(|c| c.state.lock().floor)
+            .collect();
+        let (first_kept, ids) = {
+            let _order = self.append_lock.lock();
+            let mut st = self.state.lock();
+            if st.closed {
+                return Ok(Vec::new());
+            }
+            let now = self.config.clock.now_ms();
+            let cur = st.current();
+            // Age-based rollover of an idle ledger, so it can be trimmed later.
+            if cur.entries > 0
+                && cur.confirmed == cur.entries
+                && now.saturating_sub(cur.first_ts) >= self.config.max_ledger_age.as_millis() as u64
+            {
+                ManagedLedger::roll(&mut st);
+            }
+            let slowest = floors
+                .iter()
+                .map(|f| st.normalize(*f))
+                .min()
+                .unwrap_or_else(|| st.end());
+            let cur_id = st.current().id;
+            let consumed: Vec<&LedgerInfo> = st
+                .ledgers
+                .iter()
+                .filter(|l| l.id < slowest.ledger_id && l.id != cur_id)
+                .collect();
+            let ret = self.config.retention;
+            let mut consumed_bytes: u64 = consumed.iter().map(|l| l.confirmed_bytes).sum();
+            let mut ids = Vec::new();
+            for l in consumed {
+                let expired = ret
+                    .time
+                    .is_some_and(|t| now.saturating_sub(l.last_ts) >= t.as_millis() as u64);
+                let over = ret.size_bytes.is_some_and(|s| consumed_bytes > s);
+                if !(expired || over) {
+                    break;
+                }
+                consumed_bytes -= l.confirmed_bytes;
+                ids.push(l.id);
+            }
+            if ids.is_empty() {
+                return Ok(ids);
+            }
+            st.ledgers.drain(..ids.len());
+            (st.ledgers[0].id, ids)
+        };
+        tracing::debug!(topic = %self.name, ?ids, "trimming ledgers");
+        self.storage.delete_ledgers(first_kept, ids.clone()).await?;
+        Ok(ids)
+    }
+}
+
+/// A subscription's (or reader's) position in a [`ManagedLedger`]: Pulsar's
+/// `ManagedCursor`. Tracks the mark-delete position, individually deleted
+/// entries and batch-index acks, and a read position.
+///
+/// Durability window: a durable cursor is persisted every
+/// `cursor_flush_interval` (default 1 s) when changed, on `close`, and at once
+/// on `reset`. A crash forgets at most the acknowledgements of that last
+/// interval (plus the group commit in flight); they are redelivered. It never
+/// forgets an unacknowledged entry: the persisted state is always an older
+/// subset of the acknowledgements.
+#[derive(Debug, Clone)]
+pub struct ManagedCursor {
+    ledger: Arc<Inner>,
+    shared: Arc<CursorShared>,
+}
+
+impl ManagedCursor {
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+    pub fn is_durable(&self) -> bool {
+        self.shared.durable
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut CursorState, &State) -> R) -> R {
+        let mut cs = self.shared.state.lock();
+        let st = self.ledger.state.lock();
+        f(&mut cs, &st)
+    }
+
+    /// Pulsar's mark-delete position: the last entry of the acknowledged
+    /// prefix, `None` if nothing stored is acknowledged yet.
+    pub fn mark_delete_position(&self) -> Option<Position> {
+        self.with(|cs, st| {
+            let floor = st.normalize(cs.floor);
+            if floor.entry_id > 0 {
+                return Some(Position::new(floor.ledger_id, floor.entry_id - 1));
+            }
+            let i = st.ledgers.partition_point(|l| l.id < floor.ledger_id);
+            st.ledgers[..i]
+                .iter()
+                .rev()
+                .find(|l| l.entries > 0)
+                .map(|l| Position::new(l.id, l.entries - 1))
+        })
+    }
+
+    /// The first position that is not acknowledged cumulatively (the one
+    /// after the mark-delete position).
+    pub fn first_unacked_floor(&self) -> Position {
+        self.with(|cs, st| st.normalize(cs.floor))
+    }
+
+    /// The next position [`ManagedCursor::read`] looks at.
+    pub fn read_position(&self) -> Position {
+        self.with(|cs, st| st.normalize(cs.read_pos.max(cs.floor)))
+    }
+
+    /// Moves the read position (dispatch bookkeeping; acks are unchanged).
+    pub fn seek_read(&self, p: Position) {
+        self.with(|cs, st| cs.read_pos = st.normalize(p));
+    }
+
+    /// Moves the read position back to the first unacknowledged entry
+    /// (after a consumer reconnects, everything unacked is delivered again).
+    pub fn rewind(&self) {
+        self.with(|cs, _| cs.read_pos = cs.floor);
+    }
+
+    /// Reads up to `max` unacknowledged confirmed entries from the read
+    /// position on, skipping individually deleted ones, and advances it.
+    pub async fn read(&self, max: usize) -> Result<Vec<Entry>> {
+        let runs = self.with(|cs, st| cs.next_runs(st, max));
+        self.ledger.read_runs(runs).await
+    }
+
+    /// Whether confirmed entries exist at or after the read position.
+    pub fn has_more(&self) -> bool {
+        self.with(|cs, st| {
+            st.lac
+                .is_some_and(|l| st.normalize(cs.read_pos.max(cs.floor)) <= l)
+        })
+    }
+
+    /// Cumulative ack of every entry up to and including `p`.
+    pub fn mark_delete(&self, p: Position) {
+        self.with(|cs, st| cs.mark_delete(st, p));
+    }
+
+    /// Individual acks.
+    pub fn delete(&self, positions: &[Position]) {
+        self.with(|cs, st| cs.delete(st, positions));
+    }
+
+    /// Acknowledges `indexes` of the batch of `batch_size` messages stored at
+    /// `p`; once all are acknowledged the entry is deleted.
+    pub fn ack_batch_indexes(&self, p: Position, batch_size: u32, indexes: &[u32]) {
+        self.with(|cs, st| cs.ack_batch(st, p, batch_size, indexes));
+    }
+
+    /// Pulsar's ack-set form: `unacked` is a bit set of i64 words in which a
+    /// set bit is an index still unacknowledged (as in `CommandAck.ack_set`).
+    pub fn ack_batch_set(&self, p: Position, batch_size: u32, unacked: &[i64]) {
+        let acked: Vec<u32> = (0..batch_size)
+            .filter(|&i| {
+                let w = unacked.get((i / 64) as usize).copied().unwrap_or(0) as u64;
+                w & (1 << (i % 64)) == 0
+            })
+            .collect();
+        self.ack_batch_indexes(p, batch_size, &acked);
+    }
+
+    /// Acked indexes of a partially acknowledged batch at `p` (bit `i` of
+    /// word `i / 64` set: index `i` acked).
+    pub fn batch_acked_indexes(&self, p: Position) -> Option<Vec<u64>> {
+        self.with(|cs, _| cs.batch_acked(p).map(|b| b.acked.clone()))
+    }
+
+    /// The ack set to put in `MessageIdData.ack_set` when (re)delivering the
+    /// batch at `p`: set bits are indexes still to deliver. `None` when no
+    /// index of the batch is acknowledged yet.
+    pub fn batch_unacked_set(&self, p: Position) -> Option<Vec<i64>> {
+        self.with(|cs, _| {
+            cs.batch_acked(p).map(|b| {
+                b.acked
+                    .iter()
+                    .enumerate()
+                    .map(|(w, &bits)| {
+                        let valid = (b.size as u64).saturating_sub(64 * w as u64).min(64);
+                        let mask = if valid == 64 {
+                            u64::MAX
+                        } else {
+                            (1u64 << valid) - 1
+                        };
+                        (!bits & mask) as i64
+                    })
+                    .collect()
+            })
+        })
+    }
+
+    /// Whether `p` is acknowledged (cumulatively or individually).
+    pub fn is_acked(&self, p: Position) -> bool {
+        self.with(|cs, _| cs.is_deleted(p))
+    }
+
+    /// Acknowledges the next `n` unacknowledged entries.
+    pub fn skip(&self, n: u64) {
+        self.with(|cs, st| cs.skip(st, n));
+    }
+
+    /// Unacknowledged confirmed entries (Pulsar's backlog in entries).
+    pub fn backlog(&self) -> u64 {
+        self.with(|cs, st| cs.backlog(st))
+    }
+
+    /// Individually deleted ranges as inclusive `(first, last)` positions.
+    pub fn individually_deleted(&self) -> Vec<(Position, Position)> {
+        self.with(|cs, _| {
+            cs.ranges
+                .iter()
+                .flat_map(|(&l, r)| {
+                    r.iter()
+                        .map(move |(s, e)| (Position::new(l, s), Position::new(l, e - 1)))
+                })
+                .collect()
+        })
+    }
+
+    /// Reset (seek): every entry before `p` counts as acknowledged and every
+    /// entry from `p` on as unacknowledged; reading restarts at `p`.
+    /// Persisted before this returns (a crash must not undo a rewind).
+    pub async fn reset(&self, p: Position) -> Result<()> {
+        let fut = {
+            let mut cs = self.shared.state.lock();
+            {
+                let st = self.ledger.state.lock();
+                cs.reset(&*st, p);
+            }
+            if !self.shared.durable {
+                cs.dirty = false;
+                return Ok(());
+            }
+            cs.dirty = false;
+            let snap = encode_snapshot(&cs.snapshot(self.ledger.config.max_persisted_ranges));
+            self.ledger
+                .storage
+                .persist_cursor(&self.shared.name, Some(snap))
+        };
+        fut.await
+    }
+
+    /// Persists this cursor now if it changed (no-op for non-durable cursors).
+    pub async fn flush(&self) -> Result<()> {
+        match self.ledger.persist_if_dirty(&self.shared) {
+            Some(f) => f.await,
+            None => Ok(()),
+        }
+    }
+}

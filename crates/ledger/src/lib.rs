@@ -1,0 +1,37 @@
+//! Strobe's storage, with one responsibility: keep each topic's entries and
+//! each subscription's acknowledgements durable.
+//!
+//! It mirrors two Pulsar classes:
+//! * [`ManagedLedger`] (Pulsar's `ManagedLedger`): a topic's append-only log
+//!   of opaque entries at positions `(ledger_id, entry_id)`. The log is a
+//!   sequence of ledgers; a ledger rolls over by entries, size or age, and
+//!   opening a topic always starts a new ledger (what later makes ownership
+//!   handoff and fencing simple). Consumed ledgers are trimmed by retention.
+//! * [`ManagedCursor`] (Pulsar's `ManagedCursor`): a subscription's
+//!   mark-delete position, individually deleted ranges and batch-index acks,
+//!   persisted with a bounded window (see [`ManagedCursor`]); non-durable
+//!   cursors serve readers.
+//!
+//! Backends implement [`LedgerBackend`] / [`TopicStorage`], which assume
+//! nothing about local files: [`MemoryBackend`] for tests and
+//! [`FileBackend`] (the default: a broker-wide group-commit journal plus
+//! per-topic segment files with an index; see its docs for the on-disk
+//! format, [`SyncMode`] and recovery). Every backend passes the shared suite
+//! in [`testing`].
+
+mod backend;
+mod config;
+mod cursor_state;
+mod error;
+pub mod file;
+mod ledger;
+mod memory;
+pub mod testing;
+
+pub use backend::{AppendCallback, LedgerBackend, LedgerMeta, RecoveredTopic, TopicStorage};
+pub use config::{Clock, LedgerConfig, Retention, SyncMode};
+pub use error::{LedgerError, Result};
+pub use file::{FileBackend, FileBackendConfig};
+pub use ledger::{AppendFuture, Entry, InitialPosition, LedgerStats, ManagedCursor, ManagedLedger};
+pub use memory::MemoryBackend;
+pub use strobe_model::Position;
