@@ -156,18 +156,42 @@ impl Drop for EtcdProcess {
     }
 }
 
-/// The path of an example binary built next to this test binary (`cargo test` builds examples).
+/// The path of an example binary built next to this test binary. `cargo test` builds the
+/// examples (as `examples/<name>-<hash>`); `cargo build --example <name>` makes `examples/<name>`.
+/// The newest of them is taken.
 pub fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "example binary {} is missing; build it with `cargo test -p strobe-metadata --features etcd` \
-         (which builds examples) or `cargo build -p strobe-metadata --features etcd --example {name}`",
-        path.display()
-    );
-    path
+    let dir = exe.parent().and_then(|d| d.parent()).unwrap().join("examples");
+    // `cargo test` uplifts the plain name; hashed files may also be test-harness builds
+    // (`cargo test --examples`), so they are only a fallback.
+    if dir.join(name).exists() {
+        return dir.join(name);
+    }
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let file = entry.file_name().to_string_lossy().to_string();
+        let hashed = file
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|h| h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()));
+        if file != name && !hashed {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let modified = meta.modified().unwrap();
+        if best.as_ref().is_none_or(|(t, _)| modified > *t) {
+            best = Some((modified, entry.path()));
+        }
+    }
+    match best {
+        Some((_, path)) => path,
+        None => panic!(
+            "example binary {name} is missing under {}; run the tests with \
+             `cargo test -p strobe-metadata --features etcd` (which builds the examples) or build it \
+             with `cargo build -p strobe-metadata --features etcd --example {name}`",
+            dir.display()
+        ),
+    }
 }
 
 /// Polls `f` until it returns true or `timeout` passes.
