@@ -28,13 +28,17 @@ struct Args {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let store = EtcdStore::connect(EtcdOptions::from_list(&args.endpoints).with_root(&args.root)).await?;
+    let store =
+        EtcdStore::connect(EtcdOptions::from_list(&args.endpoints).with_root(&args.root)).await?;
     // Warm the connection so both racers start equal.
     store.get(&format!("{}/warm", args.prefix)).await?;
     for r in 0..args.rounds {
@@ -44,9 +48,19 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(at - now)).await;
         }
         let v = store
-            .put(&format!("{}/v/{r}", args.prefix), args.id.as_bytes(), Expect::Version(args.expect_version))
+            .put(
+                &format!("{}/v/{r}", args.prefix),
+                args.id.as_bytes(),
+                Expect::Version(args.expect_version),
+            )
             .await;
-        let a = store.put(&format!("{}/a/{r}", args.prefix), args.id.as_bytes(), Expect::Absent).await;
+        let a = store
+            .put(
+                &format!("{}/a/{r}", args.prefix),
+                args.id.as_bytes(),
+                Expect::Absent,
+            )
+            .await;
         for (kind, res) in [("V", v), ("A", a)] {
             match res {
                 Ok(_) => println!("{kind} {r} WIN"),

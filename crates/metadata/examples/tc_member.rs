@@ -37,13 +37,13 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
     let args = Args::parse();
-    let store: Arc<dyn MetadataStore> =
-        Arc::new(EtcdStore::connect(EtcdOptions::from_list(&args.endpoints).with_root(&args.root)).await?);
+    let store: Arc<dyn MetadataStore> = Arc::new(
+        EtcdStore::connect(EtcdOptions::from_list(&args.endpoints).with_root(&args.root)).await?,
+    );
     let config = TcMemberConfig {
         leader: TcLeader {
             broker_id: args.broker_id.clone(),
@@ -65,8 +65,11 @@ async fn main() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         let snap = rx.borrow_and_update().clone();
-        let leaders: Vec<Option<&str>> =
-            snap.leaders.iter().map(|l| l.as_ref().map(|l| l.broker_id.as_str())).collect();
+        let leaders: Vec<Option<&str>> = snap
+            .leaders
+            .iter()
+            .map(|l| l.as_ref().map(|l| l.broker_id.as_str()))
+            .collect();
         println!(
             "SNAPSHOT {}",
             serde_json::json!({ "revision": snap.revision, "leaders": leaders })

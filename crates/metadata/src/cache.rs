@@ -42,7 +42,11 @@ impl PrefixCache {
         let (tx, rx) = watch::channel(Arc::new(first));
         let cancel = CancellationToken::new();
         tokio::spawn(follow(store, prefix.to_string(), tx, cancel.clone()));
-        Ok(PrefixCache { prefix: prefix.to_string(), rx, _task: cancel.drop_guard() })
+        Ok(PrefixCache {
+            prefix: prefix.to_string(),
+            rx,
+            _task: cancel.drop_guard(),
+        })
     }
 
     /// The cached prefix.
@@ -91,7 +95,15 @@ async fn load(store: &dyn MetadataStore, prefix: &str) -> Result<CacheSnapshot> 
         entries: scan
             .entries
             .into_iter()
-            .map(|kv| (kv.key, Versioned { value: kv.value, stat: kv.stat }))
+            .map(|kv| {
+                (
+                    kv.key,
+                    Versioned {
+                        value: kv.value,
+                        stat: kv.stat,
+                    },
+                )
+            })
             .collect(),
     })
 }

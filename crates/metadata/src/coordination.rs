@@ -37,7 +37,11 @@ impl<T: Serialize + DeserializeOwned + fmt::Debug> ResourceLock<T> {
     pub async fn acquire(session: &Arc<Session>, path: &str, value: T) -> Result<Self> {
         let (lease, epoch) = session.lease().ok_or(MetadataError::SessionExpired)?;
         let bytes = encode(path, &value)?;
-        match session.store().put_ephemeral(path, &bytes, Expect::Absent, lease).await {
+        match session
+            .store()
+            .put_ephemeral(path, &bytes, Expect::Absent, lease)
+            .await
+        {
             Ok(stat) => Ok(ResourceLock {
                 session: session.clone(),
                 path: path.to_string(),
@@ -117,21 +121,32 @@ impl<T: Serialize + DeserializeOwned + fmt::Debug> ResourceLock<T> {
 
     /// Releases the lock (deletes the key if it is still ours).
     pub async fn release(self) -> Result<()> {
-        match self.session.store().delete(&self.path, Some(self.version)).await {
-            Ok(()) | Err(MetadataError::NotFound(_)) | Err(MetadataError::BadVersion { .. }) => Ok(()),
+        match self
+            .session
+            .store()
+            .delete(&self.path, Some(self.version))
+            .await
+        {
+            Ok(()) | Err(MetadataError::NotFound(_)) | Err(MetadataError::BadVersion { .. }) => {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
 }
 
 fn encode<T: Serialize>(path: &str, value: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(value)
-        .map_err(|e| MetadataError::Codec { key: path.to_string(), reason: e.to_string() })
+    serde_json::to_vec(value).map_err(|e| MetadataError::Codec {
+        key: path.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| MetadataError::Codec { key: path.to_string(), reason: e.to_string() })
+    serde_json::from_slice(bytes).map_err(|e| MetadataError::Codec {
+        key: path.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// A monotonic counter stored at one key (decimal text: the next value to hand out). Values are
@@ -147,7 +162,10 @@ impl Counter {
     /// The counter at `path`. It starts at 0 if the key does not exist.
     pub fn new(store: Arc<dyn MetadataStore>, path: &str) -> Result<Self> {
         crate::store::validate_key(path)?;
-        Ok(Counter { store, path: path.to_string() })
+        Ok(Counter {
+            store,
+            path: path.to_string(),
+        })
     }
 
     /// The next value.
@@ -165,16 +183,23 @@ impl Counter {
                 None => (0, Expect::Absent),
                 Some(v) => {
                     let text = std::str::from_utf8(&v.value).ok();
-                    let n = text.and_then(|t| t.trim().parse::<u64>().ok()).ok_or_else(|| {
-                        MetadataError::Codec { key: self.path.clone(), reason: "not a number".into() }
-                    })?;
+                    let n = text
+                        .and_then(|t| t.trim().parse::<u64>().ok())
+                        .ok_or_else(|| MetadataError::Codec {
+                            key: self.path.clone(),
+                            reason: "not a number".into(),
+                        })?;
                     (n, Expect::Version(v.stat.version))
                 }
             };
             let end = current
                 .checked_add(n)
                 .ok_or_else(|| MetadataError::Backend(format!("counter {} overflow", self.path)))?;
-            match self.store.put(&self.path, end.to_string().as_bytes(), expect).await {
+            match self
+                .store
+                .put(&self.path, end.to_string().as_bytes(), expect)
+                .await
+            {
                 Ok(_) => return Ok(current..end),
                 Err(
                     MetadataError::BadVersion { .. }

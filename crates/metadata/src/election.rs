@@ -168,10 +168,11 @@ impl<T: ElectionValue> LeaderElection<T> {
         match self.store.get(&self.path).await? {
             None => Ok(None),
             Some(v) => {
-                let leader = serde_json::from_slice(&v.value).map_err(|e| MetadataError::Codec {
-                    key: self.path.clone(),
-                    reason: e.to_string(),
-                })?;
+                let leader =
+                    serde_json::from_slice(&v.value).map_err(|e| MetadataError::Codec {
+                        key: self.path.clone(),
+                        reason: e.to_string(),
+                    })?;
                 Ok(Some((leader, v.stat)))
             }
         }
@@ -211,7 +212,9 @@ impl<T: ElectionValue> LeaderElection<T> {
         let prev = self.state.send_replace(LeaderState::NoLeader);
         if let LeaderState::Leading { version, .. } = prev {
             match self.store.delete(&self.path, Some(version)).await {
-                Ok(()) | Err(MetadataError::NotFound(_)) | Err(MetadataError::BadVersion { .. }) => {}
+                Ok(())
+                | Err(MetadataError::NotFound(_))
+                | Err(MetadataError::BadVersion { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -301,10 +304,17 @@ impl<T: ElectionValue> Worker<T> {
         if !(self.alive_in)(epoch) {
             return Ok(Outcome::SessionEnded);
         }
-        match self.store.put_ephemeral(&self.path, &self.value, Expect::Absent, lease).await {
+        match self
+            .store
+            .put_ephemeral(&self.path, &self.value, Expect::Absent, lease)
+            .await
+        {
             Ok(stat) => {
                 tracing::info!(path = %self.path, version = stat.version, "became leader");
-                self.state.send_replace(LeaderState::Leading { version: stat.version, epoch });
+                self.state.send_replace(LeaderState::Leading {
+                    version: stat.version,
+                    epoch,
+                });
             }
             Err(MetadataError::AlreadyExists(_)) => {}
             Err(e) => return Err(e),
@@ -357,13 +367,19 @@ impl<T: ElectionValue> Worker<T> {
 
     fn publish(&self, stat: Stat, value: &[u8], lease: i64, epoch: u64) {
         let next = if stat.lease == Some(lease) {
-            LeaderState::Leading { version: stat.version, epoch }
+            LeaderState::Leading {
+                version: stat.version,
+                epoch,
+            }
         } else {
             let leader = serde_json::from_slice(value).ok();
             if leader.is_none() {
                 tracing::warn!(path = %self.path, "leader value cannot be decoded");
             }
-            LeaderState::Following { leader, version: stat.version }
+            LeaderState::Following {
+                leader,
+                version: stat.version,
+            }
         };
         self.state.send_if_modified(|cur| {
             if *cur == next {

@@ -46,7 +46,11 @@ pub struct EmbeddedOptions {
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
-        EmbeddedOptions { history: 10_000, snapshot_every: 10_000, sync: true }
+        EmbeddedOptions {
+            history: 10_000,
+            snapshot_every: 10_000,
+            sync: true,
+        }
     }
 }
 
@@ -77,7 +81,11 @@ struct Entry {
 
 impl Entry {
     fn stat(&self) -> Stat {
-        Stat { version: self.modified, created: self.created, lease: self.lease }
+        Stat {
+            version: self.modified,
+            created: self.created,
+            lease: self.lease,
+        }
     }
 }
 
@@ -160,7 +168,13 @@ impl EmbeddedStore {
     /// A store that lives in memory only (tests, throwaway brokers). Must be called inside a tokio
     /// runtime (it spawns the lease reaper).
     pub fn in_memory() -> EmbeddedStore {
-        Self::start(State::empty(None), EmbeddedOptions { sync: false, ..Default::default() })
+        Self::start(
+            State::empty(None),
+            EmbeddedOptions {
+                sync: false,
+                ..Default::default()
+            },
+        )
     }
 
     /// Opens (creating if needed) the durable store under `dir` and recovers it. Must be called
@@ -180,8 +194,15 @@ impl EmbeddedStore {
             opts,
         });
         let cancel = CancellationToken::new();
-        tokio::spawn(reaper(Arc::downgrade(&inner), inner.reaper_wake.clone(), cancel.clone()));
-        EmbeddedStore { inner, _reaper: cancel.drop_guard() }
+        tokio::spawn(reaper(
+            Arc::downgrade(&inner),
+            inner.reaper_wake.clone(),
+            cancel.clone(),
+        ));
+        EmbeddedStore {
+            inner,
+            _reaper: cancel.drop_guard(),
+        }
     }
 
     /// The newest committed revision.
@@ -237,7 +258,9 @@ impl State {
             return Err(MetadataError::Closed);
         }
         if let Some(why) = &self.failed {
-            return Err(MetadataError::Backend(format!("store failed earlier: {why}")));
+            return Err(MetadataError::Backend(format!(
+                "store failed earlier: {why}"
+            )));
         }
         Ok(())
     }
@@ -249,7 +272,9 @@ impl Inner {
         st.usable()?;
         for op in ops {
             op.check_against(st.data.get(op.key()).map(Entry::stat).as_ref())?;
-            if let Op::Put { lease: Some(lease), .. } = op
+            if let Op::Put {
+                lease: Some(lease), ..
+            } = op
                 && !st.leases.contains_key(lease)
             {
                 return Err(MetadataError::SessionExpired);
@@ -275,7 +300,11 @@ impl Inner {
         if state.keys.is_empty() {
             return Ok(());
         }
-        let ops: Vec<Op> = state.keys.into_iter().map(|k| Op::delete(k, None)).collect();
+        let ops: Vec<Op> = state
+            .keys
+            .into_iter()
+            .map(|k| Op::delete(k, None))
+            .collect();
         st.usable()?;
         commit_locked(&mut st, &ops, self.opts.snapshot_every)?;
         let rev = st.rev;
@@ -290,15 +319,22 @@ impl Inner {
 fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<TxnResponse> {
     let writes = ops.iter().any(|op| !matches!(op, Op::Check { .. }));
     if !writes {
-        return Ok(TxnResponse { revision: st.rev, results: vec![OpResult::Check; ops.len()] });
+        return Ok(TxnResponse {
+            revision: st.rev,
+            results: vec![OpResult::Check; ops.len()],
+        });
     }
     let rev = st.rev + 1;
     let mut muts = Vec::with_capacity(ops.len());
     for op in ops {
         match op {
-            Op::Put { key, value, lease, .. } => {
-                muts.push(Mutation::Put { k: key.clone(), v: hex(value), l: *lease })
-            }
+            Op::Put {
+                key, value, lease, ..
+            } => muts.push(Mutation::Put {
+                k: key.clone(),
+                v: hex(value),
+                l: *lease,
+            }),
             Op::Delete { key, .. } => muts.push(Mutation::Delete { k: key.clone() }),
             Op::Check { .. } => {}
         }
@@ -316,7 +352,9 @@ fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<Tx
     let mut events = Vec::new();
     for op in ops {
         match op {
-            Op::Put { key, value, lease, .. } => {
+            Op::Put {
+                key, value, lease, ..
+            } => {
                 let old = st.data.get(key).cloned();
                 if let Some(old_lease) = old.as_ref().and_then(|o| o.lease)
                     && Some(old_lease) != *lease
@@ -337,7 +375,11 @@ fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<Tx
                 st.data.insert(key.clone(), entry);
                 results.push(OpResult::Put(stat));
                 events.push(WatchEvent {
-                    kind: if old.is_some() { EventKind::Modified } else { EventKind::Created },
+                    kind: if old.is_some() {
+                        EventKind::Modified
+                    } else {
+                        EventKind::Created
+                    },
                     key: key.clone(),
                     value: Some(value.clone()),
                     stat: Some(stat),
@@ -361,13 +403,22 @@ fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<Tx
         }
     }
     st.rev = rev;
-    st.history.push_back(Arc::new(HistItem { revision: rev, events }));
-    let due = st.disk.as_ref().is_some_and(|d| d.wal_records >= snapshot_every);
+    st.history.push_back(Arc::new(HistItem {
+        revision: rev,
+        events,
+    }));
+    let due = st
+        .disk
+        .as_ref()
+        .is_some_and(|d| d.wal_records >= snapshot_every);
     if due && let Err(e) = write_snapshot(st) {
         // The log still holds everything; a failed snapshot only leaves it longer.
         tracing::warn!(error = %e, "metadata snapshot failed; keeping the write-ahead log");
     }
-    Ok(TxnResponse { revision: rev, results })
+    Ok(TxnResponse {
+        revision: rev,
+        results,
+    })
 }
 
 fn trim_history(st: &mut State, keep: usize) {
@@ -379,7 +430,9 @@ fn trim_history(st: &mut State, keep: usize) {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_millis() as i64)
 }
 
 #[async_trait]
@@ -394,7 +447,10 @@ impl MetadataStore for EmbeddedStore {
         if st.closed {
             return Err(MetadataError::Closed);
         }
-        Ok(st.data.get(key).map(|e| Versioned { value: e.value.clone(), stat: e.stat() }))
+        Ok(st.data.get(key).map(|e| Versioned {
+            value: e.value.clone(),
+            stat: e.stat(),
+        }))
     }
 
     async fn scan_prefix(&self, prefix: &str) -> Result<Scan> {
@@ -407,9 +463,16 @@ impl MetadataStore for EmbeddedStore {
             .data
             .range(prefix.to_string()..)
             .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, e)| KeyValue { key: k.clone(), value: e.value.clone(), stat: e.stat() })
+            .map(|(k, e)| KeyValue {
+                key: k.clone(),
+                value: e.value.clone(),
+                stat: e.stat(),
+            })
             .collect();
-        Ok(Scan { revision: st.rev, entries })
+        Ok(Scan {
+            revision: st.rev,
+            entries,
+        })
     }
 
     async fn txn(&self, ops: Vec<Op>) -> Result<TxnResponse> {
@@ -424,9 +487,16 @@ impl MetadataStore for EmbeddedStore {
             if st.closed {
                 return Err(MetadataError::Closed);
             }
-            let from = if from_revision == 0 { st.rev + 1 } else { from_revision };
+            let from = if from_revision == 0 {
+                st.rev + 1
+            } else {
+                from_revision
+            };
             if from <= st.compacted {
-                return Err(MetadataError::Compacted { requested: from, compacted: st.compacted });
+                return Err(MetadataError::Compacted {
+                    requested: from,
+                    compacted: st.compacted,
+                });
             }
             from
         };
@@ -452,8 +522,14 @@ impl MetadataStore for EmbeddedStore {
         st.usable()?;
         let id = st.next_lease;
         st.next_lease += 1;
-        st.leases
-            .insert(id, LeaseState { ttl, deadline: Instant::now() + ttl, keys: BTreeSet::new() });
+        st.leases.insert(
+            id,
+            LeaseState {
+                ttl,
+                deadline: Instant::now() + ttl,
+                keys: BTreeSet::new(),
+            },
+        );
         drop(st);
         self.inner.reaper_wake.notify_one();
         Ok(LeaseGrant { id, ttl })
@@ -465,10 +541,14 @@ impl MetadataStore for EmbeddedStore {
             return Err(MetadataError::Closed);
         }
         let now = Instant::now();
-        Ok(st.leases.get_mut(&lease).filter(|l| l.deadline > now).map(|l| {
-            l.deadline = now + l.ttl;
-            l.ttl
-        }))
+        Ok(st
+            .leases
+            .get_mut(&lease)
+            .filter(|l| l.deadline > now)
+            .map(|l| {
+                l.deadline = now + l.ttl;
+                l.ttl
+            }))
     }
 
     async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
@@ -496,7 +576,10 @@ async fn feed_watch(
                 return;
             }
             if next <= st.compacted {
-                let err = MetadataError::Compacted { requested: next, compacted: st.compacted };
+                let err = MetadataError::Compacted {
+                    requested: next,
+                    compacted: st.compacted,
+                };
                 drop(st);
                 let _ = tx.try_send(Err(err));
                 return;
@@ -506,9 +589,16 @@ async fn feed_watch(
                 .history
                 .range(from..)
                 .filter_map(|h| {
-                    let events: Vec<WatchEvent> =
-                        h.events.iter().filter(|e| e.key.starts_with(&prefix)).cloned().collect();
-                    (!events.is_empty()).then_some(WatchBatch { revision: h.revision, events })
+                    let events: Vec<WatchEvent> = h
+                        .events
+                        .iter()
+                        .filter(|e| e.key.starts_with(&prefix))
+                        .cloned()
+                        .collect();
+                    (!events.is_empty()).then_some(WatchBatch {
+                        revision: h.revision,
+                        events,
+                    })
                 })
                 .collect();
             next = next.max(st.rev + 1);
@@ -538,7 +628,11 @@ async fn reaper(inner: Weak<Inner>, wake: Arc<Notify>, cancel: CancellationToken
                 if st.closed {
                     return;
                 }
-                st.leases.iter().filter(|(_, l)| l.deadline <= now).map(|(id, _)| *id).collect()
+                st.leases
+                    .iter()
+                    .filter(|(_, l)| l.deadline <= now)
+                    .map(|(id, _)| *id)
+                    .collect()
             };
             for lease in expired {
                 tracing::debug!(lease, "embedded metadata lease expired");
@@ -573,7 +667,11 @@ async fn reaper(inner: Weak<Inner>, wake: Arc<Notify>, cancel: CancellationToken
 
 fn recover(dir: &Path) -> Result<State> {
     std::fs::create_dir_all(dir)?;
-    let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))?;
     if lock.try_lock().is_err() {
         return Err(MetadataError::DirectoryLocked(dir.display().to_string()));
     }
@@ -587,27 +685,44 @@ fn recover(dir: &Path) -> Result<State> {
             path: snap_path.display().to_string(),
             reason,
         };
-        let line = bytes.strip_suffix(b"\n").ok_or_else(|| corrupt("no final newline".into()))?;
+        let line = bytes
+            .strip_suffix(b"\n")
+            .ok_or_else(|| corrupt("no final newline".into()))?;
         let snap: Snapshot = decode_line(line).map_err(corrupt)?;
         st.rev = snap.rev;
         max_lease = max_lease.max(snap.next_lease - 1);
         for e in snap.entries {
             let value = unhex(&e.v).ok_or_else(|| corrupt(format!("bad hex at {}", e.k)))?;
-            st.data.insert(e.k, Entry { value, created: e.c, modified: e.m, lease: None });
+            st.data.insert(
+                e.k,
+                Entry {
+                    value,
+                    created: e.c,
+                    modified: e.m,
+                    lease: None,
+                },
+            );
         }
     }
 
     let wal_path = dir.join(WAL_FILE);
-    let mut wal = OpenOptions::new().create(true).read(true).append(true).open(&wal_path)?;
+    let mut wal = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(&wal_path)?;
     let mut bytes = Vec::new();
     wal.seek(SeekFrom::Start(0))?;
     wal.read_to_end(&mut bytes)?;
     let mut pos = 0;
     while pos < bytes.len() {
-        let end = bytes[pos..].iter().position(|b| *b == b'\n').map(|i| pos + i);
-        let parsed = end.ok_or_else(|| "no newline".to_string()).and_then(|end| {
-            decode_line::<Record>(&bytes[pos..end])
-        });
+        let end = bytes[pos..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map(|i| pos + i);
+        let parsed = end
+            .ok_or_else(|| "no newline".to_string())
+            .and_then(|end| decode_line::<Record>(&bytes[pos..end]));
         match parsed {
             Ok(rec) => {
                 if rec.rev > st.rev {
@@ -618,7 +733,10 @@ fn recover(dir: &Path) -> Result<State> {
                         });
                     }
                     replay(&mut st, rec, &mut max_lease).map_err(|reason| {
-                        MetadataError::Corrupt { path: wal_path.display().to_string(), reason }
+                        MetadataError::Corrupt {
+                            path: wal_path.display().to_string(),
+                            reason,
+                        }
                     })?;
                 }
                 pos = end.unwrap_or(bytes.len()) + 1;
@@ -643,8 +761,16 @@ fn recover(dir: &Path) -> Result<State> {
     st.data.retain(|_, e| e.lease.is_none());
     st.next_lease = (max_lease + 1).max(now_ms());
     st.compacted = st.rev;
-    let wal = OpenOptions::new().create(true).append(true).open(&wal_path)?;
-    st.disk = Some(Disk { dir: dir.to_path_buf(), wal, wal_records: 0, _lock: lock });
+    let wal = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&wal_path)?;
+    st.disk = Some(Disk {
+        dir: dir.to_path_buf(),
+        wal,
+        wal_records: 0,
+        _lock: lock,
+    });
     // Make the recovered state (without ephemeral keys, without a torn tail) the new base.
     write_snapshot(&mut st)?;
     Ok(st)
@@ -659,7 +785,15 @@ fn replay(st: &mut State, rec: Record, max_lease: &mut LeaseId) -> std::result::
                     *max_lease = (*max_lease).max(l);
                 }
                 let created = st.data.get(&k).map_or(rec.rev, |e| e.created);
-                st.data.insert(k, Entry { value, created, modified: rec.rev, lease: l });
+                st.data.insert(
+                    k,
+                    Entry {
+                        value,
+                        created,
+                        modified: rec.rev,
+                        lease: l,
+                    },
+                );
             }
             Mutation::Delete { k } => {
                 st.data.remove(&k);
@@ -672,7 +806,9 @@ fn replay(st: &mut State, rec: Record, max_lease: &mut LeaseId) -> std::result::
 
 /// Writes the persistent state to `snapshot` atomically, then empties the log.
 fn write_snapshot(st: &mut State) -> Result<()> {
-    let Some(disk) = st.disk.as_mut() else { return Ok(()) };
+    let Some(disk) = st.disk.as_mut() else {
+        return Ok(());
+    };
     let snap = Snapshot {
         rev: st.rev,
         next_lease: st.next_lease,
@@ -680,7 +816,12 @@ fn write_snapshot(st: &mut State) -> Result<()> {
             .data
             .iter()
             .filter(|(_, e)| e.lease.is_none())
-            .map(|(k, e)| SnapEntry { k: k.clone(), v: hex(&e.value), c: e.created, m: e.modified })
+            .map(|(k, e)| SnapEntry {
+                k: k.clone(),
+                v: hex(&e.value),
+                c: e.created,
+                m: e.modified,
+            })
             .collect(),
     };
     let line = encode_line(&snap)?;
@@ -752,7 +893,11 @@ fn crc32(data: &[u8]) -> u32 {
             let mut c = i as u32;
             let mut k = 0;
             while k < 8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
                 k += 1;
             }
             table[i] = c;
@@ -786,7 +931,11 @@ mod tests {
 
     #[test]
     fn line_checksum_detects_damage() {
-        let line = encode_line(&Record { rev: 3, muts: vec![] }).unwrap();
+        let line = encode_line(&Record {
+            rev: 3,
+            muts: vec![],
+        })
+        .unwrap();
         let body = &line[..line.len() - 1];
         assert!(decode_line::<Record>(body).is_ok());
         let mut bad = body.to_vec();

@@ -117,9 +117,15 @@ impl EtcdStore {
             Client::connect(opts.endpoints.clone(), Some(copts)),
         )
         .await
-        .map_err(|_| MetadataError::Backend(format!("etcd connect to {:?} timed out", opts.endpoints)))?
+        .map_err(|_| {
+            MetadataError::Backend(format!("etcd connect to {:?} timed out", opts.endpoints))
+        })?
         .map_err(backend)?;
-        Ok(EtcdStore { client, opts, ttls: Mutex::new(HashMap::new()) })
+        Ok(EtcdStore {
+            client,
+            opts,
+            ttls: Mutex::new(HashMap::new()),
+        })
     }
 
     fn full(&self, key: &str) -> String {
@@ -128,7 +134,8 @@ impl EtcdStore {
 
     fn strip(&self, key: &[u8]) -> Option<String> {
         let key = std::str::from_utf8(key).ok()?;
-        key.strip_prefix(self.opts.root.as_str()).map(str::to_string)
+        key.strip_prefix(self.opts.root.as_str())
+            .map(str::to_string)
     }
 
     async fn timed<T>(
@@ -161,7 +168,10 @@ impl MetadataStore for EtcdStore {
         crate::store::validate_key(key)?;
         let mut kv = self.client.kv_client();
         let resp = self.timed(kv.get(self.full(key), None)).await?;
-        Ok(resp.kvs().first().map(|kv| Versioned { value: kv.value().to_vec(), stat: stat_of(kv) }))
+        Ok(resp.kvs().first().map(|kv| Versioned {
+            value: kv.value().to_vec(),
+            stat: stat_of(kv),
+        }))
     }
 
     async fn scan_prefix(&self, prefix: &str) -> Result<Scan> {
@@ -174,19 +184,33 @@ impl MetadataStore for EtcdStore {
             .kvs()
             .iter()
             .filter_map(|kv| {
-                Some(KeyValue { key: self.strip(kv.key())?, value: kv.value().to_vec(), stat: stat_of(kv) })
+                Some(KeyValue {
+                    key: self.strip(kv.key())?,
+                    value: kv.value().to_vec(),
+                    stat: stat_of(kv),
+                })
             })
             .collect();
-        Ok(Scan { revision: resp.header().map_or(0, |h| h.revision() as u64), entries })
+        Ok(Scan {
+            revision: resp.header().map_or(0, |h| h.revision() as u64),
+            entries,
+        })
     }
 
     async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
         validate_prefix(prefix)?;
         let mut kv = self.client.kv_client();
         let resp = self
-            .timed(kv.get(self.full(prefix), Some(GetOptions::new().with_prefix().with_keys_only())))
+            .timed(kv.get(
+                self.full(prefix),
+                Some(GetOptions::new().with_prefix().with_keys_only()),
+            ))
             .await?;
-        Ok(resp.kvs().iter().filter_map(|kv| self.strip(kv.key())).collect())
+        Ok(resp
+            .kvs()
+            .iter()
+            .filter_map(|kv| self.strip(kv.key()))
+            .collect())
     }
 
     async fn txn(&self, ops: Vec<Op>) -> Result<TxnResponse> {
@@ -198,7 +222,9 @@ impl MetadataStore for EtcdStore {
             let key = self.full(op.key());
             let expect = match op {
                 Op::Put { expect, .. } | Op::Check { expect, .. } => Some(*expect),
-                Op::Delete { version: Some(v), .. } => Some(crate::Expect::Version(*v)),
+                Op::Delete {
+                    version: Some(v), ..
+                } => Some(crate::Expect::Version(*v)),
                 Op::Delete { version: None, .. } => {
                     compares.push(Compare::version(key.clone(), CompareOp::Greater, 0));
                     None
@@ -208,9 +234,11 @@ impl MetadataStore for EtcdStore {
                 Some(crate::Expect::Absent) => {
                     compares.push(Compare::version(key.clone(), CompareOp::Equal, 0))
                 }
-                Some(crate::Expect::Version(v)) => {
-                    compares.push(Compare::mod_revision(key.clone(), CompareOp::Equal, v as i64))
-                }
+                Some(crate::Expect::Version(v)) => compares.push(Compare::mod_revision(
+                    key.clone(),
+                    CompareOp::Equal,
+                    v as i64,
+                )),
                 Some(crate::Expect::Any) | None => {}
             }
             match op {
@@ -240,7 +268,9 @@ impl MetadataStore for EtcdStore {
                 };
                 op.check_against(current.as_ref())?;
             }
-            return Err(MetadataError::Backend("etcd transaction failed without a failed check".into()));
+            return Err(MetadataError::Backend(
+                "etcd transaction failed without a failed check".into(),
+            ));
         }
         let mut results = Vec::with_capacity(ops.len());
         let mut writes = responses.iter();
@@ -248,12 +278,16 @@ impl MetadataStore for EtcdStore {
             match op {
                 Op::Put { lease, .. } => {
                     let created = match writes.next() {
-                        Some(TxnOpResponse::Put(p)) => {
-                            p.prev_key().map_or(revision, |prev| prev.create_revision() as u64)
-                        }
+                        Some(TxnOpResponse::Put(p)) => p
+                            .prev_key()
+                            .map_or(revision, |prev| prev.create_revision() as u64),
                         _ => revision,
                     };
-                    results.push(OpResult::Put(Stat { version: revision, created, lease: *lease }));
+                    results.push(OpResult::Put(Stat {
+                        version: revision,
+                        created,
+                        lease: *lease,
+                    }));
                 }
                 Op::Delete { .. } => {
                     writes.next();
@@ -267,7 +301,11 @@ impl MetadataStore for EtcdStore {
 
     async fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream> {
         validate_prefix(prefix)?;
-        let from = if from_revision == 0 { self.revision().await? + 1 } else { from_revision };
+        let from = if from_revision == 0 {
+            self.revision().await? + 1
+        } else {
+            from_revision
+        };
         let (tx, rx) = mpsc::channel(WATCH_CHANNEL);
         let cancel = CancellationToken::new();
         tokio::spawn(feed_watch(
@@ -287,7 +325,10 @@ impl MetadataStore for EtcdStore {
         let resp = self.timed(lc.grant(secs, None)).await?;
         let granted = Duration::from_secs(resp.ttl().max(1) as u64);
         self.ttls.lock().insert(resp.id(), granted);
-        Ok(LeaseGrant { id: resp.id(), ttl: granted })
+        Ok(LeaseGrant {
+            id: resp.id(),
+            ttl: granted,
+        })
     }
 
     async fn keep_alive(&self, lease: LeaseId) -> Result<Option<Duration>> {
@@ -302,7 +343,8 @@ impl MetadataStore for EtcdStore {
                     Some(ttl) => Ok(Some(ttl)),
                     None => {
                         let resp = self.timed(lc.time_to_live(lease, None)).await?;
-                        Ok((resp.granted_ttl() > 0).then(|| Duration::from_secs(resp.granted_ttl() as u64)))
+                        Ok((resp.granted_ttl() > 0)
+                            .then(|| Duration::from_secs(resp.granted_ttl() as u64)))
                     }
                 }
             }
@@ -336,7 +378,9 @@ async fn feed_watch(
 ) {
     let mut backoff = Duration::from_millis(50);
     loop {
-        let opts = WatchOptions::new().with_prefix().with_start_revision(next as i64);
+        let opts = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(next as i64);
         let mut wc = client.watch_client();
         let created = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -401,18 +445,28 @@ async fn feed_watch(
                 };
                 let event = match ev.event_type() {
                     EventType::Put => WatchEvent {
-                        kind: if kv.version() == 1 { EventKind::Created } else { EventKind::Modified },
+                        kind: if kv.version() == 1 {
+                            EventKind::Created
+                        } else {
+                            EventKind::Modified
+                        },
                         key,
                         value: Some(kv.value().to_vec()),
                         stat: Some(stat_of(kv)),
                     },
-                    EventType::Delete => {
-                        WatchEvent { kind: EventKind::Deleted, key, value: None, stat: None }
-                    }
+                    EventType::Delete => WatchEvent {
+                        kind: EventKind::Deleted,
+                        key,
+                        value: None,
+                        stat: None,
+                    },
                 };
                 match batches.last_mut() {
                     Some(b) if b.revision == rev => b.events.push(event),
-                    _ => batches.push(WatchBatch { revision: rev, events: vec![event] }),
+                    _ => batches.push(WatchBatch {
+                        revision: rev,
+                        events: vec![event],
+                    }),
                 }
             }
             for batch in batches {

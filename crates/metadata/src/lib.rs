@@ -56,5 +56,6 @@ pub use etcd::{EtcdOptions, EtcdStore};
 pub use session::{Session, SessionOptions, SessionState};
 pub use store::{
     EventKind, Expect, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan,
-    Stat, TxnResponse, Versioned, WatchBatch, WatchEvent, WatchStream, validate_key, validate_prefix,
+    Stat, TxnResponse, Versioned, WatchBatch, WatchEvent, WatchStream, validate_key,
+    validate_prefix,
 };

@@ -48,7 +48,10 @@ impl Default for SessionOptions {
 impl SessionOptions {
     /// Defaults with this TTL.
     pub fn with_ttl(ttl: Duration) -> Self {
-        SessionOptions { ttl, ..Default::default() }
+        SessionOptions {
+            ttl,
+            ..Default::default()
+        }
     }
 }
 
@@ -103,7 +106,11 @@ impl Session {
         let sent = Instant::now();
         let grant = store.grant_lease(opts.ttl).await?;
         let shared = Arc::new(Shared {
-            state: watch::channel(SessionState::Alive { lease: grant.id, epoch: 0 }).0,
+            state: watch::channel(SessionState::Alive {
+                lease: grant.id,
+                epoch: 0,
+            })
+            .0,
             valid_until: Mutex::new(sent),
             paused: AtomicBool::new(false),
             store,
@@ -134,7 +141,9 @@ impl Session {
     /// local deadline, not only the last reported state).
     pub fn lease(&self) -> Option<(LeaseId, u64)> {
         match self.state() {
-            SessionState::Alive { lease, epoch } if Instant::now() < *self.shared.valid_until.lock() => {
+            SessionState::Alive { lease, epoch }
+                if Instant::now() < *self.shared.valid_until.lock() =>
+            {
                 Some((lease, epoch))
             }
             _ => None,
@@ -154,7 +163,9 @@ impl Session {
 
     /// The lease, or [`MetadataError::SessionExpired`].
     pub fn require_lease(&self) -> Result<LeaseId> {
-        self.lease().map(|(l, _)| l).ok_or(MetadataError::SessionExpired)
+        self.lease()
+            .map(|(l, _)| l)
+            .ok_or(MetadataError::SessionExpired)
     }
 
     /// The TTL asked for.
@@ -195,7 +206,8 @@ impl Drop for Session {
         {
             let store = self.shared.store.clone();
             handle.spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(5), store.revoke_lease(lease)).await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(5), store.revoke_lease(lease)).await;
             });
         }
     }
@@ -203,7 +215,9 @@ impl Drop for Session {
 
 impl Shared {
     fn margin(&self) -> Duration {
-        self.opts.margin.unwrap_or_else(|| (self.opts.ttl / 10).max(Duration::from_millis(100)))
+        self.opts
+            .margin
+            .unwrap_or_else(|| (self.opts.ttl / 10).max(Duration::from_millis(100)))
     }
 
     fn deadline_from(&self, sent: Instant, ttl: Duration) -> Instant {
@@ -220,7 +234,12 @@ impl Shared {
 }
 
 /// The keep-alive loop: keep the lease, declare it lost at the local deadline, re-establish.
-async fn run(shared: Arc<Shared>, mut lease: LeaseId, mut ttl: Duration, cancel: CancellationToken) {
+async fn run(
+    shared: Arc<Shared>,
+    mut lease: LeaseId,
+    mut ttl: Duration,
+    cancel: CancellationToken,
+) {
     let mut epoch = 0u64;
     loop {
         // Alive: renew every interval until the local deadline passes or the lease is gone.
@@ -232,7 +251,11 @@ async fn run(shared: Arc<Shared>, mut lease: LeaseId, mut ttl: Duration, cancel:
                 _ = tokio::time::sleep_until(next.min(deadline)) => {}
             }
             if Instant::now() >= *shared.valid_until.lock() {
-                tracing::warn!(lease, epoch, "metadata session lost: keep-alives not acknowledged in time");
+                tracing::warn!(
+                    lease,
+                    epoch,
+                    "metadata session lost: keep-alives not acknowledged in time"
+                );
                 break;
             }
             if Instant::now() < next || shared.paused() {
@@ -293,7 +316,9 @@ async fn run(shared: Arc<Shared>, mut lease: LeaseId, mut ttl: Duration, cancel:
                         return;
                     }
                     tracing::info!(lease, epoch, "metadata session re-established");
-                    shared.state.send_replace(SessionState::Alive { lease, epoch });
+                    shared
+                        .state
+                        .send_replace(SessionState::Alive { lease, epoch });
                     break;
                 }
                 Err(e) => {

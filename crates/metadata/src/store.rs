@@ -111,22 +111,38 @@ pub enum Op {
 impl Op {
     /// An unconditional persistent put.
     pub fn put(key: impl Into<String>, value: impl Into<Vec<u8>>) -> Op {
-        Op::Put { key: key.into(), value: value.into(), expect: Expect::Any, lease: None }
+        Op::Put {
+            key: key.into(),
+            value: value.into(),
+            expect: Expect::Any,
+            lease: None,
+        }
     }
 
     /// A conditional persistent put.
     pub fn put_if(key: impl Into<String>, value: impl Into<Vec<u8>>, expect: Expect) -> Op {
-        Op::Put { key: key.into(), value: value.into(), expect, lease: None }
+        Op::Put {
+            key: key.into(),
+            value: value.into(),
+            expect,
+            lease: None,
+        }
     }
 
     /// A delete of an existing key, of exactly `version` if given.
     pub fn delete(key: impl Into<String>, version: Option<u64>) -> Op {
-        Op::Delete { key: key.into(), version }
+        Op::Delete {
+            key: key.into(),
+            version,
+        }
     }
 
     /// A check.
     pub fn check(key: impl Into<String>, expect: Expect) -> Op {
-        Op::Check { key: key.into(), expect }
+        Op::Check {
+            key: key.into(),
+            expect,
+        }
     }
 
     /// The key this operation touches.
@@ -141,7 +157,9 @@ impl Op {
     pub(crate) fn check_against(&self, current: Option<&Stat>) -> Result<()> {
         let key = self.key();
         match self {
-            Op::Put { expect, .. } | Op::Check { expect, .. } => check_expect(key, *expect, current),
+            Op::Put { expect, .. } | Op::Check { expect, .. } => {
+                check_expect(key, *expect, current)
+            }
             Op::Delete { version, .. } => match (current, version) {
                 (None, _) => Err(MetadataError::NotFound(key.to_string())),
                 (Some(_), None) => Ok(()),
@@ -176,7 +194,10 @@ pub(crate) fn validate_ops(ops: &[Op]) -> Result<()> {
     for op in ops {
         validate_key(op.key())?;
         if !matches!(op, Op::Check { .. }) && !written.insert(op.key()) {
-            return Err(MetadataError::InvalidTxn(format!("two writes to {}", op.key())));
+            return Err(MetadataError::InvalidTxn(format!(
+                "two writes to {}",
+                op.key()
+            )));
         }
     }
     Ok(())
@@ -264,7 +285,10 @@ pub(crate) const WATCH_CHANNEL: usize = 256;
 
 impl WatchStream {
     pub(crate) fn new(rx: mpsc::Receiver<Result<WatchBatch>>, cancel: Option<DropGuard>) -> Self {
-        WatchStream { rx, _cancel: cancel }
+        WatchStream {
+            rx,
+            _cancel: cancel,
+        }
     }
 
     /// The next batch, or `None` when the watch ended (the store was closed).
@@ -297,7 +321,13 @@ pub trait MetadataStore: Send + Sync + fmt::Debug + 'static {
 
     /// The keys that start with `prefix`, without values.
     async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
-        Ok(self.scan_prefix(prefix).await?.entries.into_iter().map(|kv| kv.key).collect())
+        Ok(self
+            .scan_prefix(prefix)
+            .await?
+            .entries
+            .into_iter()
+            .map(|kv| kv.key)
+            .collect())
     }
 
     /// Applies `ops` atomically: either every check holds and every write is applied at one new
@@ -323,7 +353,12 @@ pub trait MetadataStore: Send + Sync + fmt::Debug + 'static {
 
     /// Puts a persistent value if `expect` holds; returns the new metadata.
     async fn put(&self, key: &str, value: &[u8], expect: Expect) -> Result<Stat> {
-        let op = Op::Put { key: key.to_string(), value: value.to_vec(), expect, lease: None };
+        let op = Op::Put {
+            key: key.to_string(),
+            value: value.to_vec(),
+            expect,
+            lease: None,
+        };
         single_put_stat(self.txn(vec![op]).await?)
     }
 
@@ -335,7 +370,12 @@ pub trait MetadataStore: Send + Sync + fmt::Debug + 'static {
         expect: Expect,
         lease: LeaseId,
     ) -> Result<Stat> {
-        let op = Op::Put { key: key.to_string(), value: value.to_vec(), expect, lease: Some(lease) };
+        let op = Op::Put {
+            key: key.to_string(),
+            value: value.to_vec(),
+            expect,
+            lease: Some(lease),
+        };
         single_put_stat(self.txn(vec![op]).await?)
     }
 
@@ -348,7 +388,11 @@ pub trait MetadataStore: Send + Sync + fmt::Debug + 'static {
     /// exists if any key lies below it; `/a/b/c` makes `b` a child of `/a`.
     async fn list_children(&self, path: &str) -> Result<Vec<String>> {
         validate_prefix(path)?;
-        let prefix = if path.ends_with('/') { path.to_string() } else { format!("{path}/") };
+        let prefix = if path.ends_with('/') {
+            path.to_string()
+        } else {
+            format!("{path}/")
+        };
         let keys = self.list_keys(&prefix).await?;
         let mut children = BTreeSet::new();
         for key in &keys {
@@ -370,7 +414,9 @@ pub trait MetadataStore: Send + Sync + fmt::Debug + 'static {
 fn single_put_stat(resp: TxnResponse) -> Result<Stat> {
     match resp.results.first() {
         Some(OpResult::Put(stat)) => Ok(*stat),
-        other => Err(MetadataError::Backend(format!("unexpected txn result {other:?}"))),
+        other => Err(MetadataError::Backend(format!(
+            "unexpected txn result {other:?}"
+        ))),
     }
 }
 
@@ -378,7 +424,12 @@ fn single_put_stat(resp: TxnResponse) -> Result<Stat> {
 /// with `/`, and has no control characters. The same rule on every backend keeps them
 /// interchangeable.
 pub fn validate_key(key: &str) -> Result<()> {
-    let bad = |reason| Err(MetadataError::InvalidPath { path: key.to_string(), reason });
+    let bad = |reason| {
+        Err(MetadataError::InvalidPath {
+            path: key.to_string(),
+            reason,
+        })
+    };
     if !key.starts_with('/') {
         return bad("must start with '/'");
     }

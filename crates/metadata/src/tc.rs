@@ -63,7 +63,14 @@ pub async fn ensure_parallelism(store: &dyn MetadataStore, configured: u32) -> R
     loop {
         match store.get(PARALLELISM_PATH).await? {
             None => {
-                match store.put(PARALLELISM_PATH, configured.to_string().as_bytes(), Expect::Absent).await {
+                match store
+                    .put(
+                        PARALLELISM_PATH,
+                        configured.to_string().as_bytes(),
+                        Expect::Absent,
+                    )
+                    .await
+                {
                     Ok(_) => return Ok(configured),
                     Err(MetadataError::AlreadyExists(_)) => continue, // another broker was first
                     Err(e) => return Err(e),
@@ -116,12 +123,18 @@ impl TcAssignments {
                 }
             })
             .collect();
-        TcAssignments { parallelism, revision: snap.revision, leaders }
+        TcAssignments {
+            parallelism,
+            revision: snap.revision,
+            leaders,
+        }
     }
 
     /// Partitions without a leader (to be re-pushed after `TC_ASSIGNMENTS_REPUSH_DELAY_MS`).
     pub fn missing(&self) -> Vec<u32> {
-        (0..self.parallelism).filter(|n| self.leaders[*n as usize].is_none()).collect()
+        (0..self.parallelism)
+            .filter(|n| self.leaders[*n as usize].is_none())
+            .collect()
     }
 
     /// True when every partition has a leader.
@@ -131,7 +144,11 @@ impl TcAssignments {
 
     /// How many partitions `broker_id` leads.
     pub fn count_led_by(&self, broker_id: &str) -> usize {
-        self.leaders.iter().flatten().filter(|l| l.broker_id == broker_id).count()
+        self.leaders
+            .iter()
+            .flatten()
+            .filter(|l| l.broker_id == broker_id)
+            .count()
     }
 }
 
@@ -169,7 +186,11 @@ impl TcAssignmentsView {
                 });
             }
         });
-        Ok(TcAssignmentsView { rx, _cache: cache, _task: cancel.drop_guard() })
+        Ok(TcAssignmentsView {
+            rx,
+            _cache: cache,
+            _task: cancel.drop_guard(),
+        })
     }
 
     /// The newest table.
@@ -246,17 +267,25 @@ impl TcMember {
             e.campaign();
             elections.push(e);
         }
-        Ok(TcMember { session, elections, view })
+        Ok(TcMember {
+            session,
+            elections,
+            view,
+        })
     }
 
     /// True if this broker leads partition `n` right now.
     pub fn is_leader(&self, n: u32) -> bool {
-        self.elections.get(n as usize).is_some_and(LeaderElection::is_leader)
+        self.elections
+            .get(n as usize)
+            .is_some_and(LeaderElection::is_leader)
     }
 
     /// The partitions this broker leads right now.
     pub fn led_partitions(&self) -> Vec<u32> {
-        (0..self.elections.len() as u32).filter(|n| self.is_leader(*n)).collect()
+        (0..self.elections.len() as u32)
+            .filter(|n| self.is_leader(*n))
+            .collect()
     }
 
     /// The election of partition `n`.

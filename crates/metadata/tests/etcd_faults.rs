@@ -55,7 +55,10 @@ async fn watch_survives_etcd_restart_without_gaps_or_repeats() {
         create(&*store, &format!("/w/{i:02}")).await;
         if i == 25 {
             // Also a multi-key transaction and a delete across the gap.
-            store.txn(vec![Op::put("/w/t1", "1"), Op::put("/w/t2", "2")]).await.unwrap();
+            store
+                .txn(vec![Op::put("/w/t1", "1"), Op::put("/w/t2", "2")])
+                .await
+                .unwrap();
             store.delete("/w/00", None).await.unwrap();
         }
     }
@@ -77,7 +80,11 @@ async fn watch_survives_etcd_restart_without_gaps_or_repeats() {
     assert!(extra.is_err(), "unexpected extra event: {extra:?}");
     let keys: Vec<&str> = seen.iter().map(|(_, k)| k.as_str()).collect();
     let distinct: BTreeSet<&str> = keys.iter().copied().filter(|k| *k != "/w/00").collect();
-    assert_eq!(distinct.len(), N + 1, "every created key exactly once: {keys:?}");
+    assert_eq!(
+        distinct.len(),
+        N + 1,
+        "every created key exactly once: {keys:?}"
+    );
     assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "revision order");
     assert_eq!(kinds.get("Created"), Some(&(N + 2)));
     assert_eq!(kinds.get(&format!("{:?}", EventKind::Deleted)), Some(&1));
@@ -92,16 +99,36 @@ async fn two_processes_race_one_cas_and_exactly_one_wins() {
     let root = common::unique_root();
     let store = common::etcd_store_at(&endpoints, &root).await;
     const ROUNDS: u32 = 20;
-    let ops = (0..ROUNDS).map(|r| Op::put(format!("/race/v/{r}"), "init")).collect();
+    let ops = (0..ROUNDS)
+        .map(|r| Op::put(format!("/race/v/{r}"), "init"))
+        .collect();
     let version = store.txn(ops).await.unwrap().revision;
-    let start_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64 + 1500;
+    let start_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 1500;
     let bin = common::example_binary("cas_racer");
     let racers: Vec<Child> = ["p1", "p2"]
         .iter()
         .map(|id| {
             Command::new(&bin)
-                .args(["--endpoints", &endpoints, "--root", &root, "--prefix", "/race", "--id", id])
-                .args(["--rounds", &ROUNDS.to_string(), "--expect-version", &version.to_string()])
+                .args([
+                    "--endpoints",
+                    &endpoints,
+                    "--root",
+                    &root,
+                    "--prefix",
+                    "/race",
+                    "--id",
+                    id,
+                ])
+                .args([
+                    "--rounds",
+                    &ROUNDS.to_string(),
+                    "--expect-version",
+                    &version.to_string(),
+                ])
                 .args(["--start-at-ms", &start_at.to_string()])
                 .stdout(Stdio::piped())
                 .spawn()
@@ -115,18 +142,36 @@ async fn two_processes_race_one_cas_and_exactly_one_wins() {
         for line in String::from_utf8(out.stdout).unwrap().lines() {
             let parts: Vec<&str> = line.split_whitespace().collect();
             assert_ne!(parts.get(2), Some(&"ERROR"), "{id}: {line}");
-            let entry = wins.entry((parts[0].to_string(), parts[1].parse().unwrap())).or_default();
+            let entry = wins
+                .entry((parts[0].to_string(), parts[1].parse().unwrap()))
+                .or_default();
             if parts[2] == "WIN" {
                 entry.push(id.to_string());
             }
         }
     }
-    assert_eq!(wins.len(), 2 * ROUNDS as usize, "every round reported: {wins:?}");
+    assert_eq!(
+        wins.len(),
+        2 * ROUNDS as usize,
+        "every round reported: {wins:?}"
+    );
     for ((kind, round), winners) in &wins {
-        assert_eq!(winners.len(), 1, "{kind} round {round}: winners {winners:?}");
-        let key = if kind == "V" { format!("/race/v/{round}") } else { format!("/race/a/{round}") };
+        assert_eq!(
+            winners.len(),
+            1,
+            "{kind} round {round}: winners {winners:?}"
+        );
+        let key = if kind == "V" {
+            format!("/race/v/{round}")
+        } else {
+            format!("/race/a/{round}")
+        };
         let value = store.get(&key).await.unwrap().unwrap().value;
-        assert_eq!(String::from_utf8(value).unwrap(), winners[0], "the stored value is the winner's");
+        assert_eq!(
+            String::from_utf8(value).unwrap(),
+            winners[0],
+            "the stored value is the winner's"
+        );
     }
 }
 
@@ -152,7 +197,12 @@ fn spawn_member(
 ) -> Member {
     let mut child = Command::new(common::example_binary("tc_member"))
         .args(["--endpoints", endpoints, "--root", root, "--broker-id", id])
-        .args(["--parallelism", &parallelism.to_string(), "--ttl-ms", "2000"])
+        .args([
+            "--parallelism",
+            &parallelism.to_string(),
+            "--ttl-ms",
+            "2000",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -162,12 +212,22 @@ fn spawn_member(
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(text) = line else { return };
-            if tx.send(Line { id: id2.clone(), at: Instant::now(), text }).is_err() {
+            if tx
+                .send(Line {
+                    id: id2.clone(),
+                    at: Instant::now(),
+                    text,
+                })
+                .is_err()
+            {
                 return;
             }
         }
     });
-    Member { id: id.to_string(), child }
+    Member {
+        id: id.to_string(),
+        child,
+    }
 }
 
 fn parse_snapshot(text: &str) -> Option<Vec<Option<String>>> {
@@ -189,8 +249,10 @@ async fn tc_three_processes_converge_on_survivors() {
     let endpoints = common::etcd_endpoints();
     let root = common::unique_root();
     let (tx, rx) = mpsc::channel::<Line>();
-    let mut members: Vec<Member> =
-        ["b1", "b2", "b3"].iter().map(|id| spawn_member(&endpoints, &root, id, P as u32, &tx)).collect();
+    let mut members: Vec<Member> = ["b1", "b2", "b3"]
+        .iter()
+        .map(|id| spawn_member(&endpoints, &root, id, P as u32, &tx))
+        .collect();
 
     // Everyone ready and every member's view complete.
     let mut latest: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
@@ -200,7 +262,9 @@ async fn tc_three_processes_converge_on_survivors() {
         && latest.len() == 3
         && latest.values().all(|s| s.iter().all(Option::is_some)))
     {
-        let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("members start");
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("members start");
         if line.text.starts_with("READY") {
             ready.insert(line.id.clone());
         } else if let Some(s) = parse_snapshot(&line.text) {
@@ -211,16 +275,32 @@ async fn tc_three_processes_converge_on_survivors() {
         }
     }
     let views: BTreeSet<&Vec<Option<String>>> = latest.values().collect();
-    assert_eq!(views.len(), 1, "all members publish the same table: {latest:?}");
+    assert_eq!(
+        views.len(),
+        1,
+        "all members publish the same table: {latest:?}"
+    );
 
     // A broker with another parallelism refuses to start, naming both values.
     let out = Command::new(common::example_binary("tc_member"))
-        .args(["--endpoints", &endpoints, "--root", &root, "--broker-id", "b4", "--parallelism", "8"])
+        .args([
+            "--endpoints",
+            &endpoints,
+            "--root",
+            &root,
+            "--broker-id",
+            "b4",
+            "--parallelism",
+            "8",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "refuses to start: {text}");
-    assert!(text.contains("configured with 8") && text.contains("has 16"), "{text}");
+    assert!(
+        text.contains("configured with 8") && text.contains("has 16"),
+        "{text}"
+    );
 
     // Kill -9 the broker leading the most partitions.
     let table = latest.values().next().unwrap().clone();
@@ -228,7 +308,11 @@ async fn tc_three_processes_converge_on_survivors() {
     for l in table.iter().flatten() {
         *counts.entry(l.as_str()).or_default() += 1;
     }
-    let victim = counts.iter().max_by_key(|(_, c)| **c).map(|(id, _)| id.to_string()).unwrap();
+    let victim = counts
+        .iter()
+        .max_by_key(|(_, c)| **c)
+        .map(|(id, _)| id.to_string())
+        .unwrap();
     let vi = members.iter().position(|m| m.id == victim).unwrap();
     let mut dead = members.remove(vi);
     dead.child.kill().unwrap();
@@ -239,24 +323,38 @@ async fn tc_three_processes_converge_on_survivors() {
     // Every survivor converges on a complete table without the victim; no snapshot drops a
     // partition whose (previous) leader is alive.
     let mut converged: BTreeMap<String, Duration> = BTreeMap::new();
-    let mut prev: BTreeMap<String, Vec<Option<String>>> =
-        survivors.iter().map(|s| (s.clone(), table.clone())).collect();
+    let mut prev: BTreeMap<String, Vec<Option<String>>> = survivors
+        .iter()
+        .map(|s| (s.clone(), table.clone()))
+        .collect();
     while converged.len() < survivors.len() {
-        let left = (killed + TTL + Duration::from_secs(5)).saturating_duration_since(Instant::now());
-        let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no convergence: {prev:?}"));
+        let left =
+            (killed + TTL + Duration::from_secs(5)).saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no convergence: {prev:?}"));
         if line.id == victim {
             continue;
         }
-        let Some(snap) = parse_snapshot(&line.text) else { continue };
+        let Some(snap) = parse_snapshot(&line.text) else {
+            continue;
+        };
         let before = &prev[&line.id];
         for n in 0..P {
             if let Some(l) = &before[n]
                 && *l != victim
             {
-                assert!(snap[n].is_some(), "{}: partition {n} led by live {l} went missing", line.id);
+                assert!(
+                    snap[n].is_some(),
+                    "{}: partition {n} led by live {l} went missing",
+                    line.id
+                );
             }
         }
-        if snap.iter().all(|l| l.as_ref().is_some_and(|l| *l != victim)) {
+        if snap
+            .iter()
+            .all(|l| l.as_ref().is_some_and(|l| *l != victim))
+        {
             converged.entry(line.id.clone()).or_insert(line.at - killed);
         }
         prev.insert(line.id.clone(), snap);
@@ -264,12 +362,18 @@ async fn tc_three_processes_converge_on_survivors() {
     let worst = converged.values().max().copied().unwrap();
     eprintln!("SIGKILL of {victim}: survivors converged after {converged:?}");
     // etcd expires leases on a 500 ms tick, so the bound is TTL plus that tick plus delivery.
-    assert!(worst <= TTL + Duration::from_secs(1), "converged after {worst:?}");
+    assert!(
+        worst <= TTL + Duration::from_secs(1),
+        "converged after {worst:?}"
+    );
 
     // A graceful stop (SIGTERM) resigns at once: the last broker takes everything quickly.
     let leaving = members.remove(0);
     let stay = members[0].id.clone();
-    let status = Command::new("kill").args(["-TERM", &leaving.child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &leaving.child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let stopped = Instant::now();
     let mut leaving = leaving;
@@ -284,7 +388,10 @@ async fn tc_three_processes_converge_on_survivors() {
         {
             let took = line.at - stopped;
             eprintln!("SIGTERM of {}: {stay} leads all after {took:?}", leaving.id);
-            assert!(took < TTL, "a graceful stop hands over before any TTL: {took:?}");
+            assert!(
+                took < TTL,
+                "a graceful stop hands over before any TTL: {took:?}"
+            );
             break;
         }
     }

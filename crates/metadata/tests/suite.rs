@@ -58,8 +58,15 @@ async fn cas_semantics(s: Store) {
         other => panic!("expected AlreadyExists, got {other:?}"),
     }
     match s.put("/k", b"x", Expect::Version(st.version + 100)).await {
-        Err(MetadataError::BadVersion { key, expected, found }) => {
-            assert_eq!((key.as_str(), expected, found), ("/k", st.version + 100, st.version));
+        Err(MetadataError::BadVersion {
+            key,
+            expected,
+            found,
+        }) => {
+            assert_eq!(
+                (key.as_str(), expected, found),
+                ("/k", st.version + 100, st.version)
+            );
         }
         other => panic!("expected BadVersion, got {other:?}"),
     }
@@ -67,18 +74,27 @@ async fn cas_semantics(s: Store) {
         Err(MetadataError::NotFound(k)) => assert_eq!(k, "/missing"),
         other => panic!("expected NotFound, got {other:?}"),
     }
-    let st2 = s.put("/k", b"v2", Expect::Version(st.version)).await.unwrap();
+    let st2 = s
+        .put("/k", b"v2", Expect::Version(st.version))
+        .await
+        .unwrap();
     assert_eq!(s.get("/k").await.unwrap().unwrap().value, b"v2");
     // The old version no longer matches.
     assert!(matches!(
         s.put("/k", b"v3", Expect::Version(st.version)).await,
         Err(MetadataError::BadVersion { .. })
     ));
-    assert_eq!(s.get("/k").await.unwrap().unwrap().stat.version, st2.version);
+    assert_eq!(
+        s.get("/k").await.unwrap().unwrap().stat.version,
+        st2.version
+    );
 }
 
 async fn delete_semantics(s: Store) {
-    assert!(matches!(s.delete("/d", None).await, Err(MetadataError::NotFound(_))));
+    assert!(matches!(
+        s.delete("/d", None).await,
+        Err(MetadataError::NotFound(_))
+    ));
     let st = s.put("/d", b"x", Expect::Any).await.unwrap();
     assert!(matches!(
         s.delete("/d", Some(st.version + 1)).await,
@@ -94,37 +110,70 @@ async fn delete_semantics(s: Store) {
 }
 
 async fn children_and_scan(s: Store) {
-    for k in ["/ns/a", "/ns/b/x", "/ns/b/y", "/ns/c/d/e", "/nsx", "/other/z"] {
+    for k in [
+        "/ns/a",
+        "/ns/b/x",
+        "/ns/b/y",
+        "/ns/c/d/e",
+        "/nsx",
+        "/other/z",
+    ] {
         s.put(k, k.as_bytes(), Expect::Any).await.unwrap();
     }
     assert_eq!(s.list_children("/ns").await.unwrap(), vec!["a", "b", "c"]);
     assert_eq!(s.list_children("/ns/").await.unwrap(), vec!["a", "b", "c"]);
     assert_eq!(s.list_children("/ns/b").await.unwrap(), vec!["x", "y"]);
-    assert_eq!(s.list_children("/ns/a").await.unwrap(), Vec::<String>::new());
-    assert_eq!(s.list_children("/nope").await.unwrap(), Vec::<String>::new());
+    assert_eq!(
+        s.list_children("/ns/a").await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        s.list_children("/nope").await.unwrap(),
+        Vec::<String>::new()
+    );
     let root: BTreeSet<String> = s.list_children("/").await.unwrap().into_iter().collect();
-    assert!(root.is_superset(&["ns", "nsx", "other"].iter().map(|s| s.to_string()).collect()));
+    assert!(
+        root.is_superset(
+            &["ns", "nsx", "other"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        )
+    );
     let scan = s.scan_prefix("/ns/").await.unwrap();
     let keys: Vec<&str> = scan.entries.iter().map(|kv| kv.key.as_str()).collect();
     assert_eq!(keys, vec!["/ns/a", "/ns/b/x", "/ns/b/y", "/ns/c/d/e"]);
     assert_eq!(scan.entries[0].value, b"/ns/a");
     assert!(scan.revision >= scan.entries.iter().map(|kv| kv.stat.version).max().unwrap());
-    assert_eq!(s.list_keys("/ns").await.unwrap().len(), 5, "plain string prefix includes /nsx");
+    assert_eq!(
+        s.list_keys("/ns").await.unwrap().len(),
+        5,
+        "plain string prefix includes /nsx"
+    );
 }
 
 async fn invalid_paths(s: Store) {
     for bad in ["", "a", "/", "/a/", "//a", "/a//b", "/a\nb"] {
         assert!(
-            matches!(s.put(bad, b"x", Expect::Any).await, Err(MetadataError::InvalidPath { .. })),
+            matches!(
+                s.put(bad, b"x", Expect::Any).await,
+                Err(MetadataError::InvalidPath { .. })
+            ),
             "{bad:?} must be refused"
         );
     }
-    assert!(matches!(s.scan_prefix("x").await, Err(MetadataError::InvalidPath { .. })));
+    assert!(matches!(
+        s.scan_prefix("x").await,
+        Err(MetadataError::InvalidPath { .. })
+    ));
     assert!(matches!(
         s.txn(vec![Op::put("/a", "1"), Op::put("/a", "2")]).await,
         Err(MetadataError::InvalidTxn(_))
     ));
-    assert!(matches!(s.txn(vec![]).await, Err(MetadataError::InvalidTxn(_))));
+    assert!(matches!(
+        s.txn(vec![]).await,
+        Err(MetadataError::InvalidTxn(_))
+    ));
 }
 
 async fn multi_key_txn(s: Store) {
@@ -140,10 +189,17 @@ async fn multi_key_txn(s: Store) {
         .await
         .unwrap();
     assert_eq!(resp.results.len(), 4);
-    let OpResult::Put(sa) = resp.results[0] else { panic!() };
-    let OpResult::Put(sc) = resp.results[2] else { panic!() };
+    let OpResult::Put(sa) = resp.results[0] else {
+        panic!()
+    };
+    let OpResult::Put(sc) = resp.results[2] else {
+        panic!()
+    };
     assert_eq!(sa.version, resp.revision);
-    assert_eq!(sc.version, resp.revision, "one revision for the whole transaction");
+    assert_eq!(
+        sc.version, resp.revision,
+        "one revision for the whole transaction"
+    );
     assert_eq!(sa.created, a.created);
     assert_eq!(resp.results[1], OpResult::Delete);
     assert_eq!(resp.results[3], OpResult::Check);
@@ -163,9 +219,16 @@ async fn multi_key_txn(s: Store) {
         MetadataError::BadVersion { key, .. } => assert_eq!(key, "/t/c"),
         other => panic!("expected BadVersion on /t/c, got {other:?}"),
     }
-    assert_eq!(s.scan_prefix("/t/").await.unwrap().entries, before, "nothing applied");
+    assert_eq!(
+        s.scan_prefix("/t/").await.unwrap().entries,
+        before,
+        "nothing applied"
+    );
     // A check-only transaction writes nothing.
-    let r = s.txn(vec![Op::check("/t/a", Expect::Version(sa.version))]).await.unwrap();
+    let r = s
+        .txn(vec![Op::check("/t/a", Expect::Version(sa.version))])
+        .await
+        .unwrap();
     assert_eq!(r.results, vec![OpResult::Check]);
 }
 
@@ -175,9 +238,19 @@ async fn watch_events(s: Store) {
     let mut w = s.watch("/w/", scan.revision + 1).await.unwrap();
     let c = s.put("/w/a", b"1", Expect::Absent).await.unwrap();
     s.put("/outside", b"x", Expect::Any).await.unwrap();
-    let m = s.put("/w/a", b"2", Expect::Version(c.version)).await.unwrap();
+    let m = s
+        .put("/w/a", b"2", Expect::Version(c.version))
+        .await
+        .unwrap();
     s.delete("/w/a", Some(m.version)).await.unwrap();
-    let t = s.txn(vec![Op::put("/w/x", "x"), Op::put("/w/y", "y"), Op::put("/z", "z")]).await.unwrap();
+    let t = s
+        .txn(vec![
+            Op::put("/w/x", "x"),
+            Op::put("/w/y", "y"),
+            Op::put("/z", "z"),
+        ])
+        .await
+        .unwrap();
 
     let mut got = Vec::new();
     while got.len() < 4 {
@@ -199,22 +272,39 @@ async fn watch_events(s: Store) {
     assert_eq!(got[2].events[0].value, None);
     assert_eq!(got[3].revision, t.revision);
     let keys: Vec<&str> = got[3].events.iter().map(|e| e.key.as_str()).collect();
-    assert_eq!(keys, vec!["/w/x", "/w/y"], "one batch per transaction, filtered by prefix");
+    assert_eq!(
+        keys,
+        vec!["/w/x", "/w/y"],
+        "one batch per transaction, filtered by prefix"
+    );
     // Nothing else is pending.
-    assert!(tokio::time::timeout(Duration::from_millis(300), w.next()).await.is_err());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), w.next())
+            .await
+            .is_err()
+    );
 }
 
 async fn watch_resume_from_revision(s: Store) {
     let start = s.scan_prefix("/r/").await.unwrap().revision + 1;
     let mut revs = Vec::new();
     for i in 0..10 {
-        revs.push(s.put(&format!("/r/{i}"), b"v", Expect::Any).await.unwrap().version);
+        revs.push(
+            s.put(&format!("/r/{i}"), b"v", Expect::Any)
+                .await
+                .unwrap()
+                .version,
+        );
     }
     // A late watcher asking from an old revision gets exactly the history from there.
     let mut w = s.watch("/r/", start).await.unwrap();
     let mut seen = Vec::new();
     while seen.len() < 10 {
-        let b = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap().unwrap();
+        let b = tokio::time::timeout(Duration::from_secs(5), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         seen.push(b.revision);
     }
     assert_eq!(seen, revs);
@@ -222,18 +312,31 @@ async fn watch_resume_from_revision(s: Store) {
     // Resuming from the middle neither misses nor repeats.
     let mut w = s.watch("/r/", revs[6]).await.unwrap();
     for i in 10..13 {
-        revs.push(s.put(&format!("/r/{i}"), b"v", Expect::Any).await.unwrap().version);
+        revs.push(
+            s.put(&format!("/r/{i}"), b"v", Expect::Any)
+                .await
+                .unwrap()
+                .version,
+        );
     }
     let mut seen = Vec::new();
     while seen.len() < 7 {
-        let b = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap().unwrap();
+        let b = tokio::time::timeout(Duration::from_secs(5), w.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         seen.push(b.revision);
     }
     assert_eq!(seen, revs[6..].to_vec());
     // Watching "from now" sees only later writes.
     let mut w = s.watch("/r/", 0).await.unwrap();
     let last = s.put("/r/late", b"v", Expect::Any).await.unwrap();
-    let b = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap().unwrap();
+    let b = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(b.revision, last.version);
 }
 
@@ -243,10 +346,16 @@ async fn watch_resume_from_revision(s: Store) {
 async fn ephemeral_keys(s: Store) {
     let sess = session(&s).await;
     let lease = sess.require_lease().unwrap();
-    let st = s.put_ephemeral("/eph/a", b"1", Expect::Absent, lease).await.unwrap();
+    let st = s
+        .put_ephemeral("/eph/a", b"1", Expect::Absent, lease)
+        .await
+        .unwrap();
     assert_eq!(st.lease, Some(lease));
     s.put("/eph/persistent", b"p", Expect::Any).await.unwrap();
-    assert_eq!(s.get("/eph/a").await.unwrap().unwrap().stat.lease, Some(lease));
+    assert_eq!(
+        s.get("/eph/a").await.unwrap().unwrap().stat.lease,
+        Some(lease)
+    );
     let rev = s.scan_prefix("/eph/").await.unwrap().revision;
     let mut w = s.watch("/eph/", rev + 1).await.unwrap();
     // Keep-alives hold it past the TTL.
@@ -255,9 +364,16 @@ async fn ephemeral_keys(s: Store) {
     assert!(sess.is_alive());
     sess.close().await.unwrap();
     assert_eq!(sess.state(), SessionState::Closed);
-    assert!(!s.exists("/eph/a").await.unwrap(), "closing the session deletes its keys");
+    assert!(
+        !s.exists("/eph/a").await.unwrap(),
+        "closing the session deletes its keys"
+    );
     assert!(s.exists("/eph/persistent").await.unwrap());
-    let b = tokio::time::timeout(Duration::from_secs(5), w.next()).await.unwrap().unwrap().unwrap();
+    let b = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(b.events[0].kind, EventKind::Deleted);
     assert_eq!(b.events[0].key, "/eph/a");
     // A put bound to a dead lease is refused.
@@ -267,7 +383,9 @@ async fn ephemeral_keys(s: Store) {
     ));
     // A raw lease that is not kept alive expires with its keys.
     let g = s.grant_lease(TTL).await.unwrap();
-    s.put_ephemeral("/eph/raw", b"1", Expect::Any, g.id).await.unwrap();
+    s.put_ephemeral("/eph/raw", b"1", Expect::Any, g.id)
+        .await
+        .unwrap();
     let gone = common::eventually(TTL + Duration::from_secs(2), async || {
         !s.exists("/eph/raw").await.unwrap()
     })
@@ -282,7 +400,9 @@ async fn ephemeral_keys(s: Store) {
 async fn session_loss_precedes_expiry(s: Store) {
     let sess = session(&s).await;
     let (lease, epoch) = sess.lease().unwrap();
-    s.put_ephemeral("/sl/k", b"1", Expect::Any, lease).await.unwrap();
+    s.put_ephemeral("/sl/k", b"1", Expect::Any, lease)
+        .await
+        .unwrap();
     let mut w = s.watch("/sl/", 0).await.unwrap();
     sess.pause_keepalives(true);
     let paused = Instant::now();
@@ -300,18 +420,30 @@ async fn session_loss_precedes_expiry(s: Store) {
     }
     let lost_at = lost_at.expect("session declared lost");
     let deleted_at = deleted_at.expect("server expired the lease");
-    assert!(lost_at < deleted_at, "local loss must come before the server's expiry");
-    assert!(deleted_at - paused <= TTL + Duration::from_secs(1), "expiry within TTL + 1 s");
+    assert!(
+        lost_at < deleted_at,
+        "local loss must come before the server's expiry"
+    );
+    assert!(
+        deleted_at - paused <= TTL + Duration::from_secs(1),
+        "expiry within TTL + 1 s"
+    );
     assert_eq!(sess.state(), SessionState::Lost { epoch });
     sess.pause_keepalives(false);
     let mut rx = sess.subscribe();
-    let st = tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|s| matches!(s, SessionState::Alive { .. })))
-        .await
-        .unwrap()
-        .unwrap()
-        .to_owned();
+    let st = tokio::time::timeout(
+        Duration::from_secs(5),
+        rx.wait_for(|s| matches!(s, SessionState::Alive { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .to_owned();
     match st {
-        SessionState::Alive { lease: l2, epoch: e2 } => {
+        SessionState::Alive {
+            lease: l2,
+            epoch: e2,
+        } => {
             assert_ne!(l2, lease);
             assert_eq!(e2, epoch + 1);
         }
@@ -340,38 +472,64 @@ async fn election_basics(s: Store) {
     let e2 = LeaderElection::new(&s2, "/el/leader", cand("two")).unwrap();
     assert_eq!(e1.state(), LeaderState::NoLeader);
     e1.campaign();
-    e1.wait_for(Duration::from_secs(5), LeaderState::is_leading).await.unwrap();
-    e2.campaign();
-    let st = e2
-        .wait_for(Duration::from_secs(5), |s| matches!(s, LeaderState::Following { .. }))
+    e1.wait_for(Duration::from_secs(5), LeaderState::is_leading)
         .await
         .unwrap();
-    assert_eq!(st, LeaderState::Following { leader: Some(cand("one")), version: e1_version(&e1) });
+    e2.campaign();
+    let st = e2
+        .wait_for(Duration::from_secs(5), |s| {
+            matches!(s, LeaderState::Following { .. })
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        st,
+        LeaderState::Following {
+            leader: Some(cand("one")),
+            version: e1_version(&e1)
+        }
+    );
     assert!(e1.is_leader() && !e2.is_leader());
     let (who, stat) = e2.leader().await.unwrap().unwrap();
     assert_eq!(who, cand("one"));
     assert_eq!(stat.lease, Some(s1.require_lease().unwrap()));
     // The fence works in a transaction only for the leader.
     let fence = e1.fence().unwrap();
-    s.txn(vec![fence.clone(), Op::put("/el/data", "by-leader")]).await.unwrap();
+    s.txn(vec![fence.clone(), Op::put("/el/data", "by-leader")])
+        .await
+        .unwrap();
     assert!(e2.fence().is_err());
     // Resign: the other takes over at once.
     e1.resign().await.unwrap();
     assert!(!e1.is_leader());
-    e2.wait_for(Duration::from_secs(5), LeaderState::is_leading).await.unwrap();
+    e2.wait_for(Duration::from_secs(5), LeaderState::is_leading)
+        .await
+        .unwrap();
     // The old fence no longer holds.
-    assert!(s.txn(vec![fence, Op::put("/el/data", "stale")]).await.is_err());
-    assert_eq!(s.get("/el/data").await.unwrap().unwrap().value, b"by-leader");
+    assert!(
+        s.txn(vec![fence, Op::put("/el/data", "stale")])
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        s.get("/el/data").await.unwrap().unwrap().value,
+        b"by-leader"
+    );
     // Re-campaign: follows the new leader.
     e1.campaign();
     let st = e1
-        .wait_for(Duration::from_secs(5), |s| matches!(s, LeaderState::Following { .. }))
+        .wait_for(Duration::from_secs(5), |s| {
+            matches!(s, LeaderState::Following { .. })
+        })
         .await
         .unwrap();
     assert!(matches!(st, LeaderState::Following { leader: Some(ref c), .. } if c.name == "two"));
     // Deleting the key (an operator) triggers a new election, which someone wins.
     s.delete("/el/leader", None).await.unwrap();
-    let ok = common::eventually(Duration::from_secs(5), async || e1.is_leader() ^ e2.is_leader()).await;
+    let ok = common::eventually(Duration::from_secs(5), async || {
+        e1.is_leader() ^ e2.is_leader()
+    })
+    .await;
     assert!(ok, "exactly one leader after the key was deleted");
     e1.resign().await.unwrap();
     e2.resign().await.unwrap();
@@ -394,9 +552,15 @@ async fn election_takeover_on_session_loss(s: Store) {
     let e1 = LeaderElection::new(&s1, "/elx/leader", cand("one")).unwrap();
     let e2 = LeaderElection::new(&s2, "/elx/leader", cand("two")).unwrap();
     e1.campaign();
-    e1.wait_for(Duration::from_secs(5), LeaderState::is_leading).await.unwrap();
+    e1.wait_for(Duration::from_secs(5), LeaderState::is_leading)
+        .await
+        .unwrap();
     e2.campaign();
-    e2.wait_for(Duration::from_secs(5), |s| matches!(s, LeaderState::Following { .. })).await.unwrap();
+    e2.wait_for(Duration::from_secs(5), |s| {
+        matches!(s, LeaderState::Following { .. })
+    })
+    .await
+    .unwrap();
 
     s1.pause_keepalives(true);
     let paused = Instant::now();
@@ -414,7 +578,10 @@ async fn election_takeover_on_session_loss(s: Store) {
     }
     let stopped_at = stopped_at.expect("old leader stopped");
     let took_over_at = took_over_at.expect("new leader within the deadline");
-    assert!(stopped_at < took_over_at, "old leader stops before the new one starts");
+    assert!(
+        stopped_at < took_over_at,
+        "old leader stops before the new one starts"
+    );
     assert!(
         took_over_at - paused <= TTL + Duration::from_secs(1),
         "takeover after {:?}",
@@ -422,13 +589,17 @@ async fn election_takeover_on_session_loss(s: Store) {
     );
     s1.pause_keepalives(false);
     let st = e1
-        .wait_for(Duration::from_secs(6), |s| matches!(s, LeaderState::Following { .. }))
+        .wait_for(Duration::from_secs(6), |s| {
+            matches!(s, LeaderState::Following { .. })
+        })
         .await
         .unwrap();
     assert!(matches!(st, LeaderState::Following { leader: Some(ref c), .. } if c.name == "two"));
     // If the new leader goes away, the re-established candidate takes over again.
     e2.resign().await.unwrap();
-    e1.wait_for(Duration::from_secs(5), LeaderState::is_leading).await.unwrap();
+    e1.wait_for(Duration::from_secs(5), LeaderState::is_leading)
+        .await
+        .unwrap();
     e1.resign().await.unwrap();
     s1.close().await.unwrap();
     s2.close().await.unwrap();
@@ -437,31 +608,45 @@ async fn election_takeover_on_session_loss(s: Store) {
 async fn resource_lock(s: Store) {
     let s1 = session(&s).await;
     let s2 = session(&s).await;
-    let mut l1 = ResourceLock::acquire(&s1, "/locks/bundle-1", cand("one")).await.unwrap();
+    let mut l1 = ResourceLock::acquire(&s1, "/locks/bundle-1", cand("one"))
+        .await
+        .unwrap();
     assert!(l1.is_held());
     match ResourceLock::acquire(&s2, "/locks/bundle-1", cand("two")).await {
         Err(MetadataError::LockBusy(p)) => assert_eq!(p, "/locks/bundle-1"),
         other => panic!("expected LockBusy, got {other:?}"),
     }
     assert_eq!(
-        ResourceLock::<Cand>::owner(&*s, "/locks/bundle-1").await.unwrap(),
+        ResourceLock::<Cand>::owner(&*s, "/locks/bundle-1")
+            .await
+            .unwrap(),
         Some(cand("one"))
     );
     l1.update(cand("one-b")).await.unwrap();
     assert_eq!(
-        ResourceLock::<Cand>::owner(&*s, "/locks/bundle-1").await.unwrap(),
+        ResourceLock::<Cand>::owner(&*s, "/locks/bundle-1")
+            .await
+            .unwrap(),
         Some(cand("one-b"))
     );
-    s.txn(vec![l1.fence().unwrap(), Op::put("/locks/data", "x")]).await.unwrap();
+    s.txn(vec![l1.fence().unwrap(), Op::put("/locks/data", "x")])
+        .await
+        .unwrap();
     l1.release().await.unwrap();
-    let l2 = ResourceLock::acquire(&s2, "/locks/bundle-1", cand("two")).await.unwrap();
+    let l2 = ResourceLock::acquire(&s2, "/locks/bundle-1", cand("two"))
+        .await
+        .unwrap();
     // Losing the session loses the lock, before the key expires on the server.
     s2.pause_keepalives(true);
-    tokio::time::timeout(TTL + Duration::from_secs(1), l2.lost()).await.expect("lock lost in time");
+    tokio::time::timeout(TTL + Duration::from_secs(1), l2.lost())
+        .await
+        .expect("lock lost in time");
     assert!(!l2.is_held());
     assert!(l2.fence().is_err());
     let ok = common::eventually(TTL + Duration::from_secs(2), async || {
-        ResourceLock::acquire(&s1, "/locks/bundle-1", cand("one")).await.is_ok()
+        ResourceLock::acquire(&s1, "/locks/bundle-1", cand("one"))
+            .await
+            .is_ok()
     })
     .await;
     assert!(ok, "the lock is free once the lease expired");
@@ -491,17 +676,29 @@ async fn counter_is_monotonic_and_unique(s: Store) {
         all.extend(v);
     }
     all.sort();
-    assert_eq!(all, (7..67).collect::<Vec<_>>(), "no value twice, none skipped");
+    assert_eq!(
+        all,
+        (7..67).collect::<Vec<_>>(),
+        "no value twice, none skipped"
+    );
 }
 
 async fn prefix_cache(s: Store) {
     s.put("/cache/a", b"1", Expect::Any).await.unwrap();
     let cache = PrefixCache::start(s.clone(), "/cache/").await.unwrap();
-    assert_eq!(cache.snapshot().entries.len(), 1, "loaded before start returns");
-    s.txn(vec![Op::put("/cache/b", "2"), Op::put("/cache/c", "3")]).await.unwrap();
+    assert_eq!(
+        cache.snapshot().entries.len(),
+        1,
+        "loaded before start returns"
+    );
+    s.txn(vec![Op::put("/cache/b", "2"), Op::put("/cache/c", "3")])
+        .await
+        .unwrap();
     s.delete("/cache/a", None).await.unwrap();
     let snap = cache
-        .wait_for(Duration::from_secs(5), |c| !c.entries.contains_key("/cache/a"))
+        .wait_for(Duration::from_secs(5), |c| {
+            !c.entries.contains_key("/cache/a")
+        })
         .await
         .unwrap();
     let keys: Vec<&str> = snap.entries.keys().map(String::as_str).collect();
@@ -510,11 +707,16 @@ async fn prefix_cache(s: Store) {
     assert_eq!(snap.entries.len(), direct.entries.len());
     // Every published snapshot is a transaction boundary: b and c appear together.
     let mut rx = cache.subscribe();
-    s.txn(vec![Op::put("/cache/x", "x"), Op::put("/cache/y", "y")]).await.unwrap();
+    s.txn(vec![Op::put("/cache/x", "x"), Op::put("/cache/y", "y")])
+        .await
+        .unwrap();
     loop {
         rx.changed().await.unwrap();
         let snap = rx.borrow_and_update().clone();
-        assert_eq!(snap.entries.contains_key("/cache/x"), snap.entries.contains_key("/cache/y"));
+        assert_eq!(
+            snap.entries.contains_key("/cache/x"),
+            snap.entries.contains_key("/cache/y")
+        );
         if snap.entries.contains_key("/cache/x") {
             break;
         }
@@ -539,22 +741,40 @@ fn tc_config(id: &str, parallelism: u32) -> TcMemberConfig {
 async fn tc_parallelism_is_fixed(s: Store) {
     assert_eq!(tc::ensure_parallelism(&*s, 16).await.unwrap(), 16);
     assert_eq!(tc::ensure_parallelism(&*s, 16).await.unwrap(), 16);
-    let err = TcMember::start(s.clone(), tc_config("b9", 8)).await.unwrap_err();
+    let err = TcMember::start(s.clone(), tc_config("b9", 8))
+        .await
+        .unwrap_err();
     match &err {
-        MetadataError::ParallelismMismatch { configured, stored, path } => {
-            assert_eq!((*configured, *stored, path.as_str()), (8, 16, tc::PARALLELISM_PATH));
+        MetadataError::ParallelismMismatch {
+            configured,
+            stored,
+            path,
+        } => {
+            assert_eq!(
+                (*configured, *stored, path.as_str()),
+                (8, 16, tc::PARALLELISM_PATH)
+            );
         }
         other => panic!("expected a mismatch, got {other:?}"),
     }
     let text = err.to_string();
-    assert!(text.contains("8") && text.contains("16"), "names both values: {text}");
+    assert!(
+        text.contains("8") && text.contains("16"),
+        "names both values: {text}"
+    );
 }
 
 async fn tc_elections_converge(s: Store) {
     const P: u32 = 8;
-    let m1 = TcMember::start(s.clone(), tc_config("b1", P)).await.unwrap();
-    let m2 = TcMember::start(s.clone(), tc_config("b2", P)).await.unwrap();
-    let m3 = TcMember::start(s.clone(), tc_config("b3", P)).await.unwrap();
+    let m1 = TcMember::start(s.clone(), tc_config("b1", P))
+        .await
+        .unwrap();
+    let m2 = TcMember::start(s.clone(), tc_config("b2", P))
+        .await
+        .unwrap();
+    let m3 = TcMember::start(s.clone(), tc_config("b3", P))
+        .await
+        .unwrap();
     let full = m3
         .view()
         .wait_for(Duration::from_secs(5), |a| a.is_complete())
@@ -570,18 +790,36 @@ async fn tc_elections_converge(s: Store) {
     assert!(one_each, "exactly one leader per partition");
     for n in 0..P {
         let id = &full.leaders[n as usize].as_ref().unwrap().broker_id;
-        let m = [&m1, &m2, &m3].into_iter().find(|m| m.is_leader(n)).unwrap();
-        assert_eq!(&m.election(n).unwrap().value().broker_id, id, "view agrees on {n}");
+        let m = [&m1, &m2, &m3]
+            .into_iter()
+            .find(|m| m.is_leader(n))
+            .unwrap();
+        assert_eq!(
+            &m.election(n).unwrap().value().broker_id,
+            id,
+            "view agrees on {n}"
+        );
     }
     let l0 = full.leaders[0].clone().unwrap();
     assert!(l0.broker_service_url.starts_with("pulsar://b"));
-    assert!(l0.broker_service_url_tls.as_deref().unwrap().starts_with("pulsar+ssl://b"));
+    assert!(
+        l0.broker_service_url_tls
+            .as_deref()
+            .unwrap()
+            .starts_with("pulsar+ssl://b")
+    );
 
     // The broker leading partition 0 dies (keep-alives stop). Watch every snapshot m3 publishes:
     // a partition led by a live broker is never missing, and the table converges on survivors.
     let victim = [&m1, &m2].into_iter().find(|m| m.is_leader(0));
     let (victim, survivors): (&TcMember, Vec<&TcMember>) = match victim {
-        Some(v) => (v, [&m1, &m2, &m3].into_iter().filter(|m| !std::ptr::eq(*m, v)).collect()),
+        Some(v) => (
+            v,
+            [&m1, &m2, &m3]
+                .into_iter()
+                .filter(|m| !std::ptr::eq(*m, v))
+                .collect(),
+        ),
         None => (&m3, vec![&m1, &m2]),
     };
     let victim_id = victim.election(0).unwrap().value().broker_id.clone();
@@ -591,8 +829,14 @@ async fn tc_elections_converge(s: Store) {
     victim.session().pause_keepalives(true);
     let killed = Instant::now();
     let converged = loop {
-        assert!(killed.elapsed() < TTL + Duration::from_secs(2), "no convergence; last {prev:?}");
-        if tokio::time::timeout(Duration::from_millis(200), rx.changed()).await.is_err() {
+        assert!(
+            killed.elapsed() < TTL + Duration::from_secs(2),
+            "no convergence; last {prev:?}"
+        );
+        if tokio::time::timeout(Duration::from_millis(200), rx.changed())
+            .await
+            .is_err()
+        {
             continue;
         }
         let cur = rx.borrow_and_update().clone();
@@ -600,7 +844,10 @@ async fn tc_elections_converge(s: Store) {
             if let Some(l) = &prev.leaders[n]
                 && l.broker_id != victim_id
             {
-                assert!(cur.leaders[n].is_some(), "partition {n} with a live leader went missing");
+                assert!(
+                    cur.leaders[n].is_some(),
+                    "partition {n} with a live leader went missing"
+                );
             }
         }
         prev = cur.clone();
@@ -608,15 +855,24 @@ async fn tc_elections_converge(s: Store) {
             break killed.elapsed();
         }
     };
-    assert!(converged <= TTL + Duration::from_secs(1), "converged after {converged:?}");
+    assert!(
+        converged <= TTL + Duration::from_secs(1),
+        "converged after {converged:?}"
+    );
     let one_each = common::eventually(Duration::from_secs(2), async || {
         (0..P).all(|n| survivors.iter().filter(|m| m.is_leader(n)).count() == 1)
     })
     .await;
-    assert!(one_each, "exactly one surviving leader per partition after the failover");
+    assert!(
+        one_each,
+        "exactly one surviving leader per partition after the failover"
+    );
     for m in survivors {
         // Both survivors publish the same table.
-        let t = m.view().wait_for(Duration::from_secs(2), |a| a.count_led_by(&victim_id) == 0).await;
+        let t = m
+            .view()
+            .wait_for(Duration::from_secs(2), |a| a.count_led_by(&victim_id) == 0)
+            .await;
         assert!(t.unwrap().is_complete());
     }
     m1.shutdown().await.unwrap();

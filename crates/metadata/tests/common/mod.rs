@@ -26,8 +26,16 @@ pub async fn embedded_durable() -> Arc<dyn MetadataStore> {
 /// A root prefix unique to this process and call, so tests can share one etcd.
 pub fn unique_root() -> String {
     static N: AtomicU64 = AtomicU64::new(0);
-    let ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis();
-    format!("/strobe-test-{}-{}-{}", std::process::id(), ms, N.fetch_add(1, Ordering::Relaxed))
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    format!(
+        "/strobe-test-{}-{}-{}",
+        std::process::id(),
+        ms,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The etcd under test, from `ETCD_ENDPOINTS`. Panics (fails the test, never skips) without it.
@@ -57,7 +65,11 @@ pub async fn etcd() -> Arc<dyn MetadataStore> {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A private single-node etcd on free ports with its data in a temporary directory, for tests
@@ -75,7 +87,9 @@ pub fn etcd_binary() -> PathBuf {
             return PathBuf::from(p);
         }
     }
-    panic!("the etcd binary is missing: install Debian's etcd-server (apt-get install -y etcd-server)")
+    panic!(
+        "the etcd binary is missing: install Debian's etcd-server (apt-get install -y etcd-server)"
+    )
 }
 
 impl EtcdProcess {
@@ -128,7 +142,11 @@ impl EtcdProcess {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("etcd at {} did not come up; log: {}", self.client_url, self.log());
+        panic!(
+            "etcd at {} did not come up; log: {}",
+            self.client_url,
+            self.log()
+        );
     }
 
     pub fn log(&self) -> String {
@@ -161,7 +179,11 @@ impl Drop for EtcdProcess {
 /// The newest of them is taken.
 pub fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap().join("examples");
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("examples");
     // `cargo test` uplifts the plain name; hashed files may also be test-harness builds
     // (`cargo test --examples`), so they are only a fallback.
     if dir.join(name).exists() {
