@@ -156,3 +156,27 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod shipped_files {
+    use super::*;
+
+    fn shipped(name: &str) -> BrokerConfig {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../config")
+            .join(name);
+        BrokerConfig::load(&path).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn standalone_toml_is_the_defaults() {
+        assert_eq!(shipped("standalone.toml"), BrokerConfig::default());
+    }
+
+    #[test]
+    fn cluster_toml_parses() {
+        let cfg = shipped("cluster.toml");
+        assert_eq!(cfg.metadata_store_url, "http://127.0.0.1:2379");
+        assert_eq!(cfg.cluster_name, "strobe-cluster");
+    }
+}

@@ -1,0 +1,213 @@
+//! Shared helpers for integration tests: a real `strobe` process and a raw
+//! protocol client built on the wire crate.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::net::TcpListener as StdListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use strobe_wire::{Command as Cmd, Frame, FrameCodec, OutFrame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::codec::Decoder;
+
+pub fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `strobe standalone` process on free ports with its own data directory,
+/// killed when dropped.
+pub struct Strobe {
+    pub child: Child,
+    pub port: u16,
+    pub data_dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl Strobe {
+    pub fn start() -> Strobe {
+        Strobe::start_with_config("")
+    }
+
+    /// Starts with extra TOML config lines.
+    pub fn start_with_config(toml: &str) -> Strobe {
+        let data_dir = tempfile::tempdir().unwrap();
+        let cfg = data_dir.path().join("strobe.toml");
+        std::fs::File::create(&cfg)
+            .unwrap()
+            .write_all(toml.as_bytes())
+            .unwrap();
+        let port = free_port();
+        let log = data_dir.path().join("strobe.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_strobe"))
+            .args(["standalone", "--config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(data_dir.path().join("data"))
+            .args([
+                "--broker-port",
+                &port.to_string(),
+                "--http-port",
+                &free_port().to_string(),
+            ])
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--advertised-address",
+                "127.0.0.1",
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn strobe");
+        let s = Strobe {
+            child,
+            port,
+            data_dir,
+            log,
+        };
+        s.wait_listening();
+        s
+    }
+
+    fn wait_listening(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "strobe did not listen on {}: {}",
+            self.port,
+            self.log_text()
+        );
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("strobe did not exit within {within:?}: {}", self.log_text());
+    }
+}
+
+impl Drop for Strobe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw Pulsar protocol connection.
+pub struct RawClient {
+    pub stream: TcpStream,
+    buf: BytesMut,
+    codec: FrameCodec,
+}
+
+impl RawClient {
+    pub async fn connect(port: u16) -> RawClient {
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        RawClient {
+            stream,
+            buf: BytesMut::new(),
+            codec: FrameCodec::default(),
+        }
+    }
+
+    /// Connects and completes the handshake.
+    pub async fn handshake(port: u16) -> RawClient {
+        let mut c = RawClient::connect(port).await;
+        c.send(strobe_wire::commands::connect("strobe-test", None))
+            .await;
+        match c.recv().await {
+            Some(Frame {
+                command: Cmd::Connected(_),
+                ..
+            }) => c,
+            other => panic!("expected CONNECTED, got {other:?}"),
+        }
+    }
+
+    pub async fn send(&mut self, cmd: Cmd) {
+        self.send_frame(OutFrame::command(cmd)).await;
+    }
+
+    pub async fn send_frame(&mut self, f: OutFrame) {
+        self.stream.write_all(&f.to_bytes()).await.unwrap();
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    /// The next frame, or None when the broker closed the connection.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        self.recv_within(Duration::from_secs(10))
+            .await
+            .expect("no frame within 10 s")
+    }
+
+    /// Err(()) on timeout; Ok(None) when closed.
+    pub async fn recv_within(&mut self, d: Duration) -> Result<Option<Frame>, ()> {
+        tokio::time::timeout(d, async {
+            loop {
+                if let Some(f) = self
+                    .codec
+                    .decode(&mut self.buf)
+                    .expect("broker sent a bad frame")
+                {
+                    return Some(f);
+                }
+                match self.stream.read_buf(&mut self.buf).await {
+                    Ok(0) | Err(_) => return None,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .map_err(|_| ())
+    }
+
+    /// Asserts that the broker closes the connection (after any frames it sends first).
+    pub async fn expect_closed(&mut self, within: Duration) -> Vec<Frame> {
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.recv_within(left).await {
+                Ok(Some(f)) => seen.push(f),
+                Ok(None) => return seen,
+                Err(()) => panic!("connection still open after {within:?}; got {seen:?}"),
+            }
+        }
+    }
+}

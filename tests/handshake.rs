@@ -1,0 +1,274 @@
+//! The real `strobe` binary: handshake, keep-alive, protocol errors, shutdown and
+//! the command line.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{RawClient, Strobe};
+use strobe_wire::proto::{MessageMetadata, ServerError};
+use strobe_wire::{Command as Cmd, Frame, commands, payload};
+
+#[tokio::test]
+async fn connect_negotiates_version_and_limits() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::connect(strobe.port).await;
+    let mut connect = commands::connect("strobe-test", None);
+    if let Cmd::Connect(ref mut cc) = connect {
+        cc.protocol_version = Some(15);
+    }
+    c.send(connect).await;
+    let Some(Frame {
+        command: Cmd::Connected(ok),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no CONNECTED")
+    };
+    assert_eq!(ok.protocol_version, Some(15), "min(client, server)");
+    assert_eq!(ok.max_message_size, Some(5 * 1024 * 1024));
+    assert!(ok.server_version.starts_with("Strobe "));
+
+    let mut c = RawClient::handshake(strobe.port).await;
+    c.send(commands::ping()).await;
+    assert!(matches!(
+        c.recv().await,
+        Some(Frame {
+            command: Cmd::Pong(_),
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn send_before_connect_is_refused_and_closed() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::connect(strobe.port).await;
+    let meta = MessageMetadata {
+        producer_name: "p".into(),
+        ..Default::default()
+    };
+    c.send_frame(commands::send_frame(
+        1,
+        1,
+        1,
+        payload::encode(&meta, b"x", true),
+    ))
+    .await;
+    let frames = c.expect_closed(Duration::from_secs(5)).await;
+    let Some(Frame {
+        command: Cmd::Error(e),
+        ..
+    }) = frames.first()
+    else {
+        panic!("no ERROR: {frames:?}")
+    };
+    assert_eq!(e.error(), ServerError::NotAllowedError);
+    assert!(e.message.contains("before the CONNECT"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn frame_over_the_limit_closes_only_that_connection() {
+    let strobe = Strobe::start();
+    let mut bystander = RawClient::handshake(strobe.port).await;
+    let mut c = RawClient::handshake(strobe.port).await;
+    let declared: u32 = 64 * 1024 * 1024;
+    c.send_raw(&declared.to_be_bytes()).await;
+    let frames = c.expect_closed(Duration::from_secs(5)).await;
+    let Some(Frame {
+        command: Cmd::Error(e),
+        ..
+    }) = frames.first()
+    else {
+        panic!("no ERROR: {frames:?}")
+    };
+    assert_eq!(e.error(), ServerError::NotAllowedError);
+    assert!(e.message.contains("exceeds the limit"), "{}", e.message);
+    // The broker and its other clients carry on.
+    bystander.send(commands::ping()).await;
+    assert!(matches!(
+        bystander.recv().await,
+        Some(Frame {
+            command: Cmd::Pong(_),
+            ..
+        })
+    ));
+    RawClient::handshake(strobe.port).await;
+}
+
+#[tokio::test]
+async fn garbage_closes_the_connection_not_the_broker() {
+    let strobe = Strobe::start();
+    for junk in [
+        &b"GET / HTTP/1.1\r\n\r\n"[..],
+        &[0, 0, 0, 8, 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff][..],
+        &[0, 0, 0, 2, 1, 2][..],
+    ] {
+        let mut c = RawClient::connect(strobe.port).await;
+        c.send_raw(junk).await;
+        c.expect_closed(Duration::from_secs(5)).await;
+    }
+    RawClient::handshake(strobe.port).await;
+}
+
+#[tokio::test]
+async fn unsupported_requests_get_an_error_not_silence() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::handshake(strobe.port).await;
+    c.send(commands::lookup_topic(
+        7,
+        "persistent://public/default/t",
+        false,
+    ))
+    .await;
+    let Some(Frame {
+        command: Cmd::LookupResponse(r),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no LOOKUP_RESPONSE")
+    };
+    assert_eq!(r.request_id, 7);
+    assert!(r.error.is_some() && r.message.is_some());
+    c.send(commands::producer(8, 1, "t", None)).await;
+    let Some(Frame {
+        command: Cmd::Error(e),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no ERROR")
+    };
+    assert_eq!(e.request_id, 8);
+}
+
+#[tokio::test]
+async fn silent_clients_are_pinged_then_dropped() {
+    let strobe = Strobe::start_with_config("keepalive_interval_secs = 1\n");
+    let mut lively = RawClient::handshake(strobe.port).await;
+    let mut silent = RawClient::handshake(strobe.port).await;
+    // The silent one gets a PING and, not answering, is closed within ~3 intervals,
+    // while the lively one answers every PING and stays.
+    let silent_closed = async {
+        let frames = silent.expect_closed(Duration::from_secs(6)).await;
+        assert!(
+            frames.iter().any(|f| matches!(f.command, Cmd::Ping(_))),
+            "{frames:?}"
+        );
+    };
+    let lively_stays = async {
+        let mut pings = 0;
+        let until = tokio::time::Instant::now() + Duration::from_secs(5);
+        while tokio::time::Instant::now() < until {
+            match lively.recv_within(Duration::from_millis(200)).await {
+                Ok(Some(Frame {
+                    command: Cmd::Ping(_),
+                    ..
+                })) => {
+                    pings += 1;
+                    lively.send(commands::pong()).await;
+                }
+                Ok(Some(other)) => panic!("unexpected {other:?}"),
+                Ok(None) => panic!("a client that answers PINGs was disconnected"),
+                Err(()) => {}
+            }
+        }
+        assert!(pings >= 1, "an idle client is pinged");
+    };
+    tokio::join!(silent_closed, lively_stays);
+}
+
+#[tokio::test]
+async fn no_connect_within_the_handshake_timeout_is_closed() {
+    let strobe = Strobe::start_with_config("handshake_timeout_secs = 1\n");
+    let mut c = RawClient::connect(strobe.port).await;
+    c.expect_closed(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn sigterm_and_sigint_shut_down_cleanly() {
+    for sig in ["TERM", "INT"] {
+        let mut strobe = Strobe::start();
+        let mut c = RawClient::handshake(strobe.port).await;
+        strobe.signal(sig);
+        c.expect_closed(Duration::from_secs(10)).await;
+        assert_eq!(
+            strobe.wait_exit(Duration::from_secs(10)),
+            Some(0),
+            "{}",
+            strobe.log_text()
+        );
+    }
+}
+
+#[test]
+fn command_line_reads_well() {
+    let out = Command::new(env!("CARGO_BIN_EXE_strobe"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("strobe {}", env!("CARGO_PKG_VERSION"))
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_strobe"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for word in ["standalone", "broker", "Pulsar"] {
+        assert!(help.contains(word), "--help lacks {word}: {help}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_strobe"))
+        .args(["standalone", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--data-dir",
+        "--broker-port",
+        "--http-port",
+        "--advertised-address",
+        "--config",
+    ] {
+        assert!(
+            help.contains(flag),
+            "standalone --help lacks {flag}: {help}"
+        );
+    }
+}
+
+#[test]
+fn bad_config_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "brokr_port = 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strobe"))
+        .args(["standalone", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("brokr_port"), "{err}");
+}
+
+#[cfg(not(feature = "cluster"))]
+#[test]
+fn broker_without_the_cluster_build_names_the_fix() {
+    let out = Command::new(env!("CARGO_BIN_EXE_strobe"))
+        .args([
+            "broker",
+            "--config",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/config/cluster.toml"),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--features cluster") && err.contains("protobuf-compiler"),
+        "{err}"
+    );
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Strobe's test command: installs what the tests need when it is missing, then
+# runs every test. Works on a fresh Debian machine that has only the Rust
+# toolchain (run as root, or with sudo available).
+#
+#   - Debian packages: protobuf-compiler (the cluster build's etcd client),
+#     etcd-server (the metadata tests run against a real etcd)
+#   - a Python venv in .venv with the official client, pulsar-client==3.13.0
+#   - starts a private etcd on a free port and exports ETCD_ENDPOINTS
+#   - cargo fmt --check, clippy (warnings are errors), cargo test, pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+say() { printf '\n=== %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else echo "tests/run-all.sh: need root or sudo to run: $*" >&2; exit 1
+    fi
+}
+
+need_pkgs=()
+command -v protoc >/dev/null || need_pkgs+=(protobuf-compiler)
+command -v etcd >/dev/null || [ -x /usr/bin/etcd ] || need_pkgs+=(etcd-server)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
+command -v python3 >/dev/null || need_pkgs+=(python3 python3-venv)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    say "installing Debian packages: ${need_pkgs[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+ETCD_BIN=$(command -v etcd || echo /usr/bin/etcd)
+# Debian's etcd-server ships etcd; fail loudly if that changed.
+[ -x "$ETCD_BIN" ] || { echo "tests/run-all.sh: etcd not found after installing etcd-server" >&2; exit 1; }
+
+PY_CLIENT=3.13.0
+if ! .venv/bin/python -c "import pulsar, sys; sys.exit(pulsar.__version__ != '$PY_CLIENT')" 2>/dev/null; then
+    say "creating .venv with pulsar-client==$PY_CLIENT"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check "pulsar-client==$PY_CLIENT" pytest
+fi
+.venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check pytest
+
+# A private etcd for the metadata tests.
+ETCD_DIR=$(mktemp -d)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ETCD_PORT=$(free_port); ETCD_PEER=$(free_port)
+"$ETCD_BIN" --name strobe-test --data-dir "$ETCD_DIR/data" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --initial-cluster "strobe-test=http://127.0.0.1:$ETCD_PEER" >"$ETCD_DIR/etcd.log" 2>&1 &
+ETCD_PID=$!
+cleanup() { kill "$ETCD_PID" 2>/dev/null || true; wait "$ETCD_PID" 2>/dev/null || true; rm -rf "$ETCD_DIR"; }
+trap cleanup EXIT
+export ETCD_ENDPOINTS="http://127.0.0.1:$ETCD_PORT"
+for _ in $(seq 1 100); do
+    python3 - "$ETCD_PORT" <<'PY' && break
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()
+except OSError:
+    sys.exit(1)
+PY
+    sleep 0.1
+done
+say "etcd at $ETCD_ENDPOINTS"
+
+say "cargo fmt --check"
+cargo fmt --all -- --check
+
+say "cargo clippy"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+
+say "cargo test"
+cargo test --workspace --all-features --locked
+
+say "conformance: the official Python client against strobe"
+cargo build --release --locked --bin strobe
+export STROBE_BIN="$ROOT/target/release/strobe"
+.venv/bin/python -m pytest -q tests/conformance
