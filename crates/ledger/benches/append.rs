@@ -1,1 +1,375 @@
-fn main() {}
+//! Append throughput and latency of the file backend with fsync, side by side
+//! with the machine's bare fdatasync loop (4 KiB write + fdatasync) and bare
+//! large sequential writes (1 MiB write + fdatasync).
+//!
+//! `cargo bench -p strobe-ledger --bench append -- --help`
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::Parser;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use strobe_ledger::{FileBackend, FileBackendConfig, LedgerConfig, ManagedLedger, SyncMode};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Data directory (on the disk under test); a fresh subdirectory is used.
+    #[arg(long, default_value = "target/ledger-bench")]
+    dir: PathBuf,
+    /// Entry size for the throughput and latency phases.
+    #[arg(long, default_value_t = 1024)]
+    entry_bytes: usize,
+    /// Seconds per ledger phase.
+    #[arg(long, default_value_t = 5.0)]
+    secs: f64,
+    /// Appends in flight in the max-throughput phases.
+    #[arg(long, default_value_t = 2048)]
+    in_flight: usize,
+    /// Topics of the many-topics phases.
+    #[arg(long, default_value_t = 1000)]
+    topics: usize,
+    /// Entries per second of the fixed-rate phases.
+    #[arg(long, default_value_t = 10_000)]
+    rate: u64,
+    /// Iterations of the bare 4 KiB fdatasync loop.
+    #[arg(long, default_value_t = 3000)]
+    bare_iters: usize,
+    /// MiB written by the bare sequential 1 MiB + fdatasync phase.
+    #[arg(long, default_value_t = 512)]
+    seq_mib: usize,
+    /// Entry size of the large-batch phase (group commits of `max_batch_bytes`).
+    #[arg(long, default_value_t = 64 << 10)]
+    large_entry_bytes: usize,
+    /// Only run these phases (comma separated: bare,seq,tput1,tputN,large,rate1,rateN).
+    #[arg(long, default_value = "bare,seq,tput1,tputN,large,rate1,rateN")]
+    phases: String,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+fn pct(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1e6
+}
+
+struct Lat(Vec<u32>);
+impl Lat {
+    fn summary(mut self) -> (f64, f64, f64) {
+        self.0.sort_unstable();
+        (pct(&self.0, 0.5), pct(&self.0, 0.99), pct(&self.0, 0.999))
+    }
+}
+
+fn bare_fdatasync(dir: &Path, iters: usize) -> (f64, f64, f64, f64) {
+    let path = dir.join("bare.wal");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let buf = vec![7u8; 4096];
+    let mut lat = Vec::with_capacity(iters);
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        let t = Instant::now();
+        f.write_all(&buf).unwrap();
+        f.sync_data().unwrap();
+        lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    std::fs::remove_file(&path).unwrap();
+    let (p50, p99, p999) = Lat(lat).summary();
+    (iters as f64 / secs, p50, p99, p999)
+}
+
+fn bare_sequential(dir: &Path, mib: usize) -> f64 {
+    let path = dir.join("seq.dat");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let buf = vec![7u8; 1 << 20];
+    let t0 = Instant::now();
+    for _ in 0..mib {
+        f.write_all(&buf).unwrap();
+        f.sync_data().unwrap();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    std::fs::remove_file(&path).unwrap();
+    mib as f64 * 1.048576 / secs
+}
+
+struct Run {
+    entries: u64,
+    secs: f64,
+    lat: Lat,
+    syncs: u64,
+}
+
+async fn open_ledgers(backend: &FileBackend, n: usize, tag: &str) -> Vec<ManagedLedger> {
+    let cfg = LedgerConfig {
+        trim_interval: None,
+        ..LedgerConfig::default()
+    };
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        v.push(
+            ManagedLedger::open(
+                backend,
+                &format!("persistent://bench/{tag}/t-{i}"),
+                cfg.clone(),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    v
+}
+
+/// Keeps `in_flight` appends outstanding, round-robin over the ledgers.
+async fn max_throughput(
+    backend: &FileBackend,
+    mls: &[ManagedLedger],
+    size: usize,
+    in_flight: usize,
+    secs: f64,
+) -> Run {
+    let payload = Bytes::from(vec![42u8; size]);
+    let mut futs = FuturesUnordered::new();
+    let mut lat = Vec::new();
+    let mut next = 0usize;
+    let s0 = backend.stats().syncs;
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(secs);
+    let mut done = 0u64;
+    loop {
+        while futs.len() < in_flight && Instant::now() < end {
+            let ml = &mls[next % mls.len()];
+            next += 1;
+            let t = Instant::now();
+            let f = ml.append(payload.clone());
+            futs.push(async move {
+                f.await.unwrap();
+                t.elapsed()
+            });
+        }
+        match futs.next().await {
+            Some(d) => {
+                done += 1;
+                lat.push(d.as_nanos().min(u32::MAX as u128) as u32);
+            }
+            None => break,
+        }
+    }
+    Run {
+        entries: done,
+        secs: t0.elapsed().as_secs_f64(),
+        lat: Lat(lat),
+        syncs: backend.stats().syncs - s0,
+    }
+}
+
+/// Open loop: `rate` appends per second issued in 1 ms ticks.
+async fn fixed_rate(
+    backend: &FileBackend,
+    mls: &[ManagedLedger],
+    size: usize,
+    rate: u64,
+    secs: f64,
+) -> Run {
+    let payload = Bytes::from(vec![42u8; size]);
+    let mut futs = FuturesUnordered::new();
+    let mut lat = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let per_tick = rate as f64 / 1000.0;
+    let ticks = (secs * 1000.0) as u64;
+    let mut owed = 0.0f64;
+    let mut next = 0usize;
+    let s0 = backend.stats().syncs;
+    let t0 = Instant::now();
+    let mut issued_ticks = 0;
+    let mut done = 0u64;
+    loop {
+        tokio::select! {
+            _ = tick.tick(), if issued_ticks < ticks => {
+                issued_ticks += 1;
+                owed += per_tick;
+                while owed >= 1.0 {
+                    owed -= 1.0;
+                    let ml = &mls[next % mls.len()];
+                    next += 1;
+                    let t = Instant::now();
+                    let f = ml.append(payload.clone());
+                    futs.push(async move { f.await.unwrap(); t.elapsed() });
+                }
+            }
+            Some(d) = futs.next(), if !futs.is_empty() => {
+                done += 1;
+                lat.push(d.as_nanos().min(u32::MAX as u128) as u32);
+            }
+            else => break,
+        }
+    }
+    Run {
+        entries: done,
+        secs: t0.elapsed().as_secs_f64(),
+        lat: Lat(lat),
+        syncs: backend.stats().syncs - s0,
+    }
+}
+
+fn report(name: &str, r: Run, size: usize) -> f64 {
+    let eps = r.entries as f64 / r.secs;
+    let (p50, p99, p999) = r.lat.summary();
+    println!(
+        "{name:<34} {eps:>10.0} entries/s {:>8.1} MB/s  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  p99.9 {p999:>7.3} ms  {:>6.1} entries/fsync",
+        eps * size as f64 / 1e6,
+        r.entries as f64 / r.syncs.max(1) as f64
+    );
+    eps
+}
+
+fn main() {
+    let args = Args::parse();
+    let phases: Vec<&str> = args.phases.split(',').collect();
+    let on = |p: &str| phases.contains(&p);
+    let root = args.dir.join(format!("run-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    println!(
+        "# strobe-ledger append bench: entry {} B, {} s per phase, dir {}",
+        args.entry_bytes,
+        args.secs,
+        root.display()
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let mut bare_p99 = None;
+    if on("bare") {
+        let (ops, p50, p99, p999) = bare_fdatasync(&root, args.bare_iters);
+        bare_p99 = Some(p99);
+        println!(
+            "{:<34} {ops:>10.0} syncs/s   {:>8.1} MB/s  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  p99.9 {p999:>7.3} ms",
+            "bare 4 KiB write + fdatasync",
+            ops * 4096.0 / 1e6
+        );
+    }
+    let mut seq_mbs = None;
+    if on("seq") {
+        let mbs = bare_sequential(&root, args.seq_mib);
+        seq_mbs = Some(mbs);
+        println!(
+            "{:<34} {:>10} {mbs:>18.1} MB/s",
+            "bare 1 MiB write + fdatasync", ""
+        );
+    }
+
+    let mut cfg = FileBackendConfig::new(root.join("data"));
+    cfg.sync = SyncMode::Always;
+    let backend = FileBackend::open(cfg).unwrap();
+    // Let the journal pool be zero-filled before measuring.
+    std::thread::sleep(Duration::from_millis(1500));
+    rt.block_on(async {
+        let one = open_ledgers(&backend, 1, "one").await;
+        let many = open_ledgers(&backend, args.topics, "many").await;
+        let mut t1 = None;
+        if on("tput1") {
+            let r =
+                max_throughput(&backend, &one, args.entry_bytes, args.in_flight, args.secs).await;
+            t1 = Some(report(
+                &format!("ledger 1 topic, {} in flight", args.in_flight),
+                r,
+                args.entry_bytes,
+            ));
+        }
+        if on("tputN") {
+            let r =
+                max_throughput(&backend, &many, args.entry_bytes, args.in_flight, args.secs).await;
+            let tn = report(
+                &format!(
+                    "ledger {} topics, {} in flight",
+                    args.topics, args.in_flight
+                ),
+                r,
+                args.entry_bytes,
+            );
+            if let Some(t1) = t1 {
+                println!(
+                    "  -> {} topics reach {:.0}% of the single-topic throughput (goal >= 50%)",
+                    args.topics,
+                    100.0 * tn / t1
+                );
+            }
+        }
+        if on("large") {
+            let inflight = (4 * (1usize << 20) / args.large_entry_bytes).max(4);
+            let r =
+                max_throughput(&backend, &one, args.large_entry_bytes, inflight, args.secs).await;
+            let eps = report(
+                &format!(
+                    "ledger 1 topic, {} KiB entries",
+                    args.large_entry_bytes >> 10
+                ),
+                r,
+                args.large_entry_bytes,
+            );
+            if let Some(seq) = seq_mbs {
+                let mbs = eps * args.large_entry_bytes as f64 / 1e6;
+                println!(
+                    "  -> {:.0}% of bare 1 MiB write + fdatasync bandwidth (goal >= 80%)",
+                    100.0 * mbs / seq
+                );
+            }
+        }
+        for (ph, mls, label) in [("rate1", &one, "1 topic"), ("rateN", &many, "many topics")] {
+            if on(ph) {
+                let r = fixed_rate(&backend, mls, args.entry_bytes, args.rate, args.secs).await;
+                let mut lat = r.lat.0.clone();
+                lat.sort_unstable();
+                let p99 = pct(&lat, 0.99);
+                let name = if label == "1 topic" {
+                    format!("ledger {} entries/s, 1 topic", args.rate)
+                } else {
+                    format!("ledger {} entries/s, {} topics", args.rate, args.topics)
+                };
+                report(&name, r, args.entry_bytes);
+                if let Some(b) = bare_p99 {
+                    println!(
+                        "  -> p99 is {:.2}x the bare fdatasync p99 (goal <= 2x)",
+                        p99 / b
+                    );
+                }
+            }
+        }
+        for ml in one.iter().chain(many.iter()) {
+            ml.close().await.unwrap();
+        }
+    });
+    let st = backend.stats();
+    println!(
+        "# journal: {} batches, {} fdatasyncs, {} entries, {:.1} MB, {} checkpoints",
+        st.batches,
+        st.syncs,
+        st.entries,
+        st.journal_bytes as f64 / 1e6,
+        st.checkpoints
+    );
+    backend.close().unwrap();
+    drop(backend);
+    let _ = std::fs::remove_dir_all(&root);
+}

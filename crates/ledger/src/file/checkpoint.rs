@@ -397,6 +397,9 @@ pub fn recover(sh: &Shared, start_seq: u64) -> Result<u64> {
         if r.created {
             sync_dir(&r.dir)?;
         }
+        // After a restart every stored ledger is sealed: index it.
+        r.seg
+            .write_index(&super::segment::idx_path(&r.dir, ledger))?;
         let m = meta.entry(name).or_default();
         if ledger >= m.first_kept {
             m.ledgers.insert(ledger, r.seg.offsets.len() as u64);

@@ -174,6 +174,12 @@ fn load(
             let _ = std::fs::remove_file(&seg.path);
             continue;
         }
+        // Every stored ledger is sealed (this open starts a new one), and
+        // recovery synced it: index it so the next open need not scan.
+        if !seg.indexed {
+            seg.write_index(&segment::idx_path(&t.dir, id))?;
+            seg.indexed = true;
+        }
         ledgers.insert(id, seg);
     }
     for (&id, &n) in &meta.ledgers {
