@@ -21,7 +21,11 @@ fn cfg() -> LedgerConfig {
 }
 
 fn payload(i: u64) -> Bytes {
-    Bytes::from(format!("{i}:{}", "p".repeat((i * 37 % 300) as usize)))
+    // Big enough that segments pass the 64 KiB write-behind and reach the file.
+    Bytes::from(format!(
+        "{i}:{}",
+        "p".repeat(1000 + (i * 37 % 4000) as usize)
+    ))
 }
 
 fn rt() -> tokio::runtime::Runtime {

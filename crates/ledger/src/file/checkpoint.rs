@@ -193,7 +193,10 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
             continue;
         }
         let work: Vec<SyncWork> = {
-            let f = t.files.lock();
+            let mut f = t.files.lock();
+            for seg in f.ledgers.values_mut() {
+                seg.flush_pending()?;
+            }
             f.ledgers
                 .iter()
                 .filter(|(_, s)| s.synced_len < s.len || s.new_file)
@@ -250,7 +253,10 @@ fn parse_journal_name(name: &str) -> Option<u64> {
     name.strip_prefix('J')?.strip_suffix(".wal")?.parse().ok()
 }
 
-fn list_journal(sh: &Shared) -> Result<(Vec<(u64, PathBuf)>, Vec<PathBuf>)> {
+/// Journal files `(seq, path)` in order, and spare files.
+type JournalListing = (Vec<(u64, PathBuf)>, Vec<PathBuf>);
+
+fn list_journal(sh: &Shared) -> Result<JournalListing> {
     let mut js = Vec::new();
     let mut pool = Vec::new();
     let rd = std::fs::read_dir(&sh.journal_dir)
@@ -501,10 +507,7 @@ fn replay_record(
             let mut rec = Vec::with_capacity(data.len() + 24);
             format::put_segment_record(&mut rec, entry, ts, data);
             let base = r.seg.len;
-            r.seg
-                .file
-                .write_all_at(&rec, base)
-                .map_err(|e| LedgerError::io("write", &r.seg.path, e))?;
+            r.seg.append(&rec, 0)?;
             r.seg.push(base, ts, data.len() as u64, rec.len() as u64);
             r.touched = true;
         }

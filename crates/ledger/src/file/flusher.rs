@@ -472,22 +472,23 @@ impl Flusher {
     }
 }
 
+/// Bytes gathered per segment before they are written to the file.
+const WRITE_BEHIND: usize = 64 << 10;
+
 fn write_chunk(sh: &Shared, c: &Chunk) -> Result<()> {
     let t = &c.topic;
     let mut f = t.files.lock();
     if let Some(e) = &f.corrupt {
         return Err(e.clone());
     }
-    if !f.ledgers.contains_key(&c.ledger) {
+    if let std::collections::btree_map::Entry::Vacant(v) = f.ledgers.entry(c.ledger) {
         ensure_dir(sh, &t.dir)?;
-        let seg = Segment::create(&t.dir, c.ledger)?;
-        f.ledgers.insert(c.ledger, seg);
+        v.insert(Segment::create(&t.dir, c.ledger)?);
         f.next_ledger_hint = f.next_ledger_hint.max(c.ledger + 1);
     }
     let seg = f.ledgers.get_mut(&c.ledger).expect("just inserted");
     let base = seg.len;
-    if let Err(e) = seg.file.write_all_at(&c.buf, base) {
-        let e = LedgerError::io("write", &seg.path, e);
+    if let Err(e) = seg.append(&c.buf, WRITE_BEHIND) {
         f.corrupt = Some(e.clone());
         return Err(e);
     }

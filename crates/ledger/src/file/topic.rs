@@ -311,7 +311,7 @@ impl TopicStorage for FileTopicHandle {
 
 /// Reads and checks entries `first..=last` of a ledger.
 fn read_range(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Vec<Bytes>> {
-    let (file, path, start, end) = {
+    let (file, path, start, end, file_end, tail) = {
         let f = t.files.lock();
         if let Some(e) = &f.corrupt {
             return Err(e.clone());
@@ -333,11 +333,31 @@ fn read_range(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Vec
             .get(last as usize + 1)
             .copied()
             .unwrap_or(seg.len);
-        (seg.file.clone(), seg.path.clone(), start, end)
+        // The part still in the write-behind buffer is copied under the lock;
+        // the part in the file stays there (the file only grows).
+        let file_end = end.min(seg.written);
+        let tail = if end > seg.written {
+            let from = (start.max(seg.written) - seg.written) as usize;
+            seg.pending[from..(end - seg.written) as usize].to_vec()
+        } else {
+            Vec::new()
+        };
+        (
+            seg.file.clone(),
+            seg.path.clone(),
+            start,
+            end,
+            file_end,
+            tail,
+        )
     };
-    let mut buf = vec![0u8; (end - start) as usize];
-    file.read_exact_at(&mut buf, start)
-        .map_err(|e| LedgerError::io("read", &path, e))?;
+    let mut buf = Vec::with_capacity((end - start) as usize);
+    if file_end > start {
+        buf.resize((file_end - start) as usize, 0);
+        file.read_exact_at(&mut buf, start)
+            .map_err(|e| LedgerError::io("read", &path, e))?;
+    }
+    buf.extend_from_slice(&tail);
     let buf = Bytes::from(buf);
     let mut out = Vec::with_capacity((last - first + 1) as usize);
     let mut at = 0usize;
