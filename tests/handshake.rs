@@ -116,22 +116,26 @@ async fn garbage_closes_the_connection_not_the_broker() {
 async fn unsupported_requests_get_an_error_not_silence() {
     let strobe = Strobe::start();
     let mut c = RawClient::handshake(strobe.port).await;
-    c.send(commands::lookup_topic(
-        7,
-        "persistent://public/default/t",
-        false,
-    ))
+    c.send(Cmd::GetSchema(strobe_wire::proto::CommandGetSchema {
+        request_id: 7,
+        topic: "persistent://public/default/t".into(),
+        schema_version: None,
+    }))
     .await;
     let Some(Frame {
-        command: Cmd::LookupResponse(r),
+        command: Cmd::GetSchemaResponse(r),
         ..
     }) = c.recv().await
     else {
-        panic!("no LOOKUP_RESPONSE")
+        panic!("no GET_SCHEMA_RESPONSE")
     };
     assert_eq!(r.request_id, 7);
-    assert!(r.error.is_some() && r.message.is_some());
-    c.send(commands::producer(8, 1, "t", None)).await;
+    assert!(r.error_code.is_some() && r.error_message.is_some());
+    c.send(Cmd::NewTxn(strobe_wire::proto::CommandNewTxn {
+        request_id: 8,
+        ..Default::default()
+    }))
+    .await;
     let Some(Frame {
         command: Cmd::Error(e),
         ..

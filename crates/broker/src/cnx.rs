@@ -17,10 +17,20 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use strobe_wire::proto::{FeatureFlags, ServerError};
+use std::collections::{HashMap, HashSet};
+
+use bytes::Bytes;
+use strobe_ledger::InitialPosition;
+use strobe_model::{SubType, TopicName};
+use strobe_wire::proto::command_get_topics_of_namespace::Mode as GetTopicsMode;
+use strobe_wire::proto::command_subscribe::SubType as SubscribeType;
+use strobe_wire::proto::{self, CommandConsumerStatsResponse, FeatureFlags, ServerError};
 use strobe_wire::{Command, Frame, FrameCodec, OutFrame, WireError, commands};
 
-use crate::server::Shared;
+use crate::BrokerError;
+use crate::service::BrokerService;
+use crate::subscription::{ConsumerSpec, SeekTarget, StartPosition, SubscriptionHandle};
+use crate::topic::{AddProducer, Published, Topic};
 
 /// Frames queued for the socket before the reader waits for the writer.
 const WRITE_QUEUE: usize = 1024;
@@ -34,7 +44,7 @@ enum Next {
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
-    shared: Arc<Shared>,
+    service: Arc<BrokerService>,
     shutdown: CancellationToken,
 ) {
     let span = info_span!("cnx", remote = %peer, client = tracing::field::Empty);
@@ -44,12 +54,17 @@ pub(crate) async fn serve(
         let (tx, rx) = mpsc::channel::<OutFrame>(WRITE_QUEUE);
         let writer = tokio::spawn(write_loop(write, rx));
         let mut cnx = ServerCnx {
-            shared: shared.clone(),
+            id: service.next_conn_id(),
+            service: service.clone(),
             tx,
             state: State::AwaitingConnect,
+            producers: HashMap::new(),
+            consumers: HashMap::new(),
+            recently_closed: HashSet::new(),
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
+        cnx.cleanup().await;
         drop(cnx); // closes the queue, so the writer drains what is left and stops
         let _ = writer.await;
         info!(reason, "connection closed");
@@ -76,9 +91,14 @@ enum State {
 }
 
 struct ServerCnx {
-    shared: Arc<Shared>,
+    id: u64,
+    service: Arc<BrokerService>,
     tx: mpsc::Sender<OutFrame>,
     state: State,
+    producers: HashMap<u64, ProducerRef>,
+    consumers: HashMap<u64, ConsumerRef>,
+    /// Producers the client closed: SENDs still in flight for them are dropped quietly.
+    recently_closed: HashSet<u64>,
 }
 
 impl ServerCnx {
@@ -87,7 +107,7 @@ impl ServerCnx {
         read: tokio::net::tcp::OwnedReadHalf,
         shutdown: &CancellationToken,
     ) -> &'static str {
-        let cfg = &self.shared.config;
+        let cfg = &self.service.config;
         let mut frames = FramedRead::new(read, FrameCodec::new(cfg.max_message_size));
         let keepalive = cfg.keepalive_interval();
         let handshake_deadline = Instant::now() + Duration::from_secs(cfg.handshake_timeout_secs);
@@ -152,11 +172,14 @@ impl ServerCnx {
             (State::AwaitingConnect, Command::Connect(connect)) => {
                 let client_protocol = connect.protocol_version.unwrap_or(0);
                 tracing::Span::current().record("client", connect.client_version.as_str());
-                let flags = FeatureFlags::default();
+                let flags = FeatureFlags {
+                    supports_get_partitioned_metadata_without_auto_creation: Some(true),
+                    ..Default::default()
+                };
                 let reply = commands::connected(
                     crate::SERVER_VERSION,
                     client_protocol,
-                    Some(self.shared.config.max_message_size),
+                    Some(self.service.config.max_message_size),
                     flags,
                 );
                 let protocol_version = client_protocol.clamp(0, strobe_wire::PROTOCOL_VERSION);
@@ -185,15 +208,433 @@ impl ServerCnx {
                 .await;
                 Next::Close("second CONNECT")
             }
-            (State::Connected { .. }, Command::Ping(_)) => {
-                self.send(commands::pong()).await;
-                Next::Continue
+            (State::Connected { protocol_version }, command) => {
+                self.handle_connected(command, frame.payload, protocol_version)
+                    .await
             }
-            (State::Connected { .. }, Command::Pong(_)) => Next::Continue,
-            (State::Connected { .. }, command) => {
-                self.unsupported(command).await;
-                Next::Continue
+        }
+    }
+
+    async fn handle_connected(
+        &mut self,
+        command: Command,
+        payload: Option<Bytes>,
+        protocol_version: i32,
+    ) -> Next {
+        match command {
+            Command::Ping(_) => self.send(commands::pong()).await,
+            Command::Pong(_) => {}
+            Command::Lookup(c) => {
+                let reply = match TopicName::parse(&c.topic) {
+                    Err(e) => commands::lookup_failed(
+                        c.request_id,
+                        ServerError::InvalidTopicName,
+                        e.to_string(),
+                    ),
+                    Ok(t) if !self.service.namespace_exists(t.namespace()) => {
+                        commands::lookup_failed(
+                            c.request_id,
+                            ServerError::TopicNotFound,
+                            format!("namespace {} does not exist", t.namespace()),
+                        )
+                    }
+                    Ok(_) => commands::lookup_connect(
+                        c.request_id,
+                        &self.service.service_url(),
+                        None,
+                        false,
+                    ),
+                };
+                self.send(reply).await;
             }
+            Command::PartitionedMetadata(c) => {
+                let create = c.metadata_auto_creation_enabled.unwrap_or(true);
+                let reply = match TopicName::parse(&c.topic) {
+                    Err(e) => commands::partitioned_metadata_failed(
+                        c.request_id,
+                        ServerError::InvalidTopicName,
+                        e.to_string(),
+                    ),
+                    Ok(t) => match self.service.partitioned_metadata(&t, create).await {
+                        Ok(n) => commands::partitioned_metadata(c.request_id, n),
+                        Err(e) => commands::partitioned_metadata_failed(
+                            c.request_id,
+                            e.server_error(),
+                            e.to_string(),
+                        ),
+                    },
+                };
+                self.send(reply).await;
+            }
+            Command::GetTopicsOfNamespace(c) => {
+                let reply = match self.service.topics_of_namespace(&c.namespace).await {
+                    Ok(topics) => {
+                        let mode = c.mode();
+                        let topics: Vec<String> = topics
+                            .into_iter()
+                            .filter(|t| {
+                                mode != GetTopicsMode::NonPersistent
+                                    || t.starts_with("non-persistent://")
+                            })
+                            .collect();
+                        let hash = crate::service::topics_hash(&topics);
+                        let changed = c.topics_hash.as_deref() != Some(hash.as_str());
+                        commands::topics_of_namespace(c.request_id, topics, false, hash, changed)
+                    }
+                    Err(e) => commands::error(c.request_id, e.server_error(), e.to_string()),
+                };
+                self.send(reply).await;
+            }
+            Command::Producer(c) => {
+                let request_id = c.request_id;
+                if let Err(e) = self.create_producer(c).await {
+                    self.send(commands::error(request_id, e.server_error(), e.to_string()))
+                        .await;
+                }
+            }
+            Command::Send(c) => return self.handle_send(c, payload).await,
+            Command::CloseProducer(c) => {
+                if let Some(p) = self.producers.remove(&c.producer_id) {
+                    self.recently_closed.insert(c.producer_id);
+                    p.topic.remove_producer((self.id, c.producer_id));
+                }
+                self.send(commands::success(c.request_id)).await;
+            }
+            Command::Subscribe(c) => {
+                let request_id = c.request_id;
+                match self.subscribe(c, protocol_version).await {
+                    Ok(()) => self.send(commands::success(request_id)).await,
+                    Err(e) => {
+                        self.send(commands::error(request_id, e.server_error(), e.to_string()))
+                            .await
+                    }
+                }
+            }
+            Command::Flow(c) => {
+                if let Some(k) = self.consumers.get(&c.consumer_id) {
+                    k.sub.flow(self.id, c.consumer_id, c.message_permits).await;
+                }
+            }
+            Command::Ack(c) => {
+                let (cid, rid) = (c.consumer_id, c.request_id);
+                let result = match self.consumers.get(&cid) {
+                    Some(k) => k.sub.ack(self.id, cid, c).await,
+                    None => Err(BrokerError::ConsumerNotFound(format!(
+                        "consumer {cid} not found"
+                    ))),
+                };
+                if let Some(rid) = rid {
+                    let err = result.err().map(|e| (e.server_error(), e.to_string()));
+                    self.send(commands::ack_response(cid, rid, err)).await;
+                }
+            }
+            Command::RedeliverUnacknowledgedMessages(c) => {
+                if let Some(k) = self.consumers.get(&c.consumer_id) {
+                    k.sub.redeliver(self.id, c.consumer_id, c.message_ids).await;
+                }
+            }
+            Command::Seek(c) => {
+                let target = match (&c.message_id, c.message_publish_time) {
+                    (Some(id), _) => Some(SeekTarget::Message(StartPosition::from_id(id, true))),
+                    (None, Some(t)) => Some(SeekTarget::PublishTime(t)),
+                    (None, None) => None,
+                };
+                let sent = match (self.consumers.get(&c.consumer_id), target) {
+                    (Some(k), Some(t)) => k.sub.seek(self.id, c.consumer_id, c.request_id, t).await,
+                    _ => false,
+                };
+                if !sent {
+                    self.send(commands::error(
+                        c.request_id,
+                        ServerError::NotAllowedError,
+                        "seek needs a known consumer and a message id or publish time",
+                    ))
+                    .await;
+                }
+            }
+            Command::Unsubscribe(c) => {
+                let reply = match self.consumers.get(&c.consumer_id) {
+                    Some(k) => match k.sub.unsubscribe(self.id, c.consumer_id).await {
+                        Ok(()) => {
+                            self.consumers.remove(&c.consumer_id);
+                            commands::success(c.request_id)
+                        }
+                        Err(e) => commands::error(c.request_id, e.server_error(), e.to_string()),
+                    },
+                    None => commands::error(
+                        c.request_id,
+                        ServerError::ConsumerNotFound,
+                        "consumer not found",
+                    ),
+                };
+                self.send(reply).await;
+            }
+            Command::CloseConsumer(c) => {
+                if let Some(k) = self.consumers.remove(&c.consumer_id) {
+                    k.sub.remove_consumer(self.id, c.consumer_id).await;
+                }
+                self.send(commands::success(c.request_id)).await;
+            }
+            Command::GetLastMessageId(c) => {
+                let reply = match self.consumers.get(&c.consumer_id) {
+                    Some(k) => {
+                        let last = match k.topic.ledger.last_confirmed() {
+                            Some(p) => commands::message_id(p.ledger_id, p.entry_id),
+                            // An empty topic: entry -1 of the current ledger, as Pulsar answers.
+                            None => commands::message_id(
+                                k.topic.ledger.stats().current_ledger_id,
+                                u64::MAX,
+                            ),
+                        };
+                        let md = k
+                            .sub
+                            .cursor
+                            .mark_delete_position()
+                            .map(|p| commands::message_id(p.ledger_id, p.entry_id));
+                        commands::get_last_message_id_response(c.request_id, last, md)
+                    }
+                    None => commands::error(
+                        c.request_id,
+                        ServerError::ConsumerNotFound,
+                        "consumer not found",
+                    ),
+                };
+                self.send(reply).await;
+            }
+            Command::ConsumerStats(c) => {
+                let reply = match self.consumers.get(&c.consumer_id) {
+                    Some(k) => match k.sub.stats(self.id, c.consumer_id).await {
+                        Ok(s) => CommandConsumerStatsResponse {
+                            request_id: c.request_id,
+                            consumer_name: Some(k.name.clone()),
+                            available_permits: Some(s.permits),
+                            unacked_messages: Some(s.unacked),
+                            msg_backlog: Some(s.backlog),
+                            r#type: s.sub_type.map(|t| t.as_str().to_owned()),
+                            ..Default::default()
+                        }
+                        .into(),
+                        Err(e) => commands::consumer_stats_error(
+                            c.request_id,
+                            e.server_error(),
+                            e.to_string(),
+                        ),
+                    },
+                    None => commands::consumer_stats_error(
+                        c.request_id,
+                        ServerError::ConsumerNotFound,
+                        "consumer not found",
+                    ),
+                };
+                self.send(reply).await;
+            }
+            command => self.unsupported(command).await,
+        }
+        Next::Continue
+    }
+
+    async fn create_producer(&mut self, c: proto::CommandProducer) -> Result<(), BrokerError> {
+        let topic_name = TopicName::parse(&c.topic)?;
+        if let Some(existing) = self.producers.get(&c.producer_id) {
+            if existing.topic.has_producer((self.id, c.producer_id)) {
+                return Err(BrokerError::ProducerBusy(format!(
+                    "producer id {} is already in use on this connection",
+                    c.producer_id
+                )));
+            }
+            // Closed by the broker (fenced, topic closed): the client re-creates it.
+            self.producers.remove(&c.producer_id);
+        }
+        let topic = self.service.topic(&topic_name, true).await?;
+        let user_named = c.producer_name.as_deref().is_some_and(|n| !n.is_empty());
+        let name = match c.producer_name.clone().filter(|n| !n.is_empty()) {
+            Some(n) => n,
+            None => self.service.generate_producer_name(),
+        };
+        let grant = topic.add_producer(AddProducer {
+            key: (self.id, c.producer_id),
+            name: name.clone(),
+            user_named,
+            mode: c.producer_access_mode(),
+            topic_epoch: c.topic_epoch,
+            tx: &self.tx,
+        })?;
+        let (ptx, prx) = mpsc::channel(PENDING_SENDS);
+        tokio::spawn(
+            producer_task(topic.clone(), name.clone(), c.producer_id, prx, self.tx.clone())
+                .instrument(tracing::info_span!("producer", topic = %topic_name, producer_id = c.producer_id, producer = %name)),
+        );
+        self.producers.insert(
+            c.producer_id,
+            ProducerRef {
+                topic: topic.clone(),
+                name: name.clone(),
+                pending: ptx,
+            },
+        );
+        self.recently_closed.remove(&c.producer_id);
+        match grant.wait {
+            None => {
+                info!(topic = %topic_name, producer = %name, "producer created");
+                self.send(commands::producer_success(
+                    c.request_id,
+                    &name,
+                    grant.last_sequence_id,
+                    None,
+                    grant.topic_epoch,
+                    true,
+                ))
+                .await;
+            }
+            Some(wait) => {
+                // WaitForExclusive: not ready yet; a second PRODUCER_SUCCESS follows.
+                self.send(commands::producer_success(
+                    c.request_id,
+                    &name,
+                    grant.last_sequence_id,
+                    None,
+                    None,
+                    false,
+                ))
+                .await;
+                let tx = self.tx.clone();
+                let (rid, pid, last) = (c.request_id, c.producer_id, grant.last_sequence_id);
+                tokio::spawn(async move {
+                    let reply = match wait.await {
+                        Ok(Ok(epoch)) => {
+                            commands::producer_success(rid, &name, last, None, Some(epoch), true)
+                        }
+                        Ok(Err(e)) => commands::error(rid, e.server_error(), e.to_string()),
+                        Err(_) => commands::close_producer(pid, None, None),
+                    };
+                    let _ = tx.send(OutFrame::command(reply)).await;
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_send(&mut self, c: proto::CommandSend, payload: Option<Bytes>) -> Next {
+        let Some(p) = self.producers.get(&c.producer_id) else {
+            if self.recently_closed.contains(&c.producer_id) {
+                // In flight when the producer closed; Pulsar drops these too.
+                return Next::Continue;
+            }
+            self.send(commands::send_error(
+                c.producer_id,
+                c.sequence_id,
+                ServerError::NotAllowedError,
+                format!(
+                    "producer {} is not registered on this connection",
+                    c.producer_id
+                ),
+            ))
+            .await;
+            return Next::Close("SEND for an unknown producer");
+        };
+        let highest = c
+            .highest_sequence_id
+            .filter(|h| *h > c.sequence_id)
+            .unwrap_or(c.sequence_id);
+        let outcome = match payload {
+            None => Err(BrokerError::NotAllowed("SEND without a payload".into())),
+            Some(section) => match strobe_wire::payload::parse(&section) {
+                Err(e) => Err(BrokerError::from(e)),
+                Ok(_) => {
+                    // Stored with a checksum, so every MESSAGE frame reuses the bytes.
+                    let stored = if strobe_wire::payload::has_checksum(&section) {
+                        section
+                    } else {
+                        let mut b = bytes::BytesMut::with_capacity(section.len() + 6);
+                        b.extend_from_slice(&strobe_wire::payload::checksum_prefix(&section));
+                        b.extend_from_slice(&section);
+                        b.freeze()
+                    };
+                    if p.topic.has_producer((self.id, c.producer_id)) {
+                        Ok(p.topic.publish(&p.name, highest as i64, stored))
+                    } else {
+                        Err(BrokerError::ProducerFenced(
+                            "the producer was closed by the broker".into(),
+                        ))
+                    }
+                }
+            },
+        };
+        let pending = Pending {
+            sequence_id: c.sequence_id,
+            highest_sequence_id: highest,
+            outcome,
+        };
+        if p.pending.send(pending).await.is_err() {
+            return Next::Close("producer task ended");
+        }
+        Next::Continue
+    }
+
+    async fn subscribe(
+        &mut self,
+        c: proto::CommandSubscribe,
+        protocol_version: i32,
+    ) -> Result<(), BrokerError> {
+        if self.consumers.contains_key(&c.consumer_id) {
+            return Err(BrokerError::ConsumerBusy(format!(
+                "consumer id {} is already in use on this connection",
+                c.consumer_id
+            )));
+        }
+        let topic_name = TopicName::parse(&c.topic)?;
+        let create = c.force_topic_creation.unwrap_or(true);
+        let topic = self.service.topic(&topic_name, create).await?;
+        let sub_type = match c.sub_type() {
+            SubscribeType::Exclusive => SubType::Exclusive,
+            SubscribeType::Shared => SubType::Shared,
+            SubscribeType::Failover => SubType::Failover,
+            SubscribeType::KeyShared => SubType::KeyShared,
+        };
+        if c.subscription.is_empty() {
+            return Err(BrokerError::NotAllowed("empty subscription name".into()));
+        }
+        let durable = c.durable.unwrap_or(true);
+        let initial = match c.initial_position() {
+            proto::command_subscribe::InitialPosition::Earliest => InitialPosition::Earliest,
+            proto::command_subscribe::InitialPosition::Latest => InitialPosition::Latest,
+        };
+        let start = c
+            .start_message_id
+            .as_ref()
+            .map(|id| StartPosition::from_id(id, false));
+        let name = c
+            .consumer_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| format!("consumer-{}-{}", self.id, c.consumer_id));
+        let spec = ConsumerSpec {
+            conn_id: self.id,
+            consumer_id: c.consumer_id,
+            name: name.clone(),
+            priority_level: c.priority_level.unwrap_or(0),
+            sub_type,
+            tx: self.tx.clone(),
+            keep_entry_metadata: false,
+            protocol_version,
+        };
+        let sub = topic
+            .subscribe(&c.subscription, durable, initial, start, spec)
+            .await?;
+        info!(topic = %topic_name, subscription = %c.subscription, consumer_id = c.consumer_id, sub_type = sub_type.as_str(), durable, "consumer subscribed");
+        self.consumers
+            .insert(c.consumer_id, ConsumerRef { topic, sub, name });
+        Ok(())
+    }
+
+    /// Releases everything the connection held: producers leave their
+    /// topics and consumers' unacked messages go back to their subscriptions.
+    async fn cleanup(&mut self) {
+        for (pid, p) in self.producers.drain() {
+            p.topic.remove_producer((self.id, pid));
+        }
+        for (cid, k) in self.consumers.drain() {
+            k.sub.remove_consumer(self.id, cid).await;
         }
     }
 
@@ -218,11 +659,89 @@ impl ServerCnx {
                 ServerError::NotAllowedError,
                 msg,
             ),
+            Command::GetSchema(c) => {
+                commands::get_schema_error(c.request_id, ServerError::NotAllowedError, msg)
+            }
+            Command::GetOrCreateSchema(c) => commands::get_or_create_schema_error(
+                c.request_id,
+                ServerError::NotAllowedError,
+                msg,
+            ),
             other => match other.request_id() {
                 Some(id) => commands::error(id, ServerError::NotAllowedError, msg),
                 None => return,
             },
         };
         self.send(reply).await;
+    }
+}
+
+/// Sends not yet answered per producer before the connection's reader waits.
+const PENDING_SENDS: usize = 1000;
+
+struct ProducerRef {
+    topic: Arc<Topic>,
+    name: String,
+    pending: mpsc::Sender<Pending>,
+}
+
+struct ConsumerRef {
+    topic: Arc<Topic>,
+    sub: SubscriptionHandle,
+    name: String,
+}
+
+struct Pending {
+    sequence_id: u64,
+    highest_sequence_id: u64,
+    outcome: Result<Published, BrokerError>,
+}
+
+/// Answers one producer's sends in the order they arrived, each once it is durable.
+async fn producer_task(
+    topic: Arc<Topic>,
+    name: String,
+    producer_id: u64,
+    mut rx: mpsc::Receiver<Pending>,
+    tx: mpsc::Sender<OutFrame>,
+) {
+    while let Some(p) = rx.recv().await {
+        let reply = match p.outcome {
+            Ok(Published::Stored(fut)) => match fut.await {
+                Ok(pos) => {
+                    topic.published(&name, p.highest_sequence_id as i64, true);
+                    commands::send_receipt(
+                        producer_id,
+                        p.sequence_id,
+                        p.highest_sequence_id,
+                        commands::message_id(pos.ledger_id, pos.entry_id),
+                    )
+                }
+                Err(e) => {
+                    topic.published(&name, p.highest_sequence_id as i64, false);
+                    let e = BrokerError::from(e);
+                    warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
+                    commands::send_error(
+                        producer_id,
+                        p.sequence_id,
+                        e.server_error(),
+                        e.to_string(),
+                    )
+                }
+            },
+            // Pulsar answers a duplicate with message id -1:-1.
+            Ok(Published::Duplicate) => commands::send_receipt(
+                producer_id,
+                p.sequence_id,
+                p.highest_sequence_id,
+                commands::message_id(u64::MAX, u64::MAX),
+            ),
+            Err(e) => {
+                commands::send_error(producer_id, p.sequence_id, e.server_error(), e.to_string())
+            }
+        };
+        if tx.send(OutFrame::command(reply)).await.is_err() {
+            return;
+        }
     }
 }

@@ -35,6 +35,25 @@ pub struct BrokerConfig {
     pub metadata_store_url: String,
     /// Cluster mode only: this broker's unique id (default: advertised address and port).
     pub broker_id: String,
+    /// Where topic data lives: "file" (under data_dir, the default) or "memory" (lost on exit).
+    pub storage: String,
+    /// When a message counts as durable, and so when its producer gets the receipt:
+    /// "always" (fdatasync before the receipt, group committed; the default),
+    /// "interval(MS)" (written to the OS, synced at least every MS ms) or "never".
+    pub sync: strobe_ledger::SyncMode,
+    /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).
+    pub allow_auto_topic_creation: bool,
+    /// "non-partitioned" or "partitioned" (Pulsar: allowAutoTopicCreationType).
+    pub auto_topic_creation_type: String,
+    /// Partitions of an auto-created partitioned topic (Pulsar: defaultNumPartitions).
+    pub default_num_partitions: u32,
+    /// Deduplication for namespaces that do not set it (Pulsar: brokerDeduplicationEnabled).
+    pub deduplication_enabled: bool,
+    /// Most messages a consumer may hold unacknowledged before dispatch to it pauses
+    /// (Pulsar: maxUnackedMessagesPerConsumer; 0 = no limit).
+    pub max_unacked_messages_per_consumer: u32,
+    /// Entries read from storage at once for one subscription.
+    pub dispatcher_max_read_batch: usize,
 }
 
 impl Default for BrokerConfig {
@@ -52,6 +71,14 @@ impl Default for BrokerConfig {
             max_connections: 10_000,
             metadata_store_url: String::new(),
             broker_id: String::new(),
+            storage: "file".into(),
+            sync: strobe_ledger::SyncMode::Always,
+            allow_auto_topic_creation: true,
+            auto_topic_creation_type: "non-partitioned".into(),
+            default_num_partitions: 1,
+            deduplication_enabled: false,
+            max_unacked_messages_per_consumer: 50_000,
+            dispatcher_max_read_batch: 100,
         }
     }
 }
@@ -101,6 +128,31 @@ impl BrokerConfig {
         if self.keepalive_interval_secs == 0 {
             return Err(ConfigError::Invalid(
                 "keepalive_interval_secs must be at least 1".into(),
+            ));
+        }
+        if !matches!(self.storage.as_str(), "file" | "memory") {
+            return Err(ConfigError::Invalid(format!(
+                "storage must be \"file\" or \"memory\", not {:?}",
+                self.storage
+            )));
+        }
+        if !matches!(
+            self.auto_topic_creation_type.as_str(),
+            "non-partitioned" | "partitioned"
+        ) {
+            return Err(ConfigError::Invalid(format!(
+                "auto_topic_creation_type must be \"non-partitioned\" or \"partitioned\", not {:?}",
+                self.auto_topic_creation_type
+            )));
+        }
+        if self.default_num_partitions == 0 {
+            return Err(ConfigError::Invalid(
+                "default_num_partitions must be at least 1".into(),
+            ));
+        }
+        if self.dispatcher_max_read_batch == 0 {
+            return Err(ConfigError::Invalid(
+                "dispatcher_max_read_batch must be at least 1".into(),
             ));
         }
         if self.advertised_address.is_empty() {

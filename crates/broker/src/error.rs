@@ -1,7 +1,8 @@
 use strobe_wire::proto::ServerError;
 
-/// What can go wrong while serving; each maps to one of Pulsar's `ServerError`
-/// codes, here and nowhere else.
+/// What can go wrong while serving a request. Each maps to one of Pulsar's
+/// `ServerError` codes in [`BrokerError::server_error`], here and nowhere else,
+/// and its message is what the client sees.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     #[error("{0}")]
@@ -9,7 +10,29 @@ pub enum BrokerError {
     #[error("{0}")]
     InvalidTopicName(String),
     #[error("{0}")]
+    TopicNotFound(String),
+    #[error("{0}")]
+    SubscriptionNotFound(String),
+    #[error("{0}")]
+    ConsumerNotFound(String),
+    #[error("{0}")]
+    ConsumerBusy(String),
+    #[error("{0}")]
+    ProducerBusy(String),
+    #[error("{0}")]
+    ProducerFenced(String),
+    #[error("{0}")]
+    ConsumerAssignError(String),
+    #[error("{0}")]
+    TopicTerminated(String),
+    #[error("{0}")]
     ServiceNotReady(String),
+    #[error("{0}")]
+    Checksum(String),
+    #[error("storage: {0}")]
+    Persistence(String),
+    #[error("metadata: {0}")]
+    Metadata(String),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -19,7 +42,18 @@ impl BrokerError {
         match self {
             BrokerError::NotAllowed(_) => ServerError::NotAllowedError,
             BrokerError::InvalidTopicName(_) => ServerError::InvalidTopicName,
+            BrokerError::TopicNotFound(_) => ServerError::TopicNotFound,
+            BrokerError::SubscriptionNotFound(_) => ServerError::SubscriptionNotFound,
+            BrokerError::ConsumerNotFound(_) => ServerError::ConsumerNotFound,
+            BrokerError::ConsumerBusy(_) => ServerError::ConsumerBusy,
+            BrokerError::ProducerBusy(_) => ServerError::ProducerBusy,
+            BrokerError::ProducerFenced(_) => ServerError::ProducerFenced,
+            BrokerError::ConsumerAssignError(_) => ServerError::ConsumerAssignError,
+            BrokerError::TopicTerminated(_) => ServerError::TopicTerminatedError,
             BrokerError::ServiceNotReady(_) => ServerError::ServiceNotReady,
+            BrokerError::Checksum(_) => ServerError::ChecksumError,
+            BrokerError::Persistence(_) => ServerError::PersistenceError,
+            BrokerError::Metadata(_) => ServerError::MetadataError,
             BrokerError::Io(_) => ServerError::UnknownError,
         }
     }
@@ -28,5 +62,26 @@ impl BrokerError {
 impl From<strobe_model::TopicNameError> for BrokerError {
     fn from(e: strobe_model::TopicNameError) -> Self {
         BrokerError::InvalidTopicName(e.to_string())
+    }
+}
+
+impl From<strobe_ledger::LedgerError> for BrokerError {
+    fn from(e: strobe_ledger::LedgerError) -> Self {
+        use strobe_ledger::LedgerError as L;
+        match e {
+            // Another open of the same topic is still closing: retry with a fresh lookup.
+            L::AlreadyOpen(_) | L::Closed(_) => BrokerError::ServiceNotReady(e.to_string()),
+            L::EntryTooLarge { .. } => BrokerError::NotAllowed(e.to_string()),
+            other => BrokerError::Persistence(other.to_string()),
+        }
+    }
+}
+
+impl From<strobe_wire::WireError> for BrokerError {
+    fn from(e: strobe_wire::WireError) -> Self {
+        match e {
+            strobe_wire::WireError::ChecksumMismatch { .. } => BrokerError::Checksum(e.to_string()),
+            other => BrokerError::NotAllowed(other.to_string()),
+        }
     }
 }

@@ -6,6 +6,9 @@ mod cnx;
 pub mod config;
 mod error;
 mod server;
+pub mod service;
+mod subscription;
+mod topic;
 
 pub use config::{BrokerConfig, ConfigError};
 pub use error::BrokerError;

@@ -1,8 +1,11 @@
-//! The accept loop (Pulsar's `BrokerService` listener) and the shutdown tree.
+//! The accept loop (Pulsar's `BrokerService` listener), the storage and
+//! metadata backends chosen by configuration, and the shutdown tree.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use strobe_ledger::{FileBackend, FileBackendConfig, LedgerBackend, MemoryBackend};
+use strobe_metadata::{EmbeddedOptions, EmbeddedStore, MetadataStore};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -10,32 +13,60 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::BrokerError;
 use crate::cnx;
 use crate::config::BrokerConfig;
+use crate::service::BrokerService;
 
-/// State shared by every connection of one broker.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub config: BrokerConfig,
-}
-
-/// A broker bound to its port but not yet serving.
+/// A broker bound to its port, with its storage open, not yet serving.
 #[derive(Debug)]
 pub struct Broker {
-    shared: Arc<Shared>,
+    service: Arc<BrokerService>,
     listener: TcpListener,
+    file_backend: Option<Arc<FileBackend>>,
 }
 
 impl Broker {
-    /// Binds the binary-protocol listener. Port 0 picks a free port.
-    pub async fn bind(config: BrokerConfig) -> Result<Broker, crate::BrokerError> {
+    /// Binds the binary-protocol listener (port 0 picks a free port) and opens
+    /// storage and metadata under the data directory.
+    pub async fn bind(config: BrokerConfig) -> Result<Broker, BrokerError> {
         let addr = config
             .broker_listen_addr()
-            .map_err(|e| crate::BrokerError::NotAllowed(e.to_string()))?;
+            .map_err(|e| BrokerError::NotAllowed(e.to_string()))?;
         let listener = TcpListener::bind(addr).await?;
+        let port = listener.local_addr()?.port();
+        let (backend, file_backend, metadata): (Arc<dyn LedgerBackend>, _, Arc<dyn MetadataStore>) =
+            if config.storage == "memory" {
+                (
+                    Arc::new(MemoryBackend::new()),
+                    None,
+                    Arc::new(EmbeddedStore::in_memory()),
+                )
+            } else {
+                std::fs::create_dir_all(&config.data_dir)?;
+                let fb = FileBackend::open(FileBackendConfig {
+                    sync: config.sync,
+                    ..FileBackendConfig::new(config.data_dir.join("ledgers"))
+                })
+                .map_err(|e| {
+                    BrokerError::Persistence(format!("opening {}: {e}", config.data_dir.display()))
+                })?;
+                let fb = Arc::new(fb);
+                let md = EmbeddedStore::open(
+                    config.data_dir.join("metadata"),
+                    EmbeddedOptions::default(),
+                )
+                .map_err(|e| {
+                    BrokerError::Metadata(format!("opening {}: {e}", config.data_dir.display()))
+                })?;
+                (fb.clone(), Some(fb), Arc::new(md))
+            };
+        info!(storage = backend.kind(), sync = %config.sync, data_dir = %config.data_dir.display(), "storage open");
+        let service = BrokerService::open(config, port, backend, metadata).await?;
         Ok(Broker {
-            shared: Arc::new(Shared { config }),
+            service,
             listener,
+            file_backend,
         })
     }
 
@@ -45,17 +76,32 @@ impl Broker {
             .expect("a bound listener has an address")
     }
 
+    pub fn service(&self) -> Arc<BrokerService> {
+        self.service.clone()
+    }
+
     /// Starts serving. The handle stops the broker.
     pub fn start(self) -> BrokerHandle {
-        let shutdown = CancellationToken::new();
+        let stop_accepting = CancellationToken::new();
+        let connections = CancellationToken::new();
         let tracker = TaskTracker::new();
         let addr = self.local_addr();
-        let accept = tokio::spawn(accept_loop(self, shutdown.clone(), tracker.clone()));
+        let service = self.service.clone();
+        let accept = tokio::spawn(accept_loop(
+            self.service.clone(),
+            self.listener,
+            stop_accepting.clone(),
+            connections.clone(),
+            tracker.clone(),
+        ));
         BrokerHandle {
             addr,
-            shutdown,
+            service,
+            stop_accepting,
+            connections,
             tracker,
             accept,
+            file_backend: self.file_backend,
         }
     }
 }
@@ -64,9 +110,12 @@ impl Broker {
 #[derive(Debug)]
 pub struct BrokerHandle {
     addr: SocketAddr,
-    shutdown: CancellationToken,
+    service: Arc<BrokerService>,
+    stop_accepting: CancellationToken,
+    connections: CancellationToken,
     tracker: TaskTracker,
     accept: JoinHandle<()>,
+    file_backend: Option<Arc<FileBackend>>,
 }
 
 impl BrokerHandle {
@@ -74,25 +123,44 @@ impl BrokerHandle {
         self.addr
     }
 
-    /// Stops accepting, closes every connection and waits for their tasks.
+    pub fn service(&self) -> Arc<BrokerService> {
+        self.service.clone()
+    }
+
+    /// The shutdown tree, in order: stop accepting; close every topic (its
+    /// producers get CLOSE_PRODUCER, its consumers CLOSE_CONSUMER, cursors
+    /// and ledgers are flushed); close the connections; close storage.
     pub async fn shutdown(self) {
-        self.shutdown.cancel();
+        self.stop_accepting.cancel();
         if let Err(e) = self.accept.await {
             warn!(error = %e, "accept loop ended abnormally");
         }
+        self.service.shutdown().await;
+        self.connections.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        if let Some(fb) = self.file_backend
+            && let Err(e) = fb.close()
+        {
+            warn!(error = %e, "closing storage failed");
+        }
         info!("broker stopped");
     }
 }
 
-async fn accept_loop(broker: Broker, shutdown: CancellationToken, tracker: TaskTracker) {
-    let Broker { shared, listener } = broker;
-    let slots = Arc::new(Semaphore::new(shared.config.max_connections));
+async fn accept_loop(
+    service: Arc<BrokerService>,
+    listener: TcpListener,
+    stop: CancellationToken,
+    connections: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let max = service.config.max_connections;
+    let slots = Arc::new(Semaphore::new(max));
     info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "accepting Pulsar connections");
     loop {
         let accepted = tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = stop.cancelled() => break,
             r = listener.accept() => r,
         };
         let (stream, peer) = match accepted {
@@ -105,17 +173,17 @@ async fn accept_loop(broker: Broker, shutdown: CancellationToken, tracker: TaskT
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            warn!(%peer, limit = shared.config.max_connections, "connection refused: too many connections");
+            warn!(%peer, limit = max, "connection refused: too many connections");
             drop(stream);
             continue;
         };
         if let Err(e) = stream.set_nodelay(true) {
             warn!(%peer, error = %e, "cannot set TCP_NODELAY");
         }
-        let shared = shared.clone();
-        let token = shutdown.child_token();
+        let service = service.clone();
+        let token = connections.child_token();
         tracker.spawn(async move {
-            cnx::serve(stream, peer, shared, token).await;
+            cnx::serve(stream, peer, service, token).await;
             drop(slot);
         });
     }

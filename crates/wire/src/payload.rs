@@ -177,3 +177,19 @@ pub fn for_delivery(
     prefix.extend_from_slice(&checksum_prefix(&rest));
     Ok((prefix, rest))
 }
+
+/// The metadata of a stored entry, without verifying its checksum (it was
+/// verified once, on arrival). For the dispatch path, which reads metadata of
+/// every entry it sends.
+pub fn peek_metadata(entry: &Bytes) -> Result<MessageMetadata, WireError> {
+    let (_, rest) = split_broker_entry_metadata(entry)?;
+    let rest = if has_checksum(&rest) {
+        if rest.len() < 6 {
+            return Err(WireError::Truncated("checksum"));
+        }
+        rest.slice(6..)
+    } else {
+        rest
+    };
+    Ok(split_metadata(&rest)?.0)
+}

@@ -1,0 +1,379 @@
+//! Pulsar's `BrokerService` and `NamespaceService` for one standalone broker:
+//! which topics exist, loading them, partitioned-topic metadata, namespaces and
+//! their policies. Everything that must survive a restart goes through the
+//! metadata store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use strobe_ledger::{LedgerBackend, LedgerConfig};
+use strobe_metadata::{Expect, MetadataStore};
+use strobe_model::{Domain, TopicName};
+use tracing::info;
+
+use crate::BrokerError;
+use crate::config::BrokerConfig;
+use crate::topic::Topic;
+
+/// A namespace's policies, stored as JSON at `/admin/policies/<tenant>/<ns>`
+/// with Pulsar's field names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case")]
+pub struct NamespacePolicies {
+    #[serde(
+        rename = "deduplicationEnabled",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub deduplication_enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_ttl_in_seconds: Option<u64>,
+}
+
+/// The broker's topics and namespaces.
+pub struct BrokerService {
+    pub config: BrokerConfig,
+    /// The port clients reach the binary protocol on.
+    pub broker_port: u16,
+    backend: Arc<dyn LedgerBackend>,
+    ledger_config: LedgerConfig,
+    metadata: Arc<dyn MetadataStore>,
+    /// Loaded topics. The async lock serialises loading, so a topic is opened once.
+    topics: tokio::sync::Mutex<HashMap<String, Arc<Topic>>>,
+    /// Partition counts of partitioned topics, by full name.
+    partitioned: Mutex<BTreeMap<String, u32>>,
+    namespaces: Mutex<BTreeMap<String, NamespacePolicies>>,
+    next_producer: AtomicU64,
+    next_conn: AtomicU64,
+}
+
+impl std::fmt::Debug for BrokerService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerService")
+            .field("storage", &self.backend.kind())
+            .field("metadata", &self.metadata.backend_name())
+            .finish()
+    }
+}
+
+fn topic_key(t: &TopicName) -> String {
+    format!(
+        "{}/{}/{}",
+        t.namespace(),
+        t.domain().as_str(),
+        t.local_name()
+    )
+}
+
+fn meta_err(e: strobe_metadata::MetadataError) -> BrokerError {
+    BrokerError::Metadata(e.to_string())
+}
+
+impl BrokerService {
+    /// Opens the service on its storage and metadata, creating the `public`
+    /// tenant and `public/default` namespace on the first start.
+    pub async fn open(
+        config: BrokerConfig,
+        broker_port: u16,
+        backend: Arc<dyn LedgerBackend>,
+        metadata: Arc<dyn MetadataStore>,
+    ) -> Result<Arc<BrokerService>, BrokerError> {
+        let ledger_config = LedgerConfig {
+            max_entry_bytes: config.max_message_size + strobe_wire::FRAME_PADDING,
+            ..LedgerConfig::default()
+        };
+        let svc = BrokerService {
+            config,
+            broker_port,
+            backend,
+            ledger_config,
+            metadata,
+            topics: tokio::sync::Mutex::new(HashMap::new()),
+            partitioned: Mutex::new(BTreeMap::new()),
+            namespaces: Mutex::new(BTreeMap::new()),
+            next_producer: AtomicU64::new(0),
+            next_conn: AtomicU64::new(0),
+        };
+        svc.load_metadata().await?;
+        Ok(Arc::new(svc))
+    }
+
+    async fn load_metadata(&self) -> Result<(), BrokerError> {
+        let m = &self.metadata;
+        if !m.exists("/admin/policies/public").await.map_err(meta_err)? {
+            m.put("/admin/policies/public", b"{}", Expect::Any)
+                .await
+                .map_err(meta_err)?;
+        }
+        if !m
+            .exists("/admin/policies/public/default")
+            .await
+            .map_err(meta_err)?
+        {
+            m.put("/admin/policies/public/default", b"{}", Expect::Any)
+                .await
+                .map_err(meta_err)?;
+            info!("created tenant public and namespace public/default");
+        }
+        for kv in m
+            .scan_prefix("/admin/policies/")
+            .await
+            .map_err(meta_err)?
+            .entries
+        {
+            let rest = &kv.key["/admin/policies/".len()..];
+            if rest.matches('/').count() == 1 {
+                let p: NamespacePolicies = serde_json::from_slice(&kv.value).unwrap_or_default();
+                self.namespaces.lock().insert(rest.to_owned(), p);
+            }
+        }
+        for kv in m
+            .scan_prefix("/admin/partitioned-topics/")
+            .await
+            .map_err(meta_err)?
+            .entries
+        {
+            #[derive(Deserialize)]
+            struct Meta {
+                partitions: u32,
+            }
+            if let Ok(meta) = serde_json::from_slice::<Meta>(&kv.value) {
+                let key = &kv.key["/admin/partitioned-topics/".len()..];
+                if let Some(name) = name_from_key(key) {
+                    self.partitioned.lock().insert(name, meta.partitions);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn next_conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A unique producer name, as Pulsar generates them: `<cluster>-<n>`.
+    pub fn generate_producer_name(&self) -> String {
+        let n = self.next_producer.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{}-{n}", self.config.cluster_name, self.broker_port)
+    }
+
+    pub fn service_url(&self) -> String {
+        self.config.broker_service_url(self.broker_port)
+    }
+
+    pub fn namespace_exists(&self, ns: &str) -> bool {
+        self.namespaces.lock().contains_key(ns)
+    }
+
+    pub fn namespace_policies(&self, ns: &str) -> Option<NamespacePolicies> {
+        self.namespaces.lock().get(ns).cloned()
+    }
+
+    pub fn deduplication_enabled(&self, ns: &str) -> bool {
+        self.namespace_policies(ns)
+            .and_then(|p| p.deduplication_enabled)
+            .unwrap_or(self.config.deduplication_enabled)
+    }
+
+    /// Partitions of `topic` if it is a partitioned topic (0 otherwise). With
+    /// `create`, a topic that does not exist yet is created as the broker's
+    /// auto-creation settings say.
+    pub async fn partitioned_metadata(
+        &self,
+        topic: &TopicName,
+        create: bool,
+    ) -> Result<u32, BrokerError> {
+        if topic.partition().is_some() {
+            return Ok(0);
+        }
+        if let Some(n) = self.partitioned.lock().get(&topic.to_string()) {
+            return Ok(*n);
+        }
+        if !self.namespace_exists(topic.namespace()) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {} does not exist",
+                topic.namespace()
+            )));
+        }
+        let auto_partitioned = self.config.allow_auto_topic_creation
+            && self.config.auto_topic_creation_type == "partitioned"
+            && topic.domain() == Domain::Persistent;
+        if create && auto_partitioned && !self.topic_exists(topic).await? {
+            self.create_partitioned(topic, self.config.default_num_partitions)
+                .await?;
+            return Ok(self.config.default_num_partitions);
+        }
+        Ok(0)
+    }
+
+    /// Records a partitioned topic with `partitions` partitions.
+    pub async fn create_partitioned(
+        &self,
+        topic: &TopicName,
+        partitions: u32,
+    ) -> Result<(), BrokerError> {
+        let key = format!("/admin/partitioned-topics/{}", topic_key(topic));
+        let value =
+            serde_json::to_vec(&serde_json::json!({ "partitions": partitions })).expect("json");
+        match self.metadata.put(&key, &value, Expect::Absent).await {
+            Ok(_) => {}
+            Err(strobe_metadata::MetadataError::AlreadyExists(_)) => {
+                return Err(BrokerError::NotAllowed(format!(
+                    "partitioned topic {topic} already exists"
+                )));
+            }
+            Err(e) => return Err(meta_err(e)),
+        }
+        self.partitioned
+            .lock()
+            .insert(topic.to_string(), partitions);
+        info!(%topic, partitions, "created partitioned topic");
+        Ok(())
+    }
+
+    async fn topic_exists(&self, topic: &TopicName) -> Result<bool, BrokerError> {
+        if self.topics.lock().await.contains_key(&topic.to_string()) {
+            return Ok(true);
+        }
+        let key = format!("/managed-ledgers/{}", topic_key(topic));
+        self.metadata.exists(&key).await.map_err(meta_err)
+    }
+
+    /// The loaded topic, loading (and with `create`, creating) it if needed.
+    pub async fn topic(&self, name: &TopicName, create: bool) -> Result<Arc<Topic>, BrokerError> {
+        if !name.is_persistent() {
+            return Err(BrokerError::NotAllowed(format!(
+                "non-persistent topics are not served by this broker yet: {name}"
+            )));
+        }
+        if !self.namespace_exists(name.namespace()) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {} does not exist",
+                name.namespace()
+            )));
+        }
+        if name.partition().is_none() && self.partitioned.lock().contains_key(&name.to_string()) {
+            return Err(BrokerError::NotAllowed(format!(
+                "{name} is a partitioned topic: produce to and consume from its partitions"
+            )));
+        }
+        let mut topics = self.topics.lock().await;
+        if let Some(t) = topics.get(&name.to_string()) {
+            return Ok(t.clone());
+        }
+        let key = format!("/managed-ledgers/{}", topic_key(name));
+        let exists = self.metadata.exists(&key).await.map_err(meta_err)?;
+        if !exists {
+            let parent_is_partitioned = name.partition().is_some_and(|_| {
+                self.partitioned
+                    .lock()
+                    .contains_key(&name.partitioned_parent().to_string())
+            });
+            if !(create && (self.config.allow_auto_topic_creation || parent_is_partitioned)) {
+                return Err(BrokerError::TopicNotFound(format!(
+                    "topic {name} does not exist"
+                )));
+            }
+            self.metadata
+                .put(&key, b"{}", Expect::Any)
+                .await
+                .map_err(meta_err)?;
+            info!(topic = %name, "created topic");
+        }
+        let dedup = self.deduplication_enabled(name.namespace());
+        let settings = crate::topic::DispatchSettings {
+            max_read_entries: self.config.dispatcher_max_read_batch,
+            max_unacked_messages: self.config.max_unacked_messages_per_consumer,
+        };
+        let topic = Topic::open(
+            name.clone(),
+            self.backend.as_ref(),
+            self.ledger_config.clone(),
+            dedup,
+            settings,
+        )
+        .await?;
+        topics.insert(name.to_string(), topic.clone());
+        Ok(topic)
+    }
+
+    /// Persistent topics of a namespace (partitions listed by their partition
+    /// names, as Pulsar lists them), sorted.
+    pub async fn topics_of_namespace(&self, ns: &str) -> Result<Vec<String>, BrokerError> {
+        let prefix = format!("/managed-ledgers/{ns}/persistent/");
+        let mut names: Vec<String> = self
+            .metadata
+            .list_keys(&prefix)
+            .await
+            .map_err(meta_err)?
+            .iter()
+            .filter_map(|k| name_from_key(&k["/managed-ledgers/".len()..]))
+            .collect();
+        for (name, n) in self.partitioned.lock().iter() {
+            let Ok(t) = TopicName::parse(name) else {
+                continue;
+            };
+            if t.namespace() == ns {
+                names.extend((0..*n).map(|i| t.partition_name(i).to_string()));
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Closes every topic: producers and consumers get CLOSE_PRODUCER and
+    /// CLOSE_CONSUMER, cursors and ledgers are flushed.
+    pub async fn shutdown(&self) {
+        let topics: Vec<Arc<Topic>> = self.topics.lock().await.drain().map(|(_, t)| t).collect();
+        for t in topics {
+            t.close().await;
+        }
+    }
+}
+
+/// `tenant/ns/domain/local` (the metadata key layout) back to a topic name.
+fn name_from_key(key: &str) -> Option<String> {
+    let parts: Vec<&str> = key.splitn(4, '/').collect();
+    match parts.as_slice() {
+        [tenant, ns, domain, local] => Some(format!("{domain}://{tenant}/{ns}/{local}")),
+        _ => None,
+    }
+}
+
+/// Pulsar's topic-list hash (`TopicList.calculateHash`): CRC-32C over the
+/// sorted names joined by ',', printed as Guava prints a HashCode (the
+/// checksum's little-endian bytes in hex).
+pub fn topics_hash(sorted: &[String]) -> String {
+    let joined = sorted.join(",");
+    let crc = strobe_wire::payload::crc32c(joined.as_bytes());
+    crc.to_le_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_keys_round_trip() {
+        let t = TopicName::parse("persistent://a/b/c-partition-2").unwrap();
+        assert_eq!(
+            name_from_key(&topic_key(&t)).as_deref(),
+            Some("persistent://a/b/c-partition-2")
+        );
+    }
+
+    #[test]
+    fn hash_is_little_endian_hex() {
+        let names = vec!["a".to_string(), "b".to_string()];
+        let crc = strobe_wire::payload::crc32c(b"a,b");
+        let h = topics_hash(&names);
+        assert_eq!(h.len(), 8);
+        assert_eq!(u32::from_str_radix(&h, 16).unwrap().swap_bytes(), crc);
+    }
+}

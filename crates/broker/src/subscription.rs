@@ -1,0 +1,1022 @@
+//! One subscription and its dispatcher: Pulsar's `PersistentSubscription`
+//! with `PersistentDispatcherSingleActiveConsumer` (Exclusive, Failover) and
+//! `PersistentDispatcherMultipleConsumers` (Shared).
+//!
+//! Each subscription is an actor task that owns its cursor and consumers; the
+//! connections talk to it through a bounded channel. The decisions (who is
+//! active, who is next) come from `strobe-dispatch`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use strobe_dispatch::{ConsumerKey, SharedSelector, failover_active, permits_for_entry};
+use strobe_ledger::{Entry, ManagedCursor, ManagedLedger, Position};
+use strobe_model::SubType;
+use strobe_wire::proto::{CommandAck, MessageIdData, command_ack::AckType};
+use strobe_wire::{OutFrame, commands, payload};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::BrokerError;
+use crate::topic::Topic;
+
+/// Commands queued for one subscription before senders wait.
+const COMMAND_QUEUE: usize = 1024;
+
+/// Where a reader starts, from SUBSCRIBE.start_message_id.
+#[derive(Debug, Clone, Copy)]
+pub struct StartPosition {
+    pub ledger_id: u64,
+    pub entry_id: u64,
+    pub batch_index: i32,
+    pub inclusive: bool,
+}
+
+impl StartPosition {
+    pub fn from_id(id: &MessageIdData, inclusive: bool) -> StartPosition {
+        StartPosition {
+            ledger_id: id.ledger_id,
+            entry_id: id.entry_id,
+            batch_index: id.batch_index.unwrap_or(-1),
+            inclusive,
+        }
+    }
+
+    /// The first position to read. `MessageId.earliest` is (-1, -1) and
+    /// `MessageId.latest` is (i64::MAX, i64::MAX) on the wire.
+    pub fn resolve(&self, ledger: &ManagedLedger) -> Position {
+        if self.ledger_id == u64::MAX {
+            return Position::EARLIEST;
+        }
+        if self.ledger_id >= i64::MAX as u64 {
+            return match ledger.last_confirmed() {
+                Some(p) => Position::new(p.ledger_id, p.entry_id + 1),
+                None => ledger.first_position(),
+            };
+        }
+        // A message inside a batch: read its entry again, the client skips
+        // the messages before it. An inclusive start reads the entry itself.
+        if self.batch_index >= 0 || self.inclusive || self.entry_id == u64::MAX {
+            let entry = if self.entry_id == u64::MAX {
+                0
+            } else {
+                self.entry_id
+            };
+            return Position::new(self.ledger_id, entry);
+        }
+        Position::new(self.ledger_id, self.entry_id + 1)
+    }
+}
+
+/// A consumer as the connection describes it when subscribing.
+#[derive(Debug, Clone)]
+pub struct ConsumerSpec {
+    pub conn_id: u64,
+    pub consumer_id: u64,
+    pub name: String,
+    pub priority_level: i32,
+    pub sub_type: SubType,
+    pub tx: mpsc::Sender<OutFrame>,
+    /// The client accepts broker entry metadata before the payload.
+    pub keep_entry_metadata: bool,
+    /// ACTIVE_CONSUMER_CHANGE needs protocol v12.
+    pub protocol_version: i32,
+}
+
+/// Where SEEK goes.
+#[derive(Debug, Clone, Copy)]
+pub enum SeekTarget {
+    Message(StartPosition),
+    PublishTime(u64),
+}
+
+/// Figures for CONSUMER_STATS.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerStats {
+    pub permits: u64,
+    pub unacked: u64,
+    pub backlog: u64,
+    pub sub_type: Option<SubType>,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, BrokerError>>;
+
+enum Cmd {
+    Add(ConsumerSpec, Reply<()>),
+    Remove {
+        conn_id: u64,
+        consumer_id: u64,
+        reply: Option<oneshot::Sender<()>>,
+    },
+    Flow {
+        conn_id: u64,
+        consumer_id: u64,
+        permits: u32,
+    },
+    Ack {
+        conn_id: u64,
+        consumer_id: u64,
+        ack: CommandAck,
+        reply: Reply<()>,
+    },
+    Redeliver {
+        conn_id: u64,
+        consumer_id: u64,
+        ids: Vec<MessageIdData>,
+    },
+    Seek {
+        conn_id: u64,
+        consumer_id: u64,
+        request_id: u64,
+        target: SeekTarget,
+    },
+    Unsubscribe {
+        conn_id: u64,
+        consumer_id: u64,
+        reply: Reply<()>,
+    },
+    Stats {
+        conn_id: u64,
+        consumer_id: u64,
+        reply: Reply<ConsumerStats>,
+    },
+    Close(oneshot::Sender<()>),
+}
+
+/// The connections' side of a subscription.
+#[derive(Clone)]
+pub struct SubscriptionHandle {
+    pub name: String,
+    pub durable: bool,
+    pub cursor: ManagedCursor,
+    tx: mpsc::Sender<Cmd>,
+    closed: Arc<AtomicBool>,
+    sub_type: Arc<Mutex<Option<SubType>>>,
+}
+
+impl std::fmt::Debug for SubscriptionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubscriptionHandle")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+fn gone() -> BrokerError {
+    BrokerError::ServiceNotReady("the subscription is closing".into())
+}
+
+impl SubscriptionHandle {
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub fn sub_type(&self) -> Option<SubType> {
+        *self.sub_type.lock()
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, BrokerError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    pub async fn add_consumer(&self, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        self.call(|r| Cmd::Add(spec, r)).await
+    }
+
+    /// The consumer closed or its connection ended; waits until its messages are back in the queue.
+    pub async fn remove_consumer(&self, conn_id: u64, consumer_id: u64) {
+        let (tx, rx) = oneshot::channel();
+        if self
+            .tx
+            .send(Cmd::Remove {
+                conn_id,
+                consumer_id,
+                reply: Some(tx),
+            })
+            .await
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+    }
+
+    pub async fn flow(&self, conn_id: u64, consumer_id: u64, permits: u32) {
+        let _ = self
+            .tx
+            .send(Cmd::Flow {
+                conn_id,
+                consumer_id,
+                permits,
+            })
+            .await;
+    }
+
+    pub async fn ack(
+        &self,
+        conn_id: u64,
+        consumer_id: u64,
+        ack: CommandAck,
+    ) -> Result<(), BrokerError> {
+        self.call(|reply| Cmd::Ack {
+            conn_id,
+            consumer_id,
+            ack,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn redeliver(&self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {
+        let _ = self
+            .tx
+            .send(Cmd::Redeliver {
+                conn_id,
+                consumer_id,
+                ids,
+            })
+            .await;
+    }
+
+    /// The subscription answers the seek itself (SUCCESS or ERROR to the
+    /// requesting consumer), then disconnects its consumers so they reconnect
+    /// from the new position.
+    pub async fn seek(
+        &self,
+        conn_id: u64,
+        consumer_id: u64,
+        request_id: u64,
+        target: SeekTarget,
+    ) -> bool {
+        self.tx
+            .send(Cmd::Seek {
+                conn_id,
+                consumer_id,
+                request_id,
+                target,
+            })
+            .await
+            .is_ok()
+    }
+
+    pub async fn unsubscribe(&self, conn_id: u64, consumer_id: u64) -> Result<(), BrokerError> {
+        self.call(|reply| Cmd::Unsubscribe {
+            conn_id,
+            consumer_id,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn stats(
+        &self,
+        conn_id: u64,
+        consumer_id: u64,
+    ) -> Result<ConsumerStats, BrokerError> {
+        self.call(|reply| Cmd::Stats {
+            conn_id,
+            consumer_id,
+            reply,
+        })
+        .await
+    }
+
+    /// Closes every consumer (CLOSE_CONSUMER) and stops the subscription.
+    pub async fn close(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Close(tx)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Stops an unused subscription actor without waiting.
+    pub fn shutdown(&self) {
+        let (tx, _) = oneshot::channel();
+        let _ = self.tx.try_send(Cmd::Close(tx));
+    }
+}
+
+struct Consumer {
+    conn_id: u64,
+    consumer_id: u64,
+    name: String,
+    priority_level: i32,
+    seq: u64,
+    tx: mpsc::Sender<OutFrame>,
+    keep_entry_metadata: bool,
+    protocol_version: i32,
+    permits: i64,
+    /// Delivered, not yet acknowledged: position -> messages in the entry.
+    unacked: BTreeMap<Position, u32>,
+    unacked_messages: u64,
+}
+
+/// The actor.
+pub struct Subscription {
+    topic: Arc<Topic>,
+    name: String,
+    durable: bool,
+    cursor: ManagedCursor,
+    sub_type: Option<SubType>,
+    shared_type: Arc<Mutex<Option<SubType>>>,
+    consumers: Vec<Consumer>,
+    next_seq: u64,
+    selector: SharedSelector,
+    /// Entries to deliver again before reading on (redelivered, or left by a consumer).
+    replay: BTreeSet<Position>,
+    redelivery_counts: HashMap<Position, u32>,
+    /// Delayed messages (Shared only): due time (ms) -> positions.
+    delayed: BTreeMap<u64, Vec<Position>>,
+    /// Failover/Exclusive: index of the active consumer.
+    active: Option<usize>,
+    max_read: usize,
+    max_unacked: u32,
+}
+
+impl Subscription {
+    pub fn start(
+        topic: Arc<Topic>,
+        name: String,
+        durable: bool,
+        cursor: ManagedCursor,
+    ) -> SubscriptionHandle {
+        let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
+        let closed = Arc::new(AtomicBool::new(false));
+        let shared_type = Arc::new(Mutex::new(None));
+        let handle = SubscriptionHandle {
+            name: name.clone(),
+            durable,
+            cursor: cursor.clone(),
+            tx,
+            closed: closed.clone(),
+            sub_type: shared_type.clone(),
+        };
+        let span = info_span!("subscription", topic = %topic.name, subscription = %name);
+        let settings = topic.settings;
+        let sub = Subscription {
+            topic,
+            name,
+            durable,
+            cursor,
+            sub_type: None,
+            shared_type,
+            consumers: Vec::new(),
+            next_seq: 0,
+            selector: SharedSelector::default(),
+            replay: BTreeSet::new(),
+            redelivery_counts: HashMap::new(),
+            delayed: BTreeMap::new(),
+            active: None,
+            max_read: settings.max_read_entries.max(1),
+            max_unacked: settings.max_unacked_messages,
+        };
+        tokio::spawn(
+            async move {
+                let topic = sub.topic.clone();
+                let name = sub.name.clone();
+                sub.run(rx).await;
+                closed.store(true, Ordering::Release);
+                topic.subscription_ended(&name);
+            }
+            .instrument(span),
+        );
+        handle
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        let mut lac = self.topic.ledger.watch_last_confirmed();
+        let mut ledger_open = true;
+        loop {
+            if let Err(e) = self.dispatch().await {
+                warn!(error = %e, "dispatch failed; retrying shortly");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let next_due = self.delayed.keys().next().copied();
+            tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    None => break,
+                    Some(cmd) => {
+                        if self.handle(cmd).await.is_break() {
+                            break;
+                        }
+                    }
+                },
+                r = lac.changed(), if ledger_open => {
+                    if r.is_err() {
+                        ledger_open = false;
+                    }
+                }
+                _ = sleep_until_ms(next_due.unwrap_or(0)), if next_due.is_some() => {
+                    self.release_due_delayed();
+                }
+            }
+        }
+    }
+
+    async fn handle(&mut self, cmd: Cmd) -> std::ops::ControlFlow<()> {
+        use std::ops::ControlFlow::{Break, Continue};
+        match cmd {
+            Cmd::Add(spec, reply) => {
+                let r = self.add(spec);
+                let _ = reply.send(r);
+            }
+            Cmd::Remove {
+                conn_id,
+                consumer_id,
+                reply,
+            } => {
+                self.remove(conn_id, consumer_id);
+                if let Some(r) = reply {
+                    let _ = r.send(());
+                }
+                if self.consumers.is_empty() && !self.durable {
+                    return Break(());
+                }
+            }
+            Cmd::Flow {
+                conn_id,
+                consumer_id,
+                permits,
+            } => {
+                if let Some(c) = self.find_mut(conn_id, consumer_id) {
+                    c.permits = c.permits.saturating_add(i64::from(permits));
+                }
+            }
+            Cmd::Ack {
+                conn_id,
+                consumer_id,
+                ack,
+                reply,
+            } => {
+                let r = self.ack(conn_id, consumer_id, ack);
+                let _ = reply.send(r);
+            }
+            Cmd::Redeliver {
+                conn_id,
+                consumer_id,
+                ids,
+            } => self.redeliver(conn_id, consumer_id, ids),
+            Cmd::Seek {
+                conn_id,
+                consumer_id,
+                request_id,
+                target,
+            } => {
+                self.seek(conn_id, consumer_id, request_id, target).await;
+            }
+            Cmd::Unsubscribe {
+                conn_id,
+                consumer_id,
+                reply,
+            } => {
+                if self
+                    .consumers
+                    .iter()
+                    .any(|c| (c.conn_id, c.consumer_id) != (conn_id, consumer_id))
+                {
+                    let _ = reply.send(Err(BrokerError::ConsumerBusy(format!(
+                        "subscription {} has other connected consumers",
+                        self.name
+                    ))));
+                    return Continue(());
+                }
+                if self.durable
+                    && let Err(e) = self.topic.ledger.delete_cursor(&self.name).await
+                {
+                    let _ = reply.send(Err(e.into()));
+                    return Continue(());
+                }
+                self.consumers.clear();
+                let _ = reply.send(Ok(()));
+                return Break(());
+            }
+            Cmd::Stats {
+                conn_id,
+                consumer_id,
+                reply,
+            } => {
+                let backlog = self.cursor.backlog();
+                let sub_type = self.sub_type;
+                let r = match self.find_mut(conn_id, consumer_id) {
+                    Some(c) => Ok(ConsumerStats {
+                        permits: c.permits.max(0) as u64,
+                        unacked: c.unacked_messages,
+                        backlog,
+                        sub_type,
+                    }),
+                    None => Err(BrokerError::ConsumerNotFound("consumer not found".into())),
+                };
+                let _ = reply.send(r);
+            }
+            Cmd::Close(done) => {
+                for c in self.consumers.drain(..) {
+                    let _ = c.tx.try_send(OutFrame::command(commands::close_consumer(
+                        c.consumer_id,
+                        None,
+                        None,
+                    )));
+                }
+                if self.durable
+                    && let Err(e) = self.cursor.flush().await
+                {
+                    warn!(error = %e, "flushing the cursor failed");
+                }
+                let _ = done.send(());
+                return Break(());
+            }
+        }
+        Continue(())
+    }
+
+    fn find_mut(&mut self, conn_id: u64, consumer_id: u64) -> Option<&mut Consumer> {
+        self.consumers
+            .iter_mut()
+            .find(|c| c.conn_id == conn_id && c.consumer_id == consumer_id)
+    }
+
+    fn add(&mut self, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        if spec.sub_type == SubType::KeyShared {
+            return Err(BrokerError::NotAllowed(
+                "Key_Shared subscriptions are not served by this broker yet".into(),
+            ));
+        }
+        if !self.consumers.is_empty() {
+            if self.sub_type != Some(spec.sub_type) {
+                return Err(BrokerError::ConsumerBusy(format!(
+                    "subscription {} is of type {}, not {}",
+                    self.name,
+                    self.sub_type.map(SubType::as_str).unwrap_or("?"),
+                    spec.sub_type.as_str()
+                )));
+            }
+            if spec.sub_type == SubType::Exclusive {
+                return Err(BrokerError::ConsumerBusy(format!(
+                    "exclusive consumer is already connected to subscription {}",
+                    self.name
+                )));
+            }
+        }
+        if self
+            .consumers
+            .iter()
+            .any(|c| c.conn_id == spec.conn_id && c.consumer_id == spec.consumer_id)
+        {
+            return Err(BrokerError::ConsumerBusy(format!(
+                "consumer id {} is already subscribed",
+                spec.consumer_id
+            )));
+        }
+        self.sub_type = Some(spec.sub_type);
+        *self.shared_type.lock() = self.sub_type;
+        self.next_seq += 1;
+        self.consumers.push(Consumer {
+            conn_id: spec.conn_id,
+            consumer_id: spec.consumer_id,
+            name: spec.name,
+            priority_level: spec.priority_level,
+            seq: self.next_seq,
+            tx: spec.tx,
+            keep_entry_metadata: spec.keep_entry_metadata,
+            protocol_version: spec.protocol_version,
+            permits: 0,
+            unacked: BTreeMap::new(),
+            unacked_messages: 0,
+        });
+        if self.consumers.len() == 1 {
+            // A fresh start: everything not acknowledged is delivered again.
+            self.cursor.rewind();
+            self.replay.clear();
+            self.delayed.clear();
+        }
+        self.update_active();
+        debug!(consumers = self.consumers.len(), "consumer added");
+        Ok(())
+    }
+
+    fn remove(&mut self, conn_id: u64, consumer_id: u64) {
+        let Some(i) = self
+            .consumers
+            .iter()
+            .position(|c| c.conn_id == conn_id && c.consumer_id == consumer_id)
+        else {
+            return;
+        };
+        let c = self.consumers.remove(i);
+        self.give_back(c.unacked.keys().copied().collect());
+        if self.consumers.is_empty() {
+            self.sub_type = None;
+            *self.shared_type.lock() = None;
+        }
+        self.active = None;
+        self.update_active();
+        debug!(consumers = self.consumers.len(), "consumer removed");
+    }
+
+    /// Entries that must be delivered again: to the replay queue (Shared), or
+    /// a rewind of the cursor (one active consumer: it gets everything unacked, in order).
+    fn give_back(&mut self, positions: Vec<Position>) {
+        for p in &positions {
+            *self.redelivery_counts.entry(*p).or_insert(0) += 1;
+        }
+        if self.sub_type == Some(SubType::Shared) {
+            self.replay.extend(positions);
+        } else if !positions.is_empty() {
+            for c in &mut self.consumers {
+                c.unacked.clear();
+                c.unacked_messages = 0;
+            }
+            self.replay.clear();
+            self.delayed.clear();
+            self.cursor.rewind();
+        }
+    }
+
+    /// Recomputes the active consumer of Exclusive/Failover and tells the
+    /// consumers when it changes.
+    fn update_active(&mut self) {
+        if !matches!(self.sub_type, Some(SubType::Exclusive | SubType::Failover)) {
+            self.active = None;
+            return;
+        }
+        let keys: Vec<ConsumerKey<'_>> = self
+            .consumers
+            .iter()
+            .map(|c| ConsumerKey {
+                priority_level: c.priority_level,
+                name: &c.name,
+                seq: c.seq,
+            })
+            .collect();
+        let new = failover_active(&keys, self.topic.name.partition());
+        let old_id = self
+            .active
+            .and_then(|i| self.consumers.get(i))
+            .map(|c| (c.conn_id, c.consumer_id));
+        let new_id = new.map(|i| (self.consumers[i].conn_id, self.consumers[i].consumer_id));
+        self.active = new;
+        if old_id == new_id && old_id.is_some() {
+            return;
+        }
+        if self.sub_type == Some(SubType::Failover) {
+            // The new active consumer gets everything not acknowledged.
+            let all: Vec<Position> = self
+                .consumers
+                .iter()
+                .flat_map(|c| c.unacked.keys().copied())
+                .collect();
+            self.give_back(all);
+            for c in &self.consumers {
+                if c.protocol_version >= 12 {
+                    let is_active = Some((c.conn_id, c.consumer_id)) == new_id;
+                    let _ =
+                        c.tx.try_send(OutFrame::command(commands::active_consumer_change(
+                            c.consumer_id,
+                            is_active,
+                        )));
+                }
+            }
+        }
+    }
+
+    /// Whether consumer `i` can take another entry now.
+    fn can_take(&self, i: usize) -> bool {
+        let c = &self.consumers[i];
+        c.permits > 0 && (self.max_unacked == 0 || c.unacked_messages < u64::from(self.max_unacked))
+    }
+
+    fn pick(&mut self) -> Option<usize> {
+        match self.sub_type? {
+            SubType::Shared => {
+                let ready: Vec<u32> = (0..self.consumers.len())
+                    .map(|i| u32::from(self.can_take(i)))
+                    .collect();
+                self.selector.pick(&ready)
+            }
+            _ => self.active.filter(|&i| self.can_take(i)),
+        }
+    }
+
+    fn any_ready(&self) -> bool {
+        match self.sub_type {
+            Some(SubType::Shared) => (0..self.consumers.len()).any(|i| self.can_take(i)),
+            Some(_) => self.active.is_some_and(|i| self.can_take(i)),
+            None => false,
+        }
+    }
+
+    /// Sends as many entries as the consumers' permits allow.
+    async fn dispatch(&mut self) -> Result<(), BrokerError> {
+        loop {
+            if !self.any_ready() {
+                return Ok(());
+            }
+            // Redeliveries first, oldest first.
+            if let Some(&p) = self.replay.iter().next() {
+                self.replay.remove(&p);
+                if self.cursor.is_acked(p) {
+                    self.redelivery_counts.remove(&p);
+                    continue;
+                }
+                let entries = self.topic.ledger.read(p, 1).await?;
+                match entries.into_iter().next() {
+                    Some(e) if e.position == p => {
+                        if !self.deliver(e).await {
+                            self.replay.insert(p);
+                            return Ok(());
+                        }
+                    }
+                    _ => {
+                        self.redelivery_counts.remove(&p);
+                    }
+                }
+                continue;
+            }
+            let entries = self.cursor.read(self.max_read).await?;
+            if entries.is_empty() {
+                return Ok(());
+            }
+            let mut iter = entries.into_iter();
+            while let Some(e) = iter.next() {
+                let p = e.position;
+                if !self.deliver(e).await {
+                    // Nobody can take it now: read it again later.
+                    self.cursor.seek_read(p);
+                    return Ok(());
+                }
+                if !self.any_ready() {
+                    if let Some(next) = iter.next() {
+                        self.cursor.seek_read(next.position);
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Delivers one entry to the consumer whose turn it is. False when no
+    /// consumer can take it (it stays undelivered).
+    async fn deliver(&mut self, e: Entry) -> bool {
+        let meta = match payload::peek_metadata(&e.data) {
+            Ok(m) => m,
+            Err(err) => {
+                // Stored bytes we cannot read: skip them rather than wedge the subscription.
+                warn!(position = %e.position, error = %err, "unreadable entry acknowledged and skipped");
+                self.cursor.delete(&[e.position]);
+                return true;
+            }
+        };
+        if meta.marker_type.is_some_and(|m| m != 0) {
+            self.cursor.delete(&[e.position]);
+            return true;
+        }
+        if self.sub_type == Some(SubType::Shared)
+            && let Some(at) = meta.deliver_at_time.filter(|t| *t > 0)
+            && (at as u64) > now_ms()
+        {
+            self.delayed.entry(at as u64).or_default().push(e.position);
+            return true;
+        }
+        let Some(i) = self.pick() else { return false };
+        let n = strobe_wire::batch::message_count(&meta);
+        let redelivery = self
+            .redelivery_counts
+            .get(&e.position)
+            .copied()
+            .unwrap_or(0);
+        let ack_set = if strobe_wire::batch::is_batch(&meta) {
+            self.cursor
+                .batch_unacked_set(e.position)
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let c = &mut self.consumers[i];
+        let mut id = commands::message_id(e.position.ledger_id, e.position.entry_id);
+        if strobe_wire::batch::is_batch(&meta) {
+            id.batch_size = Some(n as i32);
+        }
+        let frame = match commands::message_frame(
+            c.consumer_id,
+            id,
+            redelivery,
+            ack_set,
+            None,
+            &e.data,
+            c.keep_entry_metadata,
+        ) {
+            Ok(f) => f,
+            Err(err) => {
+                warn!(position = %e.position, error = %err, "cannot frame entry; skipped");
+                self.cursor.delete(&[e.position]);
+                return true;
+            }
+        };
+        if c.tx.send(frame).await.is_err() {
+            // The connection is gone; its consumers are being removed.
+            let (conn, cid) = (c.conn_id, c.consumer_id);
+            self.remove(conn, cid);
+            return false;
+        }
+        c.permits -= i64::from(permits_for_entry(n));
+        c.unacked.insert(e.position, n);
+        c.unacked_messages += u64::from(n);
+        true
+    }
+
+    fn release_due_delayed(&mut self) {
+        let now = now_ms();
+        while let Some((&t, _)) = self.delayed.iter().next() {
+            if t > now {
+                break;
+            }
+            let ps = self.delayed.remove(&t).unwrap_or_default();
+            self.replay_delayed(ps);
+        }
+    }
+
+    /// Due delayed messages go through the replay queue; `deliver` then finds
+    /// their time has passed.
+    fn replay_delayed(&mut self, ps: Vec<Position>) {
+        self.replay.extend(ps);
+    }
+
+    fn forget(&mut self, p: Position) {
+        for c in &mut self.consumers {
+            if let Some(n) = c.unacked.remove(&p) {
+                c.unacked_messages = c.unacked_messages.saturating_sub(u64::from(n));
+            }
+        }
+        self.replay.remove(&p);
+        self.redelivery_counts.remove(&p);
+    }
+
+    fn ack(&mut self, conn_id: u64, consumer_id: u64, ack: CommandAck) -> Result<(), BrokerError> {
+        let cumulative = ack.ack_type() == AckType::Cumulative;
+        if cumulative && self.sub_type == Some(SubType::Shared) {
+            return Err(BrokerError::NotAllowed(format!(
+                "cumulative acknowledgement is not allowed on Shared subscription {}",
+                self.name
+            )));
+        }
+        for id in &ack.message_id {
+            let p = Position::new(id.ledger_id, id.entry_id);
+            let batch_size = self
+                .consumers
+                .iter()
+                .find_map(|c| c.unacked.get(&p).copied())
+                .or(id.batch_size.map(|b| b.max(0) as u32))
+                .unwrap_or((id.ack_set.len() * 64) as u32);
+            if cumulative {
+                if id.ack_set.is_empty() {
+                    self.cursor.mark_delete(p);
+                } else {
+                    if p.entry_id > 0 {
+                        self.cursor
+                            .mark_delete(Position::new(p.ledger_id, p.entry_id - 1));
+                    }
+                    self.cursor.ack_batch_set(p, batch_size, &id.ack_set);
+                }
+                let done: Vec<Position> = self
+                    .consumers
+                    .iter()
+                    .flat_map(|c| c.unacked.range(..=p).map(|(k, _)| *k))
+                    .filter(|k| self.cursor.is_acked(*k))
+                    .collect();
+                for k in done {
+                    self.forget(k);
+                }
+                let replayed: Vec<Position> = self.replay.range(..=p).copied().collect();
+                for k in replayed {
+                    if self.cursor.is_acked(k) {
+                        self.forget(k);
+                    }
+                }
+            } else {
+                if id.ack_set.is_empty() {
+                    self.cursor.delete(&[p]);
+                } else {
+                    self.cursor.ack_batch_set(p, batch_size, &id.ack_set);
+                }
+                if self.cursor.is_acked(p) {
+                    self.forget(p);
+                }
+            }
+        }
+        let _ = (conn_id, consumer_id);
+        Ok(())
+    }
+
+    fn redeliver(&mut self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {
+        let redeliver_all = ids.is_empty();
+        let Some(c) = self.find_mut(conn_id, consumer_id) else {
+            return;
+        };
+        let positions: Vec<Position> = if redeliver_all {
+            let all: Vec<Position> = c.unacked.keys().copied().collect();
+            c.unacked.clear();
+            c.unacked_messages = 0;
+            all
+        } else {
+            let mut ps = Vec::new();
+            for id in ids {
+                let p = Position::new(id.ledger_id, id.entry_id);
+                if let Some(n) = c.unacked.remove(&p) {
+                    c.unacked_messages = c.unacked_messages.saturating_sub(u64::from(n));
+                    ps.push(p);
+                }
+            }
+            ps
+        };
+        if self.sub_type == Some(SubType::Shared) || !redeliver_all {
+            for p in &positions {
+                *self.redelivery_counts.entry(*p).or_insert(0) += 1;
+            }
+            self.replay.extend(positions);
+        } else {
+            self.give_back(positions);
+        }
+    }
+
+    async fn seek(&mut self, conn_id: u64, consumer_id: u64, request_id: u64, target: SeekTarget) {
+        let requester = self
+            .consumers
+            .iter()
+            .find(|c| c.conn_id == conn_id && c.consumer_id == consumer_id)
+            .map(|c| c.tx.clone());
+        let Some(reply_tx) = requester else { return };
+        let result = async {
+            let p = match target {
+                SeekTarget::Message(s) => {
+                    let mut s = s;
+                    // Seek is inclusive of the message it names.
+                    s.inclusive = true;
+                    s.resolve(&self.topic.ledger)
+                }
+                SeekTarget::PublishTime(t) => find_by_publish_time(&self.topic.ledger, t).await?,
+            };
+            self.cursor.reset(p).await?;
+            Ok::<_, BrokerError>(())
+        }
+        .await;
+        let reply = match &result {
+            Ok(()) => commands::success(request_id),
+            Err(e) => commands::error(request_id, e.server_error(), e.to_string()),
+        };
+        let _ = reply_tx.send(OutFrame::command(reply)).await;
+        if result.is_ok() {
+            // Everyone starts over from the new position: consumers reconnect.
+            self.replay.clear();
+            self.delayed.clear();
+            self.redelivery_counts.clear();
+            for c in self.consumers.drain(..) {
+                let _ =
+                    c.tx.send(OutFrame::command(commands::close_consumer(
+                        c.consumer_id,
+                        None,
+                        None,
+                    )))
+                    .await;
+            }
+            self.sub_type = None;
+            *self.shared_type.lock() = None;
+            self.active = None;
+        }
+    }
+}
+
+/// The first entry published at or after `t` (ms), or the end of the topic.
+async fn find_by_publish_time(ledger: &ManagedLedger, t: u64) -> Result<Position, BrokerError> {
+    let mut from = ledger.first_position();
+    loop {
+        let entries = ledger.read(from, 500).await?;
+        let Some(last) = entries.last() else { break };
+        from = Position::new(last.position.ledger_id, last.position.entry_id + 1);
+        for e in &entries {
+            if payload::peek_metadata(&e.data).is_ok_and(|m| m.publish_time >= t) {
+                return Ok(e.position);
+            }
+        }
+    }
+    Ok(match ledger.last_confirmed() {
+        Some(p) => Position::new(p.ledger_id, p.entry_id + 1),
+        None => ledger.first_position(),
+    })
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+async fn sleep_until_ms(t: u64) {
+    let now = now_ms();
+    if t > now {
+        tokio::time::sleep(Duration::from_millis(t - now)).await;
+    }
+}

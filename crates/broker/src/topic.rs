@@ -1,0 +1,417 @@
+//! One persistent topic: Pulsar's `PersistentTopic`. It owns the topic's
+//! managed ledger, its producers (access modes, deduplication) and its
+//! subscriptions.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use strobe_ledger::{
+    AppendFuture, InitialPosition, LedgerBackend, LedgerConfig, ManagedLedger, Position,
+};
+use strobe_model::{SubType, TopicName};
+use strobe_wire::proto::ProducerAccessMode;
+use strobe_wire::{OutFrame, commands};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+use crate::BrokerError;
+use crate::subscription::{ConsumerSpec, StartPosition, Subscription, SubscriptionHandle};
+
+/// A producer's identity on the broker: (connection, producer id).
+pub type ProducerKey = (u64, u64);
+
+#[derive(Debug)]
+struct ProducerEntry {
+    name: String,
+    mode: ProducerAccessMode,
+    /// The connection's writer, to close the producer from the broker side.
+    tx: mpsc::Sender<OutFrame>,
+}
+
+/// What a new producer gets.
+#[derive(Debug)]
+pub struct ProducerGrant {
+    pub name: String,
+    pub last_sequence_id: i64,
+    pub topic_epoch: Option<u64>,
+    /// For WaitForExclusive: resolves when the producer holds the topic.
+    pub wait: Option<oneshot::Receiver<Result<u64, BrokerError>>>,
+}
+
+#[derive(Debug)]
+pub struct AddProducer<'a> {
+    pub key: ProducerKey,
+    pub name: String,
+    pub user_named: bool,
+    pub mode: ProducerAccessMode,
+    pub topic_epoch: Option<u64>,
+    pub tx: &'a mpsc::Sender<OutFrame>,
+}
+
+/// Deduplication state: the highest sequence id accepted (pushed) and stored
+/// (persisted) per producer name.
+#[derive(Debug, Default)]
+struct Dedup {
+    pushed: HashMap<String, i64>,
+    persisted: HashMap<String, i64>,
+}
+
+#[derive(Debug, Default)]
+struct TopicState {
+    producers: HashMap<ProducerKey, ProducerEntry>,
+    /// The producer holding exclusive access, if any.
+    exclusive: Option<ProducerKey>,
+    /// WaitForExclusive producers, in arrival order.
+    waiting: VecDeque<(
+        ProducerKey,
+        ProducerEntry,
+        oneshot::Sender<Result<u64, BrokerError>>,
+    )>,
+    topic_epoch: u64,
+    dedup: Option<Dedup>,
+    subscriptions: HashMap<String, SubscriptionHandle>,
+    closed: bool,
+}
+
+/// The outcome of a publish.
+#[derive(Debug)]
+pub enum Published {
+    /// Resolves to the stored position once it is durable.
+    Stored(AppendFuture),
+    /// A sequence id at or below the producer's highest: not stored again.
+    Duplicate,
+}
+
+/// Dispatch limits every subscription of a topic follows.
+#[derive(Debug, Clone, Copy)]
+pub struct DispatchSettings {
+    /// Entries read from storage at once.
+    pub max_read_entries: usize,
+    /// A consumer holding this many unacknowledged messages gets no more (0: no limit).
+    pub max_unacked_messages: u32,
+}
+
+pub struct Topic {
+    pub name: TopicName,
+    pub ledger: ManagedLedger,
+    pub settings: DispatchSettings,
+    state: Mutex<TopicState>,
+}
+
+impl std::fmt::Debug for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topic")
+            .field("name", &self.name.to_string())
+            .finish()
+    }
+}
+
+impl Topic {
+    pub async fn open(
+        name: TopicName,
+        backend: &dyn LedgerBackend,
+        config: LedgerConfig,
+        dedup: bool,
+        settings: DispatchSettings,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let ledger = ManagedLedger::open(backend, &name.to_string(), config).await?;
+        let mut state = TopicState::default();
+        if dedup {
+            state.dedup = Some(rebuild_dedup(&ledger).await?);
+        }
+        let topic = Arc::new(Topic {
+            name,
+            ledger,
+            settings,
+            state: Mutex::new(state),
+        });
+        info!(topic = %topic.name, "topic loaded");
+        Ok(topic)
+    }
+
+    /// Registers a producer, applying its access mode.
+    pub fn add_producer(&self, req: AddProducer<'_>) -> Result<ProducerGrant, BrokerError> {
+        let mut st = self.state.lock();
+        if st.closed {
+            return Err(BrokerError::ServiceNotReady(format!(
+                "topic {} is closing",
+                self.name
+            )));
+        }
+        if st.producers.values().any(|p| p.name == req.name) {
+            return Err(BrokerError::ProducerBusy(format!(
+                "producer with name '{}' is already connected to topic {}",
+                req.name, self.name
+            )));
+        }
+        let last_sequence_id = st
+            .dedup
+            .as_ref()
+            .and_then(|d| d.pushed.get(&req.name).copied())
+            .unwrap_or(-1);
+        let entry = ProducerEntry {
+            name: req.name.clone(),
+            mode: req.mode,
+            tx: req.tx.clone(),
+        };
+        let exclusive_mode = req.mode != ProducerAccessMode::Shared;
+        // A reconnecting exclusive producer that lost the topic is fenced.
+        if exclusive_mode && req.topic_epoch.is_some_and(|e| e < st.topic_epoch) {
+            return Err(BrokerError::ProducerFenced(format!(
+                "producer epoch {} is older than the topic's {}: another producer took the topic",
+                req.topic_epoch.unwrap_or(0),
+                st.topic_epoch
+            )));
+        }
+        let grant = |epoch| ProducerGrant {
+            name: req.name.clone(),
+            last_sequence_id,
+            topic_epoch: epoch,
+            wait: None,
+        };
+        match req.mode {
+            ProducerAccessMode::Shared => {
+                if st.exclusive.is_some() {
+                    return Err(BrokerError::ProducerBusy(format!(
+                        "topic {} has an exclusive producer",
+                        self.name
+                    )));
+                }
+                st.producers.insert(req.key, entry);
+                Ok(grant(None))
+            }
+            ProducerAccessMode::Exclusive => {
+                if !st.producers.is_empty() {
+                    return Err(BrokerError::ProducerBusy(format!(
+                        "topic {} already has {} producer(s); exclusive access refused",
+                        self.name,
+                        st.producers.len()
+                    )));
+                }
+                st.topic_epoch += 1;
+                st.exclusive = Some(req.key);
+                st.producers.insert(req.key, entry);
+                Ok(grant(Some(st.topic_epoch)))
+            }
+            ProducerAccessMode::ExclusiveWithFencing => {
+                // Fence everyone else: they get CLOSE_PRODUCER, and a later reconnect
+                // with the old epoch is refused.
+                for ((_, pid), p) in st.producers.drain() {
+                    let _ =
+                        p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+                }
+                for (_, _, waiter) in st.waiting.drain(..) {
+                    let _ = waiter.send(Err(BrokerError::ProducerFenced(
+                        "fenced by a new exclusive producer".into(),
+                    )));
+                }
+                st.topic_epoch += 1;
+                st.exclusive = Some(req.key);
+                st.producers.insert(req.key, entry);
+                Ok(grant(Some(st.topic_epoch)))
+            }
+            ProducerAccessMode::WaitForExclusive => {
+                if st.producers.is_empty() {
+                    st.topic_epoch += 1;
+                    st.exclusive = Some(req.key);
+                    st.producers.insert(req.key, entry);
+                    return Ok(grant(Some(st.topic_epoch)));
+                }
+                let (tx, rx) = oneshot::channel();
+                st.waiting.push_back((req.key, entry, tx));
+                Ok(ProducerGrant {
+                    wait: Some(rx),
+                    ..grant(None)
+                })
+            }
+        }
+    }
+
+    /// Removes a producer (closed by its client or its connection ended) and
+    /// lets the next WaitForExclusive producer in.
+    pub fn remove_producer(&self, key: ProducerKey) {
+        let mut st = self.state.lock();
+        st.waiting.retain(|(k, _, _)| *k != key);
+        if st.producers.remove(&key).is_none() {
+            return;
+        }
+        if st.exclusive == Some(key) {
+            st.exclusive = None;
+        }
+        if st.producers.is_empty() {
+            while let Some((k, entry, waiter)) = st.waiting.pop_front() {
+                let epoch = st.topic_epoch + 1;
+                if waiter.send(Ok(epoch)).is_ok() {
+                    st.topic_epoch = epoch;
+                    st.exclusive = Some(k);
+                    debug!(topic = %self.name, producer = %entry.name, mode = ?entry.mode, "waiting producer takes the topic");
+                    st.producers.insert(k, entry);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Whether the producer is still registered (not fenced or closed by the broker).
+    pub fn has_producer(&self, key: ProducerKey) -> bool {
+        self.state.lock().producers.contains_key(&key)
+    }
+
+    /// Stores one entry (the metadata-and-payload bytes as received). With
+    /// deduplication on, a sequence id at or below the producer's highest is
+    /// dropped.
+    pub fn publish(&self, producer: &str, highest_sequence_id: i64, section: Bytes) -> Published {
+        let mut st = self.state.lock();
+        if let Some(d) = st.dedup.as_mut() {
+            let last = d.pushed.get(producer).copied().unwrap_or(-1);
+            if highest_sequence_id <= last {
+                return Published::Duplicate;
+            }
+            d.pushed.insert(producer.to_owned(), highest_sequence_id);
+        }
+        // The append is queued under the lock so positions follow the order of
+        // the dedup decisions.
+        Published::Stored(self.ledger.append(section))
+    }
+
+    /// After a publish completes: record the persisted sequence id, or on
+    /// failure forget what was pushed but not stored.
+    pub fn published(&self, producer: &str, highest_sequence_id: i64, ok: bool) {
+        let mut st = self.state.lock();
+        if let Some(d) = st.dedup.as_mut() {
+            if ok {
+                d.persisted.insert(producer.to_owned(), highest_sequence_id);
+            } else {
+                let persisted = d.persisted.get(producer).copied().unwrap_or(-1);
+                d.pushed.insert(producer.to_owned(), persisted);
+            }
+        }
+    }
+
+    /// Adds a consumer to subscription `name`, creating the subscription if needed.
+    pub async fn subscribe(
+        self: &Arc<Self>,
+        name: &str,
+        durable: bool,
+        initial: InitialPosition,
+        start: Option<StartPosition>,
+        consumer: ConsumerSpec,
+    ) -> Result<SubscriptionHandle, BrokerError> {
+        let existing = self.state.lock().subscriptions.get(name).cloned();
+        let handle = match existing {
+            Some(h) if !h.is_closed() => h,
+            _ => {
+                let cursor = if durable {
+                    self.ledger.open_cursor(name, initial).await?
+                } else {
+                    let start = match start {
+                        Some(s) => s.resolve(&self.ledger),
+                        None => match initial {
+                            InitialPosition::Earliest => Position::EARLIEST,
+                            InitialPosition::Latest => self.next_position(),
+                        },
+                    };
+                    self.ledger.new_non_durable_cursor(start)
+                };
+                let h = Subscription::start(self.clone(), name.to_owned(), durable, cursor);
+                let mut st = self.state.lock();
+                if st.closed {
+                    h.shutdown();
+                    return Err(BrokerError::ServiceNotReady(format!(
+                        "topic {} is closing",
+                        self.name
+                    )));
+                }
+                // Another subscribe may have raced us; keep the first.
+                match st.subscriptions.get(name) {
+                    Some(other) if !other.is_closed() && durable => {
+                        h.shutdown();
+                        other.clone()
+                    }
+                    _ => {
+                        st.subscriptions.insert(name.to_owned(), h.clone());
+                        h
+                    }
+                }
+            }
+        };
+        handle.add_consumer(consumer).await?;
+        Ok(handle)
+    }
+
+    /// The position a reader starting at "latest" reads first.
+    pub fn next_position(&self) -> Position {
+        match self.ledger.last_confirmed() {
+            Some(p) => Position::new(p.ledger_id, p.entry_id + 1),
+            None => self.ledger.first_position(),
+        }
+    }
+
+    pub fn subscription_type_of(&self, name: &str) -> Option<SubType> {
+        self.state
+            .lock()
+            .subscriptions
+            .get(name)
+            .and_then(|s| s.sub_type())
+    }
+
+    /// Forgets a subscription whose actor has stopped.
+    pub fn subscription_ended(&self, name: &str) {
+        let mut st = self.state.lock();
+        if st.subscriptions.get(name).is_some_and(|s| s.is_closed()) {
+            st.subscriptions.remove(name);
+        }
+    }
+
+    pub fn subscription_names(&self) -> Vec<String> {
+        self.state.lock().subscriptions.keys().cloned().collect()
+    }
+
+    /// Closes the topic: producers get CLOSE_PRODUCER, subscriptions close
+    /// their consumers, and storage is flushed.
+    pub async fn close(&self) {
+        let subs: Vec<SubscriptionHandle> = {
+            let mut st = self.state.lock();
+            st.closed = true;
+            for ((_, pid), p) in st.producers.drain() {
+                let _ =
+                    p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+            }
+            for (_, _, w) in st.waiting.drain(..) {
+                let _ = w.send(Err(BrokerError::ServiceNotReady("topic closing".into())));
+            }
+            st.subscriptions.drain().map(|(_, s)| s).collect()
+        };
+        for s in subs {
+            s.close().await;
+        }
+        if let Err(e) = self.ledger.close().await {
+            warn!(topic = %self.name, error = %e, "closing the ledger failed");
+        }
+    }
+}
+
+/// Rebuilds the per-producer highest sequence ids from the stored entries.
+async fn rebuild_dedup(ledger: &ManagedLedger) -> Result<Dedup, BrokerError> {
+    let mut d = Dedup::default();
+    let mut from = ledger.first_position();
+    loop {
+        let entries = ledger.read(from, 1000).await?;
+        let Some(last) = entries.last() else { break };
+        from = Position::new(last.position.ledger_id, last.position.entry_id + 1);
+        for e in &entries {
+            if let Ok(m) = strobe_wire::payload::peek_metadata(&e.data) {
+                let seq = m
+                    .highest_sequence_id
+                    .filter(|h| *h > 0)
+                    .unwrap_or(m.sequence_id) as i64;
+                let slot = d.persisted.entry(m.producer_name).or_insert(-1);
+                *slot = (*slot).max(seq);
+            }
+        }
+    }
+    d.pushed = d.persisted.clone();
+    Ok(d)
+}
