@@ -47,6 +47,9 @@ struct Args {
     /// Only run these phases (comma separated: bare,seq,tput1,tputN,large,rate1,rateN).
     #[arg(long, default_value = "bare,seq,tput1,tputN,large,rate1,rateN")]
     phases: String,
+    /// Journal file size in MiB (a full file triggers a checkpoint).
+    #[arg(long, default_value_t = 64)]
+    journal_mib: u64,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -230,6 +233,24 @@ async fn fixed_rate(
     }
 }
 
+/// Waits (up to 60 s) until the page cache holds little dirty data, so one
+/// phase's writeback does not land in the next phase's fsyncs.
+fn quiesce() {
+    let t0 = Instant::now();
+    loop {
+        let dirty_kb: u64 = std::fs::read_to_string("/proc/meminfo")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("Dirty:") || l.starts_with("Writeback:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        if dirty_kb < 32 << 10 || t0.elapsed() > Duration::from_secs(60) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn report(name: &str, r: Run, size: usize) -> f64 {
     let eps = r.entries as f64 / r.secs;
     let (p50, p99, p999) = r.lat.summary();
@@ -261,6 +282,7 @@ fn main() {
 
     let mut bare_p99 = None;
     if on("bare") {
+        quiesce();
         let (ops, p50, p99, p999) = bare_fdatasync(&root, args.bare_iters);
         bare_p99 = Some(p99);
         println!(
@@ -271,6 +293,7 @@ fn main() {
     }
     let mut seq_mbs = None;
     if on("seq") {
+        quiesce();
         let mbs = bare_sequential(&root, args.seq_mib);
         seq_mbs = Some(mbs);
         println!(
@@ -281,14 +304,37 @@ fn main() {
 
     let mut cfg = FileBackendConfig::new(root.join("data"));
     cfg.sync = SyncMode::Always;
+    cfg.journal_file_bytes = args.journal_mib << 20;
     let backend = FileBackend::open(cfg).unwrap();
     // Let the journal pool be zero-filled before measuring.
     std::thread::sleep(Duration::from_millis(1500));
     rt.block_on(async {
         let one = open_ledgers(&backend, 1, "one").await;
         let many = open_ledgers(&backend, args.topics, "many").await;
+        for (ph, mls, label) in [("rate1", &one, "1 topic"), ("rateN", &many, "many topics")] {
+            if on(ph) {
+                quiesce();
+                let r = fixed_rate(&backend, mls, args.entry_bytes, args.rate, args.secs).await;
+                let mut lat = r.lat.0.clone();
+                lat.sort_unstable();
+                let p99 = pct(&lat, 0.99);
+                let name = if label == "1 topic" {
+                    format!("ledger {} entries/s, 1 topic", args.rate)
+                } else {
+                    format!("ledger {} entries/s, {} topics", args.rate, args.topics)
+                };
+                report(&name, r, args.entry_bytes);
+                if let Some(b) = bare_p99 {
+                    println!(
+                        "  -> p99 is {:.2}x the bare fdatasync p99 (goal <= 2x)",
+                        p99 / b
+                    );
+                }
+            }
+        }
         let mut t1 = None;
         if on("tput1") {
+            quiesce();
             let r =
                 max_throughput(&backend, &one, args.entry_bytes, args.in_flight, args.secs).await;
             t1 = Some(report(
@@ -298,6 +344,7 @@ fn main() {
             ));
         }
         if on("tputN") {
+            quiesce();
             let r =
                 max_throughput(&backend, &many, args.entry_bytes, args.in_flight, args.secs).await;
             let tn = report(
@@ -317,6 +364,7 @@ fn main() {
             }
         }
         if on("large") {
+            quiesce();
             let inflight = (4 * (1usize << 20) / args.large_entry_bytes).max(4);
             let r =
                 max_throughput(&backend, &one, args.large_entry_bytes, inflight, args.secs).await;
@@ -334,26 +382,6 @@ fn main() {
                     "  -> {:.0}% of bare 1 MiB write + fdatasync bandwidth (goal >= 80%)",
                     100.0 * mbs / seq
                 );
-            }
-        }
-        for (ph, mls, label) in [("rate1", &one, "1 topic"), ("rateN", &many, "many topics")] {
-            if on(ph) {
-                let r = fixed_rate(&backend, mls, args.entry_bytes, args.rate, args.secs).await;
-                let mut lat = r.lat.0.clone();
-                lat.sort_unstable();
-                let p99 = pct(&lat, 0.99);
-                let name = if label == "1 topic" {
-                    format!("ledger {} entries/s, 1 topic", args.rate)
-                } else {
-                    format!("ledger {} entries/s, {} topics", args.rate, args.topics)
-                };
-                report(&name, r, args.entry_bytes);
-                if let Some(b) = bare_p99 {
-                    println!(
-                        "  -> p99 is {:.2}x the bare fdatasync p99 (goal <= 2x)",
-                        p99 / b
-                    );
-                }
             }
         }
         for ml in one.iter().chain(many.iter()) {

@@ -211,9 +211,16 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
                 .collect()
         };
         for w in &work {
+            let t0 = std::time::Instant::now();
             w.file
                 .sync_data()
                 .map_err(|e| LedgerError::io("fdatasync", &w.path, e))?;
+            // Pace: leave the disk to the journal's group commits at least half
+            // of the time, so a checkpoint of many topics does not show up
+            // in append latency.
+            if !sh.ckpt.lock().shutdown {
+                std::thread::sleep(t0.elapsed());
+            }
         }
         if work.iter().any(|w| w.new_file) {
             sync_dir(&t.dir)?;
@@ -310,34 +317,42 @@ fn prepare_pool(sh: &Shared) {
         if sh.ckpt.lock().shutdown {
             return;
         }
-        let n = sh.next_pool_id.fetch_add(1, Ordering::Relaxed);
-        let tmp = sh.journal_dir.join(format!("pool-{n}.tmp"));
-        let path = sh.journal_dir.join(format!("pool-{n}.wal"));
-        let r = (|| -> std::io::Result<()> {
-            let f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
-            let zeros = vec![0u8; 1 << 20];
-            let mut at = 0u64;
-            while at < sh.cfg.journal_file_bytes {
-                let n = zeros.len().min((sh.cfg.journal_file_bytes - at) as usize);
-                f.write_all_at(&zeros[..n], at)?;
-                at += n as u64;
-            }
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)
-        })();
-        match r {
-            Ok(()) => sh.pool.lock().push(path),
+        match zero_filled_file(sh) {
+            Ok(path) => sh.pool.lock().push(path),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot preallocate a journal file");
-                let _ = std::fs::remove_file(&tmp);
                 return;
             }
         }
     }
+}
+
+/// Writes one zero-filled, synced spare journal file.
+pub fn zero_filled_file(sh: &Shared) -> Result<PathBuf> {
+    let n = sh.next_pool_id.fetch_add(1, Ordering::Relaxed);
+    let tmp = sh.journal_dir.join(format!("pool-{n}.tmp"));
+    let path = sh.journal_dir.join(format!("pool-{n}.wal"));
+    let r = (|| -> std::io::Result<()> {
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        let zeros = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        while at < sh.cfg.journal_file_bytes {
+            let n = zeros.len().min((sh.cfg.journal_file_bytes - at) as usize);
+            f.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    r.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        LedgerError::io("preallocate", &tmp, e)
+    })?;
+    Ok(path)
 }
 
 /// A segment being checked against the journal during recovery.

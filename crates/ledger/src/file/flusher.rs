@@ -159,6 +159,11 @@ struct Chunk {
 
 impl Flusher {
     pub fn start(sh: Arc<Shared>, seq: u64) -> Result<Flusher> {
+        // The first journal file is preallocated too (once, at startup).
+        if sh.cfg.preallocate && sh.pool.lock().is_empty() {
+            let spare = super::checkpoint::zero_filled_file(&sh)?;
+            sh.pool.lock().push(spare);
+        }
         let jf = open_journal(&sh, seq)?;
         Ok(Flusher {
             sh,
@@ -481,10 +486,30 @@ fn write_chunk(sh: &Shared, c: &Chunk) -> Result<()> {
     if let Some(e) = &f.corrupt {
         return Err(e.clone());
     }
+    let mut created = false;
     if let std::collections::btree_map::Entry::Vacant(v) = f.ledgers.entry(c.ledger) {
         ensure_dir(sh, &t.dir)?;
         v.insert(Segment::create(&t.dir, c.ledger)?);
         f.next_ledger_hint = f.next_ledger_hint.max(c.ledger + 1);
+        created = true;
+    }
+    // Entering a new ledger (rollover): hand the older segments'
+    // write-behind to the OS first, so a topic's files are written in
+    // position order.
+    if created {
+        let older: Vec<u64> = f
+            .ledgers
+            .range(..c.ledger)
+            .filter(|(_, s)| !s.pending.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in older {
+            let seg = f.ledgers.get_mut(&id).expect("listed");
+            if let Err(e) = seg.flush_pending() {
+                f.corrupt = Some(e.clone());
+                return Err(e);
+            }
+        }
     }
     let seg = f.ledgers.get_mut(&c.ledger).expect("just inserted");
     let base = seg.len;

@@ -62,6 +62,9 @@ pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>
     }
     if !files.loaded {
         load(sh, &t, &mut files, &meta)?;
+        // Created here, off the flusher thread: a directory fsync per new
+        // topic must not stall everyone's group commit.
+        ensure_dir(sh, &t.dir)?;
     }
     if let Some(e) = &files.corrupt {
         return Err(e.clone());
@@ -90,6 +93,12 @@ pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     };
+    // Create the new ledger's segment now, off the flusher thread, so the
+    // first append of each of many topics does not stall the group commit.
+    if let std::collections::btree_map::Entry::Vacant(v) = files.ledgers.entry(rec.next_ledger_id) {
+        v.insert(Segment::create(&t.dir, rec.next_ledger_id)?);
+        files.next_ledger_hint = files.next_ledger_hint.max(rec.next_ledger_id + 1);
+    }
     files.open = true;
     drop(files);
     let h: Arc<dyn TopicStorage> = Arc::new(FileTopicHandle {
