@@ -21,19 +21,25 @@
 //! `append` only queues. One flusher thread per backend (per broker) takes
 //! everything queued (up to `max_batch_bytes`), from every producer of every
 //! topic, writes it to the journal with one `pwrite`, runs **one**
-//! `fdatasync` (with `sync = always`), then copies each topic's entries to the
-//! end of its current segment (page cache, no sync: the single writer of each
-//! topic) and completes the appends in order. While a sync runs, new appends
+//! `fdatasync` (with `sync = always`), then appends each topic's entries to
+//! its current segment (the flusher is the single writer of every topic)
+//! and completes the appends in order. Segment writes go through a 64 KiB
+//! write-behind buffer per segment (reads see it), so a topic written at a
+//! low rate costs one `pwrite` per 64 KiB, not one per group commit; the
+//! buffers are bounded by 64 KiB per open topic and the journal covers them
+//! until a checkpoint writes them out. While a sync runs, new appends
 //! queue up and form the next group, so the batch grows with the load and
 //! 1,000 topics cost one fsync per flush, not 1,000. Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata.
 //!
 //! A checkpoint thread runs whenever a journal file fills (or every
-//! `checkpoint_interval`): it syncs the segments written since the previous
-//! checkpoint (one fdatasync per touched segment per checkpoint, not per
-//! flush), writes the index of sealed segments and `checkpoint.json`, then
-//! recycles the journal files it covers.
+//! `checkpoint_interval`): it writes out and syncs the segments touched since
+//! the previous checkpoint (one fdatasync per touched segment per
+//! checkpoint, not per flush; paced so that it takes at most half of the
+//! disk's time), writes the index of sealed segments and `checkpoint.json`,
+//! then recycles the journal files it covers. Recovery replays at most the
+//! journal written since the last checkpoint.
 //!
 //! # Sync modes ([`SyncMode`])
 //!
