@@ -221,15 +221,28 @@ impl ServerCnx {
         payload: Option<Bytes>,
         protocol_version: i32,
     ) -> Next {
+        tracing::trace!(?command, "received");
         match command {
             Command::Ping(_) => self.send(commands::pong()).await,
             Command::Pong(_) => {}
             Command::Lookup(c) => {
+                let listener = c
+                    .advertised_listener_name
+                    .as_deref()
+                    .filter(|l| !l.is_empty());
                 let reply = match TopicName::parse(&c.topic) {
                     Err(e) => commands::lookup_failed(
                         c.request_id,
                         ServerError::InvalidTopicName,
                         e.to_string(),
+                    ),
+                    Ok(_) if listener.is_some() => commands::lookup_failed(
+                        c.request_id,
+                        ServerError::NotAllowedError,
+                        format!(
+                            "this broker has no advertised listener named {:?}",
+                            listener.unwrap_or_default()
+                        ),
                     ),
                     Ok(t) if !self.service.namespace_exists(t.namespace()) => {
                         commands::lookup_failed(
@@ -576,11 +589,18 @@ impl ServerCnx {
         c: proto::CommandSubscribe,
         protocol_version: i32,
     ) -> Result<(), BrokerError> {
-        if self.consumers.contains_key(&c.consumer_id) {
-            return Err(BrokerError::ConsumerBusy(format!(
-                "consumer id {} is already in use on this connection",
-                c.consumer_id
-            )));
+        if let Some(k) = self.consumers.get(&c.consumer_id) {
+            if !k
+                .closed_by_broker
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
+                return Err(BrokerError::ConsumerBusy(format!(
+                    "consumer id {} is already in use on this connection",
+                    c.consumer_id
+                )));
+            }
+            // The broker closed it (seek, topic closing): the client subscribes again.
+            self.consumers.remove(&c.consumer_id);
         }
         let topic_name = TopicName::parse(&c.topic)?;
         let create = c.force_topic_creation.unwrap_or(true);
@@ -608,6 +628,7 @@ impl ServerCnx {
             .clone()
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| format!("consumer-{}-{}", self.id, c.consumer_id));
+        let closed_by_broker = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let spec = ConsumerSpec {
             conn_id: self.id,
             consumer_id: c.consumer_id,
@@ -617,13 +638,21 @@ impl ServerCnx {
             tx: self.tx.clone(),
             keep_entry_metadata: false,
             protocol_version,
+            closed_by_broker: closed_by_broker.clone(),
         };
         let sub = topic
             .subscribe(&c.subscription, durable, initial, start, spec)
             .await?;
         info!(topic = %topic_name, subscription = %c.subscription, consumer_id = c.consumer_id, sub_type = sub_type.as_str(), durable, "consumer subscribed");
-        self.consumers
-            .insert(c.consumer_id, ConsumerRef { topic, sub, name });
+        self.consumers.insert(
+            c.consumer_id,
+            ConsumerRef {
+                topic,
+                sub,
+                name,
+                closed_by_broker,
+            },
+        );
         Ok(())
     }
 
@@ -689,6 +718,7 @@ struct ConsumerRef {
     topic: Arc<Topic>,
     sub: SubscriptionHandle,
     name: String,
+    closed_by_broker: Arc<std::sync::atomic::AtomicBool>,
 }
 
 struct Pending {

@@ -84,6 +84,9 @@ pub struct ConsumerSpec {
     pub keep_entry_metadata: bool,
     /// ACTIVE_CONSUMER_CHANGE needs protocol v12.
     pub protocol_version: i32,
+    /// Set when the broker closes the consumer (seek, topic close), so the
+    /// connection lets the client subscribe again with the same id.
+    pub closed_by_broker: Arc<AtomicBool>,
 }
 
 /// Where SEEK goes.
@@ -309,6 +312,7 @@ struct Consumer {
     tx: mpsc::Sender<OutFrame>,
     keep_entry_metadata: bool,
     protocol_version: i32,
+    closed_by_broker: Arc<AtomicBool>,
     permits: i64,
     /// Delivered, not yet acknowledged: position -> messages in the entry.
     unacked: BTreeMap<Position, u32>,
@@ -514,6 +518,7 @@ impl Subscription {
             }
             Cmd::Close(done) => {
                 for c in self.consumers.drain(..) {
+                    c.closed_by_broker.store(true, Ordering::Release);
                     let _ = c.tx.try_send(OutFrame::command(commands::close_consumer(
                         c.consumer_id,
                         None,
@@ -582,6 +587,7 @@ impl Subscription {
             tx: spec.tx,
             keep_entry_metadata: spec.keep_entry_metadata,
             protocol_version: spec.protocol_version,
+            closed_by_broker: spec.closed_by_broker,
             permits: 0,
             unacked: BTreeMap::new(),
             unacked_messages: 0,
@@ -736,6 +742,7 @@ impl Subscription {
                 continue;
             }
             let entries = self.cursor.read(self.max_read).await?;
+            tracing::trace!(read = entries.len(), from = %self.cursor.read_position(), "read");
             if entries.is_empty() {
                 return Ok(());
             }
@@ -821,6 +828,7 @@ impl Subscription {
             self.remove(conn, cid);
             return false;
         }
+        tracing::trace!(position = %e.position, consumer_id = c.consumer_id, redelivery, "dispatched");
         c.permits -= i64::from(permits_for_entry(n));
         c.unacked.insert(e.position, n);
         c.unacked_messages += u64::from(n);
@@ -855,6 +863,14 @@ impl Subscription {
     }
 
     fn ack(&mut self, conn_id: u64, consumer_id: u64, ack: CommandAck) -> Result<(), BrokerError> {
+        // Acks from a consumer the subscription no longer has (closed by a seek,
+        // say, with acks still in flight) must not touch the new position.
+        if self.find_mut(conn_id, consumer_id).is_none() {
+            return Err(BrokerError::ConsumerNotFound(format!(
+                "consumer {consumer_id} is not connected to subscription {}",
+                self.name
+            )));
+        }
         let cumulative = ack.ack_type() == AckType::Cumulative;
         if cumulative && self.sub_type == Some(SubType::Shared) {
             return Err(BrokerError::NotAllowed(format!(
@@ -906,7 +922,6 @@ impl Subscription {
                 }
             }
         }
-        let _ = (conn_id, consumer_id);
         Ok(())
     }
 
@@ -941,6 +956,9 @@ impl Subscription {
         }
     }
 
+    /// Pulsar's order: disconnect every consumer, reset the cursor, then
+    /// answer. Clients count on CLOSE_CONSUMER arriving before the SUCCESS,
+    /// and acknowledgements still in flight then find no consumer to apply to.
     async fn seek(&mut self, conn_id: u64, consumer_id: u64, request_id: u64, target: SeekTarget) {
         let requester = self
             .consumers
@@ -948,43 +966,36 @@ impl Subscription {
             .find(|c| c.conn_id == conn_id && c.consumer_id == consumer_id)
             .map(|c| c.tx.clone());
         let Some(reply_tx) = requester else { return };
-        let result = async {
-            let p = match target {
-                SeekTarget::Message(s) => {
-                    let mut s = s;
-                    // Seek is inclusive of the message it names.
-                    s.inclusive = true;
-                    s.resolve(&self.topic.ledger)
+        let position = match target {
+            SeekTarget::Message(mut s) => {
+                // Seek names the message to read next.
+                s.inclusive = true;
+                Ok(s.resolve(&self.topic.ledger))
+            }
+            SeekTarget::PublishTime(t) => find_by_publish_time(&self.topic.ledger, t).await,
+        };
+        let result = match position {
+            Err(e) => Err(e),
+            Ok(p) => {
+                for c in self.consumers.drain(..) {
+                    c.closed_by_broker.store(true, Ordering::Release);
+                    let close = commands::close_consumer(c.consumer_id, None, None);
+                    let _ = c.tx.send(OutFrame::command(close)).await;
                 }
-                SeekTarget::PublishTime(t) => find_by_publish_time(&self.topic.ledger, t).await?,
-            };
-            self.cursor.reset(p).await?;
-            Ok::<_, BrokerError>(())
-        }
-        .await;
+                self.sub_type = None;
+                *self.shared_type.lock() = None;
+                self.active = None;
+                self.replay.clear();
+                self.delayed.clear();
+                self.redelivery_counts.clear();
+                self.cursor.reset(p).await.map_err(BrokerError::from)
+            }
+        };
         let reply = match &result {
             Ok(()) => commands::success(request_id),
             Err(e) => commands::error(request_id, e.server_error(), e.to_string()),
         };
         let _ = reply_tx.send(OutFrame::command(reply)).await;
-        if result.is_ok() {
-            // Everyone starts over from the new position: consumers reconnect.
-            self.replay.clear();
-            self.delayed.clear();
-            self.redelivery_counts.clear();
-            for c in self.consumers.drain(..) {
-                let _ =
-                    c.tx.send(OutFrame::command(commands::close_consumer(
-                        c.consumer_id,
-                        None,
-                        None,
-                    )))
-                    .await;
-            }
-            self.sub_type = None;
-            *self.shared_type.lock() = None;
-            self.active = None;
-        }
     }
 }
 

@@ -58,17 +58,20 @@ struct Dedup {
     persisted: HashMap<String, i64>,
 }
 
+/// A WaitForExclusive producer: told the topic epoch once it holds the topic.
+type Waiter = (
+    ProducerKey,
+    ProducerEntry,
+    oneshot::Sender<Result<u64, BrokerError>>,
+);
+
 #[derive(Debug, Default)]
 struct TopicState {
     producers: HashMap<ProducerKey, ProducerEntry>,
     /// The producer holding exclusive access, if any.
     exclusive: Option<ProducerKey>,
     /// WaitForExclusive producers, in arrival order.
-    waiting: VecDeque<(
-        ProducerKey,
-        ProducerEntry,
-        oneshot::Sender<Result<u64, BrokerError>>,
-    )>,
+    waiting: VecDeque<Waiter>,
     topic_epoch: u64,
     dedup: Option<Dedup>,
     subscriptions: HashMap<String, SubscriptionHandle>,
@@ -174,7 +177,7 @@ impl Topic {
         match req.mode {
             ProducerAccessMode::Shared => {
                 if st.exclusive.is_some() {
-                    return Err(BrokerError::ProducerBusy(format!(
+                    return Err(BrokerError::ProducerFenced(format!(
                         "topic {} has an exclusive producer",
                         self.name
                     )));
@@ -183,6 +186,12 @@ impl Topic {
                 Ok(grant(None))
             }
             ProducerAccessMode::Exclusive => {
+                if st.exclusive.is_some() {
+                    return Err(BrokerError::ProducerFenced(format!(
+                        "topic {} has an exclusive producer",
+                        self.name
+                    )));
+                }
                 if !st.producers.is_empty() {
                     return Err(BrokerError::ProducerBusy(format!(
                         "topic {} already has {} producer(s); exclusive access refused",
