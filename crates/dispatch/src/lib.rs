@@ -7,6 +7,7 @@
 //! The broker keeps the consumers and calls these functions for decisions, so
 //! every rule can be tested without a socket.
 
+pub mod key_shared;
 mod permits;
 mod single_active;
 
