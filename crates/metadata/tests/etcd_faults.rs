@@ -175,10 +175,17 @@ async fn two_processes_race_one_cas_and_exactly_one_wins() {
     }
 }
 
-/// A `tc_member` process and its stdout lines.
+/// A `tc_member` process; killed when dropped (also when a test panics).
 struct Member {
     id: String,
     child: Child,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 #[derive(Debug)]
@@ -367,9 +374,13 @@ async fn tc_three_processes_converge_on_survivors() {
         "converged after {worst:?}"
     );
 
-    // A graceful stop (SIGTERM) resigns at once: the last broker takes everything quickly.
-    let leaving = members.remove(0);
+    // A graceful stop (SIGTERM) resigns at once: the survivor leading the most partitions
+    // leaves, and the other takes everything well within the TTL.
+    let latest_of = |id: &str| prev[id].iter().flatten().filter(|l| *l == id).count();
+    let li = if latest_of(&members[0].id) >= latest_of(&members[1].id) { 0 } else { 1 };
+    let leaving = members.remove(li);
     let stay = members[0].id.clone();
+    assert!(latest_of(&leaving.id) > 0, "the leaving broker leads something: {prev:?}");
     let status = Command::new("kill")
         .args(["-TERM", &leaving.child.id().to_string()])
         .status()
@@ -396,8 +407,5 @@ async fn tc_three_processes_converge_on_survivors() {
         }
     }
     assert!(leaving.child.wait().unwrap().success());
-    for mut m in members {
-        let _ = m.child.kill();
-        let _ = m.child.wait();
-    }
+    drop(members);
 }
