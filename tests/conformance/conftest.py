@@ -17,18 +17,31 @@ def free_port():
         return s.getsockname()[1]
 
 
+def strobe_binary():
+    binary = os.environ.get("STROBE_BIN")
+    if not binary or not os.access(binary, os.X_OK):
+        pytest.fail("STROBE_BIN must name the strobe binary (tests/run-all.sh sets it)")
+    return binary
+
+
 class StrobeProcess:
+    """A strobe standalone process. `restart()` keeps the data directory and ports."""
+
     def __init__(self, binary, extra_config=""):
+        self.binary = binary
         self.dir = tempfile.TemporaryDirectory(prefix="strobe-conformance-")
         self.port = free_port()
         self.http_port = free_port()
-        cfg = os.path.join(self.dir.name, "strobe.toml")
-        with open(cfg, "w") as f:
+        self.cfg = os.path.join(self.dir.name, "strobe.toml")
+        with open(self.cfg, "w") as f:
             f.write(extra_config)
         self.log_path = os.path.join(self.dir.name, "strobe.log")
-        self.log = open(self.log_path, "w")
+        self.log = open(self.log_path, "a")
+        self.start()
+
+    def start(self):
         self.proc = subprocess.Popen(
-            [binary, "standalone", "--config", cfg, "--data-dir", os.path.join(self.dir.name, "data"),
+            [self.binary, "standalone", "--config", self.cfg, "--data-dir", os.path.join(self.dir.name, "data"),
              "--broker-port", str(self.port), "--http-port", str(self.http_port),
              "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1"],
             stdout=subprocess.DEVNULL, stderr=self.log)
@@ -54,10 +67,25 @@ class StrobeProcess:
     def alive(self):
         return self.proc.poll() is None
 
-    def stop(self):
+    def terminate(self, timeout=15):
+        """SIGTERM, and wait: the exit code."""
         self.proc.terminate()
+        return self.proc.wait(timeout=timeout)
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def restart(self):
+        if self.proc.poll() is None:
+            self.terminate()
+        self.start()
+
+    def stop(self):
         try:
-            return self.proc.wait(timeout=15)
+            if self.proc.poll() is None:
+                return self.terminate()
+            return self.proc.returncode
         finally:
             self.log.close()
             self.dir.cleanup()
@@ -65,9 +93,37 @@ class StrobeProcess:
 
 @pytest.fixture(scope="module")
 def strobe():
-    binary = os.environ.get("STROBE_BIN")
-    if not binary or not os.access(binary, os.X_OK):
-        pytest.fail("STROBE_BIN must name the strobe binary (tests/run-all.sh sets it)")
-    s = StrobeProcess(binary)
+    s = StrobeProcess(strobe_binary())
     yield s
     s.stop()
+
+
+@pytest.fixture
+def fresh_strobe(request):
+    """A broker of its own for one test; `@pytest.mark.strobe_config("key = value")` adds config."""
+    marker = request.node.get_closest_marker("strobe_config")
+    s = StrobeProcess(strobe_binary(), marker.args[0] if marker else "")
+    yield s
+    s.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "strobe_config(toml): extra config for the fresh_strobe fixture")
+
+
+_counter = [0]
+
+
+@pytest.fixture
+def topic(request):
+    """A topic name unique to the test."""
+    _counter[0] += 1
+    return f"persistent://public/default/{request.node.name}-{os.getpid()}-{_counter[0]}"
+
+
+@pytest.fixture
+def client(strobe):
+    import pulsar
+    c = pulsar.Client(strobe.url, operation_timeout_seconds=10)
+    yield c
+    c.close()

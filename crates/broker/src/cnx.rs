@@ -280,16 +280,17 @@ impl ServerCnx {
                 self.send(reply).await;
             }
             Command::GetTopicsOfNamespace(c) => {
-                let reply = match self.service.topics_of_namespace(&c.namespace).await {
+                let (persistent, non_persistent) = match c.mode() {
+                    GetTopicsMode::Persistent => (true, false),
+                    GetTopicsMode::NonPersistent => (false, true),
+                    GetTopicsMode::All => (true, true),
+                };
+                let reply = match self
+                    .service
+                    .topics_of_namespace(&c.namespace, persistent, non_persistent)
+                    .await
+                {
                     Ok(topics) => {
-                        let mode = c.mode();
-                        let topics: Vec<String> = topics
-                            .into_iter()
-                            .filter(|t| {
-                                mode != GetTopicsMode::NonPersistent
-                                    || t.starts_with("non-persistent://")
-                            })
-                            .collect();
                         let hash = crate::service::topics_hash(&topics);
                         let changed = c.topics_hash.as_deref() != Some(hash.as_str());
                         commands::topics_of_namespace(c.request_id, topics, false, hash, changed)
@@ -348,7 +349,7 @@ impl ServerCnx {
             }
             Command::Seek(c) => {
                 let target = match (&c.message_id, c.message_publish_time) {
-                    (Some(id), _) => Some(SeekTarget::Message(StartPosition::from_id(id, true))),
+                    (Some(id), _) => Some(SeekTarget::Message(StartPosition::from_id(id))),
                     (None, Some(t)) => Some(SeekTarget::PublishTime(t)),
                     (None, None) => None,
                 };
@@ -622,7 +623,7 @@ impl ServerCnx {
         let start = c
             .start_message_id
             .as_ref()
-            .map(|id| StartPosition::from_id(id, false));
+            .map(|id| StartPosition::from_id(id));
         let name = c
             .consumer_name
             .clone()

@@ -42,6 +42,8 @@ pub struct BrokerService {
     metadata: Arc<dyn MetadataStore>,
     /// Loaded topics. The async lock serialises loading, so a topic is opened once.
     topics: tokio::sync::Mutex<HashMap<String, Arc<Topic>>>,
+    /// Storage of non-persistent topics: memory, trimmed as it rolls over.
+    non_persistent: strobe_ledger::MemoryBackend,
     /// Partition counts of partitioned topics, by full name.
     partitioned: Mutex<BTreeMap<String, u32>>,
     namespaces: Mutex<BTreeMap<String, NamespacePolicies>>,
@@ -91,6 +93,7 @@ impl BrokerService {
             ledger_config,
             metadata,
             topics: tokio::sync::Mutex::new(HashMap::new()),
+            non_persistent: strobe_ledger::MemoryBackend::new(),
             partitioned: Mutex::new(BTreeMap::new()),
             namespaces: Mutex::new(BTreeMap::new()),
             next_producer: AtomicU64::new(0),
@@ -244,9 +247,7 @@ impl BrokerService {
     /// The loaded topic, loading (and with `create`, creating) it if needed.
     pub async fn topic(&self, name: &TopicName, create: bool) -> Result<Arc<Topic>, BrokerError> {
         if !name.is_persistent() {
-            return Err(BrokerError::NotAllowed(format!(
-                "non-persistent topics are not served by this broker yet: {name}"
-            )));
+            return self.non_persistent_topic(name, create).await;
         }
         if !self.namespace_exists(name.namespace()) {
             return Err(BrokerError::TopicNotFound(format!(
@@ -299,9 +300,73 @@ impl BrokerService {
         Ok(topic)
     }
 
-    /// Persistent topics of a namespace (partitions listed by their partition
-    /// names, as Pulsar lists them), sorted.
-    pub async fn topics_of_namespace(&self, ns: &str) -> Result<Vec<String>, BrokerError> {
+    /// A non-persistent topic: messages go to the consumers connected at the
+    /// time, or nowhere. It lives in memory, in ledgers that are trimmed as soon
+    /// as they roll over, and exists while it is loaded.
+    async fn non_persistent_topic(
+        &self,
+        name: &TopicName,
+        create: bool,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        if !self.namespace_exists(name.namespace()) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {} does not exist",
+                name.namespace()
+            )));
+        }
+        let mut topics = self.topics.lock().await;
+        if let Some(t) = topics.get(&name.to_string()) {
+            return Ok(t.clone());
+        }
+        if !(create && self.config.allow_auto_topic_creation) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "topic {name} does not exist"
+            )));
+        }
+        let config = LedgerConfig {
+            max_entries_per_ledger: 1000,
+            max_ledger_bytes: 16 << 20,
+            retention: strobe_ledger::Retention::default(),
+            trim_interval: Some(std::time::Duration::from_secs(1)),
+            ..self.ledger_config.clone()
+        };
+        let settings = crate::topic::DispatchSettings {
+            max_read_entries: self.config.dispatcher_max_read_batch,
+            max_unacked_messages: self.config.max_unacked_messages_per_consumer,
+        };
+        let topic =
+            Topic::open(name.clone(), &self.non_persistent, config, false, settings).await?;
+        topics.insert(name.to_string(), topic.clone());
+        Ok(topic)
+    }
+
+    /// Topics of a namespace (partitions listed by their partition names, as
+    /// Pulsar lists them), sorted: persistent ones from the metadata store,
+    /// non-persistent ones while they are loaded.
+    pub async fn topics_of_namespace(
+        &self,
+        ns: &str,
+        persistent: bool,
+        non_persistent: bool,
+    ) -> Result<Vec<String>, BrokerError> {
+        let mut names = if persistent {
+            self.persistent_topics_of_namespace(ns).await?
+        } else {
+            Vec::new()
+        };
+        if non_persistent {
+            for t in self.topics.lock().await.values() {
+                if !t.name.is_persistent() && t.name.namespace() == ns {
+                    names.push(t.name.to_string());
+                }
+            }
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    async fn persistent_topics_of_namespace(&self, ns: &str) -> Result<Vec<String>, BrokerError> {
         let prefix = format!("/managed-ledgers/{ns}/persistent/");
         let mut names: Vec<String> = self
             .metadata

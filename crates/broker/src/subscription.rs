@@ -32,16 +32,14 @@ pub struct StartPosition {
     pub ledger_id: u64,
     pub entry_id: u64,
     pub batch_index: i32,
-    pub inclusive: bool,
 }
 
 impl StartPosition {
-    pub fn from_id(id: &MessageIdData, inclusive: bool) -> StartPosition {
+    pub fn from_id(id: &MessageIdData) -> StartPosition {
         StartPosition {
             ledger_id: id.ledger_id,
             entry_id: id.entry_id,
             batch_index: id.batch_index.unwrap_or(-1),
-            inclusive,
         }
     }
 
@@ -57,17 +55,18 @@ impl StartPosition {
                 None => ledger.first_position(),
             };
         }
-        // A message inside a batch: read its entry again, the client skips
-        // the messages before it. An inclusive start reads the entry itself.
-        if self.batch_index >= 0 || self.inclusive || self.entry_id == u64::MAX {
-            let entry = if self.entry_id == u64::MAX {
+        // Pulsar starts a reader at the entry it names (its broker steps one
+        // entry back from every start id); the client then drops the messages
+        // before its start, and the start itself unless it asked for an
+        // inclusive start.
+        Position::new(
+            self.ledger_id,
+            if self.entry_id == u64::MAX {
                 0
             } else {
                 self.entry_id
-            };
-            return Position::new(self.ledger_id, entry);
-        }
-        Position::new(self.ledger_id, self.entry_id + 1)
+            },
+        )
     }
 }
 
@@ -718,6 +717,10 @@ impl Subscription {
     async fn dispatch(&mut self) -> Result<(), BrokerError> {
         loop {
             if !self.any_ready() {
+                if !self.topic.name.is_persistent() {
+                    // Non-persistent: what no consumer can take now is dropped.
+                    self.cursor.seek_read(self.topic.next_position());
+                }
                 return Ok(());
             }
             // Redeliveries first, oldest first.
@@ -967,11 +970,7 @@ impl Subscription {
             .map(|c| c.tx.clone());
         let Some(reply_tx) = requester else { return };
         let position = match target {
-            SeekTarget::Message(mut s) => {
-                // Seek names the message to read next.
-                s.inclusive = true;
-                Ok(s.resolve(&self.topic.ledger))
-            }
+            SeekTarget::Message(s) => Ok(s.resolve(&self.topic.ledger)),
             SeekTarget::PublishTime(t) => find_by_publish_time(&self.topic.ledger, t).await,
         };
         let result = match position {

@@ -308,6 +308,8 @@ impl Topic {
         start: Option<StartPosition>,
         consumer: ConsumerSpec,
     ) -> Result<SubscriptionHandle, BrokerError> {
+        // Non-persistent topics keep no subscription state: readers' cursors only.
+        let durable = durable && self.name.is_persistent();
         let existing = self.state.lock().subscriptions.get(name).cloned();
         let handle = match existing {
             Some(h) if !h.is_closed() => h,
