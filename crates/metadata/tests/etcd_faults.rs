@@ -377,10 +377,17 @@ async fn tc_three_processes_converge_on_survivors() {
     // A graceful stop (SIGTERM) resigns at once: the survivor leading the most partitions
     // leaves, and the other takes everything well within the TTL.
     let latest_of = |id: &str| prev[id].iter().flatten().filter(|l| *l == id).count();
-    let li = if latest_of(&members[0].id) >= latest_of(&members[1].id) { 0 } else { 1 };
+    let li = if latest_of(&members[0].id) >= latest_of(&members[1].id) {
+        0
+    } else {
+        1
+    };
     let leaving = members.remove(li);
     let stay = members[0].id.clone();
-    assert!(latest_of(&leaving.id) > 0, "the leaving broker leads something: {prev:?}");
+    assert!(
+        latest_of(&leaving.id) > 0,
+        "the leaving broker leads something: {prev:?}"
+    );
     let status = Command::new("kill")
         .args(["-TERM", &leaving.child.id().to_string()])
         .status()
