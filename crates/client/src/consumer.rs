@@ -1,0 +1,964 @@
+//! Consumers and readers (Pulsar's `ConsumerImpl`, `ReaderImpl`,
+//! `PersistentAcknowledgmentsGroupingTracker`, `NegativeAcksTracker`).
+//!
+//! The connection's reader hands whole MESSAGE frames to the consumer; the
+//! consumer verifies, decompresses and splits them only when the application
+//! asks for the next message, so one channel hop costs one entry, not one
+//! message. Flow control follows the Java client: `receiver_queue_size`
+//! permits at subscribe, then more each time half of them have been consumed.
+//! Acks are grouped and sent every `ack_group_time` (or at 1000 ids); a batch
+//! message is acked by index (batch-index acks) until its whole entry is.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use strobe_model::{MessageId, Position, SubType};
+use strobe_wire::proto::{
+    self, CommandRedeliverUnacknowledgedMessages, CommandSeek, IntRange, KeySharedMeta,
+    KeySharedMode, MessageIdData, command_subscribe,
+};
+use strobe_wire::{Command, batch, commands, payload};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::compression::decompress;
+use crate::connection::{Connection, ConsumerEvent};
+use crate::error::{Error, Result};
+use crate::{Backoff, Client, full_topic_name};
+
+/// Where a new subscription starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InitialPosition {
+    #[default]
+    Latest,
+    Earliest,
+}
+
+/// Where [`Consumer::seek`] moves the subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekTo {
+    Id(MessageId),
+    /// The first message published at or after this time (ms since the epoch).
+    PublishTime(u64),
+    Earliest,
+    Latest,
+}
+
+/// A received message.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: MessageId,
+    pub topic: Arc<str>,
+    pub payload: Bytes,
+    pub key: Option<String>,
+    pub ordering_key: Option<Bytes>,
+    pub properties: Vec<(String, String)>,
+    pub publish_time: u64,
+    pub event_time: Option<u64>,
+    pub producer_name: Arc<str>,
+    pub sequence_id: u64,
+    pub redelivery_count: u32,
+    /// The entry's PIP-486 stamp, when the producer set one.
+    pub entry_hash_range: Option<(u32, u32)>,
+}
+
+/// PIP-486 `equalWidth(N)`: the `N - 1` split points of `N` equal buckets.
+pub fn equal_width_splits(n: u32) -> Vec<u32> {
+    let n = n.max(1) as u64;
+    (1..n).map(|i| ((i * 65536) / n) as u32).collect()
+}
+
+/// PIP-486 `ranges(splits)`: `[0, s1-1], [s1, s2-1], .., [s_{N-1}, 0xFFFF]`.
+pub fn entry_bucket_ranges(splits: &[u32]) -> Vec<IntRange> {
+    let mut starts = vec![0u32];
+    starts.extend_from_slice(splits);
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, s)| IntRange {
+            start: *s as i32,
+            end: starts.get(i + 1).map_or(0xffff, |n| *n as i32 - 1),
+        })
+        .collect()
+}
+
+fn earliest_id() -> MessageIdData {
+    commands::message_id(u64::MAX, u64::MAX)
+}
+
+fn latest_id() -> MessageIdData {
+    commands::message_id(i64::MAX as u64, i64::MAX as u64)
+}
+
+fn id_data(id: &MessageId) -> MessageIdData {
+    MessageIdData {
+        ledger_id: id.position.ledger_id,
+        entry_id: id.position.entry_id,
+        partition: (id.partition >= 0).then_some(id.partition),
+        batch_index: (id.batch_index >= 0).then_some(id.batch_index),
+        batch_size: (id.batch_size > 0).then_some(id.batch_size),
+        ..Default::default()
+    }
+}
+
+fn sub_type_wire(t: SubType) -> command_subscribe::SubType {
+    match t {
+        SubType::Exclusive => command_subscribe::SubType::Exclusive,
+        SubType::Shared => command_subscribe::SubType::Shared,
+        SubType::Failover => command_subscribe::SubType::Failover,
+        SubType::KeyShared => command_subscribe::SubType::KeyShared,
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    sub_type: SubType,
+    initial_position: InitialPosition,
+    name: Option<String>,
+    receiver_queue_size: u32,
+    durable: bool,
+    start_message_id: Option<MessageIdData>,
+    start_inclusive: bool,
+    ack_group_time: Duration,
+    nack_delay: Duration,
+    batch_index_ack: bool,
+    key_shared: Option<KeySharedMeta>,
+    read_compacted: bool,
+    priority: Option<i32>,
+}
+
+/// Builds a [`Consumer`].
+#[derive(Debug, Clone)]
+pub struct ConsumerBuilder {
+    client: Client,
+    topic: String,
+    subscription: String,
+    cfg: Config,
+}
+
+impl ConsumerBuilder {
+    pub(crate) fn new(client: Client, topic: &str, subscription: &str) -> Self {
+        ConsumerBuilder {
+            client,
+            topic: topic.to_owned(),
+            subscription: subscription.to_owned(),
+            cfg: Config {
+                sub_type: SubType::Exclusive,
+                initial_position: InitialPosition::Latest,
+                name: None,
+                receiver_queue_size: 1000,
+                durable: true,
+                start_message_id: None,
+                start_inclusive: false,
+                ack_group_time: Duration::from_millis(100),
+                nack_delay: Duration::from_secs(60),
+                batch_index_ack: true,
+                key_shared: None,
+                read_compacted: false,
+                priority: None,
+            },
+        }
+    }
+
+    pub fn sub_type(mut self, t: SubType) -> Self {
+        self.cfg.sub_type = t;
+        self
+    }
+
+    pub fn initial_position(mut self, p: InitialPosition) -> Self {
+        self.cfg.initial_position = p;
+        self
+    }
+
+    pub fn consumer_name(mut self, n: &str) -> Self {
+        self.cfg.name = Some(n.to_owned());
+        self
+    }
+
+    /// Permits granted to the broker (messages it may push ahead of `recv`).
+    pub fn receiver_queue_size(mut self, n: u32) -> Self {
+        self.cfg.receiver_queue_size = n.max(1);
+        self
+    }
+
+    /// Acks are sent at most this long after they are made (0: at once).
+    pub fn ack_group_time(mut self, d: Duration) -> Self {
+        self.cfg.ack_group_time = d;
+        self
+    }
+
+    /// How long a negatively acked message waits before redelivery.
+    pub fn negative_ack_delay(mut self, d: Duration) -> Self {
+        self.cfg.nack_delay = d;
+        self
+    }
+
+    /// Ack batch messages one by one (true, the default) or only whole entries.
+    pub fn batch_index_ack(mut self, b: bool) -> Self {
+        self.cfg.batch_index_ack = b;
+        self
+    }
+
+    pub fn read_compacted(mut self, b: bool) -> Self {
+        self.cfg.read_compacted = b;
+        self
+    }
+
+    pub fn priority(mut self, p: i32) -> Self {
+        self.cfg.priority = Some(p);
+        self
+    }
+
+    /// Key_Shared with explicit settings (mode, ranges, out-of-order delivery).
+    pub fn key_shared(mut self, meta: KeySharedMeta) -> Self {
+        self.cfg.sub_type = SubType::KeyShared;
+        self.cfg.key_shared = Some(meta);
+        self
+    }
+
+    /// PIP-486: subscribe Key_Shared STICKY with `entryBucketDispatch = true`
+    /// and `hashRanges` = the segment's full bucket-boundary list built from
+    /// `splits` (see [`equal_width_splits`]); the broker spreads whole buckets
+    /// over the consumers.
+    pub fn entry_bucket_dispatch(mut self, splits: &[u32]) -> Self {
+        self.cfg.sub_type = SubType::KeyShared;
+        self.cfg.key_shared = Some(KeySharedMeta {
+            key_shared_mode: KeySharedMode::Sticky as i32,
+            hash_ranges: entry_bucket_ranges(splits),
+            allow_out_of_order_delivery: Some(false),
+            entry_bucket_dispatch: Some(true),
+        });
+        self
+    }
+
+    pub async fn subscribe(self) -> Result<Consumer> {
+        Consumer::open(self.client, &self.topic, self.subscription, self.cfg).await
+    }
+}
+
+/// Builds a [`Reader`]: a non-durable, exclusive consumer that starts at a
+/// message id.
+#[derive(Debug, Clone)]
+pub struct ReaderBuilder {
+    inner: ConsumerBuilder,
+}
+
+impl ReaderBuilder {
+    pub(crate) fn new(client: Client, topic: &str) -> Self {
+        let sub = format!("reader-{:016x}", rand_u64());
+        let mut inner = ConsumerBuilder::new(client, topic, &sub);
+        inner.cfg.durable = false;
+        inner.cfg.start_message_id = Some(latest_id());
+        ReaderBuilder { inner }
+    }
+
+    pub fn start_earliest(mut self) -> Self {
+        self.inner.cfg.start_message_id = Some(earliest_id());
+        self
+    }
+
+    pub fn start_latest(mut self) -> Self {
+        self.inner.cfg.start_message_id = Some(latest_id());
+        self
+    }
+
+    /// Start after `id`, or at it when `inclusive`.
+    pub fn start_at(mut self, id: MessageId, inclusive: bool) -> Self {
+        self.inner.cfg.start_message_id = Some(id_data(&id));
+        self.inner.cfg.start_inclusive = inclusive;
+        self
+    }
+
+    pub fn receiver_queue_size(mut self, n: u32) -> Self {
+        self.inner = self.inner.receiver_queue_size(n);
+        self
+    }
+
+    pub fn subscription_name(mut self, s: &str) -> Self {
+        self.inner.subscription = s.to_owned();
+        self
+    }
+
+    pub async fn create(self) -> Result<Reader> {
+        Ok(Reader {
+            consumer: self.inner.subscribe().await?,
+        })
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+#[derive(Debug, Default)]
+struct AckState {
+    conn: Option<Arc<Connection>>,
+    individual: Vec<MessageIdData>,
+    cumulative: Option<MessageIdData>,
+    nacks: Vec<(Instant, MessageIdData)>,
+}
+
+impl AckState {
+    fn flush(&mut self, consumer_id: u64) {
+        let Some(conn) = &self.conn else { return };
+        if !self.individual.is_empty() {
+            let ids = std::mem::take(&mut self.individual);
+            let _ = conn.send_command(commands::ack(consumer_id, false, ids, None));
+        }
+        if let Some(id) = self.cumulative.take() {
+            let _ = conn.send_command(commands::ack(consumer_id, true, vec![id], None));
+        }
+    }
+
+    fn redeliver_due(&mut self, consumer_id: u64, now: Instant) {
+        if self.nacks.is_empty() {
+            return;
+        }
+        let Some(conn) = &self.conn else { return };
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.nacks)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
+        self.nacks = keep;
+        if !due.is_empty() {
+            let ids = due.into_iter().map(|(_, id)| id).collect();
+            let _ = conn.send_command(CommandRedeliverUnacknowledgedMessages {
+                consumer_id,
+                message_ids: ids,
+                consumer_epoch: None,
+            });
+        }
+    }
+}
+
+/// A subscription's consumer. `recv` takes `&mut self`: one task reads it.
+#[derive(Debug)]
+pub struct Consumer {
+    client: Client,
+    topic: Arc<str>,
+    subscription: String,
+    id: u64,
+    cfg: Config,
+    acks: Arc<Mutex<AckState>>,
+    rx: mpsc::UnboundedReceiver<ConsumerEvent>,
+    tx: mpsc::UnboundedSender<ConsumerEvent>,
+    conn: Arc<Connection>,
+    queue: VecDeque<Message>,
+    consumed: u32,
+    trackers: HashMap<Position, Vec<u64>>,
+    needs_reconnect: bool,
+    last_dequeued: Option<MessageId>,
+    skip: Option<(MessageId, bool)>,
+    end_of_topic: bool,
+    active: Option<bool>,
+    ticker: JoinHandle<()>,
+    closed: bool,
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.ticker.abort();
+        if !self.closed {
+            self.acks.lock().expect("ack lock").flush(self.id);
+            self.conn.unregister_consumer(self.id);
+            let _ = self.conn.send_command(commands::close_consumer_request(
+                self.conn.next_request_id(),
+                self.id,
+            ));
+        }
+    }
+}
+
+impl Consumer {
+    async fn open(
+        client: Client,
+        topic: &str,
+        subscription: String,
+        cfg: Config,
+    ) -> Result<Consumer> {
+        let topic: Arc<str> = full_topic_name(topic)?.into();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id = client.next_id();
+        let skip = cfg
+            .start_message_id
+            .as_ref()
+            .filter(|s| s.ledger_id < i64::MAX as u64)
+            .map(|s| (from_data(s), cfg.start_inclusive));
+        let mut c = Consumer {
+            conn: client.service_connection().await?,
+            client,
+            topic,
+            subscription,
+            id,
+            acks: Arc::new(Mutex::new(AckState::default())),
+            rx,
+            tx,
+            queue: VecDeque::new(),
+            consumed: 0,
+            trackers: HashMap::new(),
+            needs_reconnect: false,
+            last_dequeued: None,
+            skip,
+            end_of_topic: false,
+            active: None,
+            ticker: tokio::spawn(async {}),
+            closed: false,
+            cfg,
+        };
+        c.connect(Some(Instant::now() + Duration::from_secs(60)))
+            .await?;
+        let (acks, period, cid) = (c.acks.clone(), c.cfg.ack_group_time, c.id);
+        c.ticker = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period.max(Duration::from_millis(1)));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let mut a = acks.lock().expect("ack lock");
+                a.flush(cid);
+                a.redeliver_due(cid, Instant::now());
+            }
+        });
+        Ok(c)
+    }
+
+    /// Looks up, subscribes (with retries) and grants the first permits.
+    async fn connect(&mut self, deadline: Option<Instant>) -> Result<()> {
+        let mut backoff = Backoff::new();
+        loop {
+            match self.subscribe_once(deadline).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_retriable() => {
+                    let wait = backoff.next();
+                    if deadline.is_some_and(|d| Instant::now() + wait > d) {
+                        return Err(e);
+                    }
+                    debug!(topic = %self.topic, error = %e, "subscribe failed, retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn subscribe_once(&mut self, deadline: Option<Instant>) -> Result<()> {
+        let conn = self
+            .client
+            .lookup_with_backoff(&self.topic, deadline)
+            .await?;
+        conn.register_consumer(self.id, self.tx.clone());
+        let rid = conn.next_request_id();
+        let mut cmd = commands::subscribe(
+            rid,
+            self.id,
+            &self.topic,
+            &self.subscription,
+            sub_type_wire(self.cfg.sub_type),
+        );
+        cmd.consumer_name = self.cfg.name.clone();
+        cmd.durable = Some(self.cfg.durable);
+        cmd.start_message_id = self.cfg.start_message_id.clone();
+        cmd.read_compacted = Some(self.cfg.read_compacted);
+        cmd.priority_level = self.cfg.priority;
+        cmd.key_shared_meta = self.cfg.key_shared.clone();
+        cmd.initial_position = Some(match self.cfg.initial_position {
+            InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
+            InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
+        } as i32);
+        match conn.request(rid, cmd).await {
+            Ok(Command::Success(_)) => {}
+            Ok(other) => {
+                return Err(Error::Unexpected(format!(
+                    "{:?} to SUBSCRIBE",
+                    other.kind()
+                )));
+            }
+            Err(e) => {
+                conn.unregister_consumer(self.id);
+                return Err(e);
+            }
+        }
+        conn.send_command(commands::flow(self.id, self.cfg.receiver_queue_size))?;
+        self.acks.lock().expect("ack lock").conn = Some(conn.clone());
+        self.conn = conn;
+        self.consumed = 0;
+        Ok(())
+    }
+
+    async fn reconnect(&mut self) -> Result<()> {
+        // What was queued will be redelivered; a reader restarts after what it returned.
+        self.queue.clear();
+        self.trackers.clear();
+        if !self.cfg.durable
+            && let Some(last) = self.last_dequeued
+        {
+            self.cfg.start_message_id = Some(id_data(&last));
+            self.cfg.start_inclusive = false;
+            self.skip = Some((last, false));
+        }
+        self.acks.lock().expect("ack lock").conn = None;
+        self.connect(None).await?;
+        self.needs_reconnect = false;
+        Ok(())
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn subscription(&self) -> &str {
+        &self.subscription
+    }
+
+    /// For Failover: whether this consumer is the active one, as last told.
+    pub fn is_active(&self) -> Option<bool> {
+        self.active
+    }
+
+    /// Whether the broker said the topic is terminated and everything was delivered.
+    pub fn reached_end_of_topic(&self) -> bool {
+        self.end_of_topic && self.queue.is_empty()
+    }
+
+    /// The next message. Cancel-safe.
+    pub async fn recv(&mut self) -> Result<Message> {
+        loop {
+            if let Some(m) = self.queue.pop_front() {
+                self.consumed += 1;
+                self.maybe_flow();
+                self.last_dequeued = Some(m.id);
+                return Ok(m);
+            }
+            if self.closed {
+                return Err(Error::Closed);
+            }
+            if self.needs_reconnect {
+                self.reconnect().await?;
+                continue;
+            }
+            match self.rx.recv().await {
+                Some(ev) => self.on_event(ev),
+                None => return Err(Error::Closed),
+            }
+        }
+    }
+
+    /// The next message, or `None` after `timeout`.
+    pub async fn recv_timeout(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        match tokio::time::timeout(timeout, self.recv()).await {
+            Ok(r) => r.map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn on_event(&mut self, ev: ConsumerEvent) {
+        match ev {
+            ConsumerEvent::Message(cmd, data) => {
+                if let Err(e) = self.unpack(cmd, data) {
+                    warn!(topic = %self.topic, error = %e, "dropping an entry that cannot be read");
+                    self.consumed += 1;
+                    self.maybe_flow();
+                }
+            }
+            ConsumerEvent::Closed => self.needs_reconnect = true,
+            ConsumerEvent::ActiveChange(a) => self.active = Some(a),
+            ConsumerEvent::EndOfTopic => self.end_of_topic = true,
+        }
+    }
+
+    fn maybe_flow(&mut self) {
+        if self.consumed >= (self.cfg.receiver_queue_size / 2).max(1) {
+            let _ = self
+                .conn
+                .send_command(commands::flow(self.id, self.consumed));
+            self.consumed = 0;
+        }
+    }
+
+    fn skipped(&self, id: &MessageId) -> bool {
+        let Some((start, inclusive)) = &self.skip else {
+            return false;
+        };
+        if id.position != start.position {
+            return id.position < start.position;
+        }
+        if start.batch_index < 0 {
+            return !inclusive;
+        }
+        if *inclusive {
+            id.batch_index < start.batch_index
+        } else {
+            id.batch_index <= start.batch_index
+        }
+    }
+
+    fn unpack(&mut self, cmd: proto::CommandMessage, data: Bytes) -> Result<()> {
+        let p = payload::parse(&data)?;
+        let mut meta = p.metadata;
+        let position = Position::new(cmd.message_id.ledger_id, cmd.message_id.entry_id);
+        let partition = cmd.message_id.partition.unwrap_or(-1);
+        let redelivery_count = cmd.redelivery_count.unwrap_or(0);
+        let body = decompress(
+            meta.compression(),
+            &p.payload,
+            meta.uncompressed_size.unwrap_or(0) as usize,
+            self.conn.max_message_size + strobe_wire::FRAME_PADDING,
+        )?;
+        meta.compression = None;
+        let producer_name: Arc<str> = meta.producer_name.as_str().into();
+        let hash_range = meta.entry_hash_min.zip(meta.entry_hash_max);
+        let props = |kv: &[proto::KeyValue]| -> Vec<(String, String)> {
+            kv.iter()
+                .map(|k| (k.key.clone(), k.value.clone()))
+                .collect()
+        };
+        if !batch::is_batch(&meta) {
+            let id = MessageId {
+                position,
+                partition,
+                batch_index: -1,
+                batch_size: 0,
+            };
+            if self.skipped(&id) {
+                self.consumed += 1;
+                self.maybe_flow();
+                return Ok(());
+            }
+            self.queue.push_back(Message {
+                id,
+                topic: self.topic.clone(),
+                payload: body,
+                key: meta.partition_key.clone(),
+                ordering_key: meta.ordering_key.clone(),
+                properties: props(&meta.properties),
+                publish_time: meta.publish_time,
+                event_time: meta.event_time.filter(|t| *t > 0),
+                producer_name,
+                sequence_id: meta.sequence_id,
+                redelivery_count,
+                entry_hash_range: hash_range,
+            });
+            return Ok(());
+        }
+        let n = batch::message_count(&meta) as usize;
+        let ack_set = &cmd.ack_set;
+        let unacked = |i: usize| -> bool {
+            ack_set.is_empty()
+                || ack_set
+                    .get(i / 64)
+                    .is_some_and(|w| (*w as u64) >> (i % 64) & 1 == 1)
+        };
+        if n > 1 {
+            let mut bits = vec![0u64; n.div_ceil(64)];
+            for i in 0..n {
+                if unacked(i) {
+                    bits[i / 64] |= 1 << (i % 64);
+                }
+            }
+            self.trackers.insert(position, bits);
+        }
+        let mut skipped = 0;
+        for (i, m) in batch::messages(&meta, &body)?.enumerate() {
+            let m = m?;
+            let id = MessageId {
+                position,
+                partition,
+                batch_index: i as i32,
+                batch_size: n as i32,
+            };
+            if !unacked(i) || self.skipped(&id) || m.metadata.compacted_out == Some(true) {
+                skipped += 1;
+                continue;
+            }
+            let s = m.metadata;
+            self.queue.push_back(Message {
+                id,
+                topic: self.topic.clone(),
+                payload: m.payload,
+                key: s.partition_key,
+                ordering_key: s.ordering_key,
+                properties: props(&s.properties),
+                publish_time: meta.publish_time,
+                event_time: s.event_time.filter(|t| *t > 0),
+                producer_name: producer_name.clone(),
+                sequence_id: s.sequence_id.unwrap_or(meta.sequence_id + i as u64),
+                redelivery_count,
+                entry_hash_range: hash_range,
+            });
+        }
+        if skipped > 0 {
+            self.consumed += skipped;
+            self.maybe_flow();
+        }
+        Ok(())
+    }
+
+    fn push_ack(&self, id: MessageIdData) {
+        let mut a = self.acks.lock().expect("ack lock");
+        a.individual.push(id);
+        if self.cfg.ack_group_time.is_zero() || a.individual.len() >= 1000 {
+            a.flush(self.id);
+        }
+    }
+
+    /// Acknowledges one message.
+    pub fn ack(&mut self, msg: &Message) -> Result<()> {
+        self.ack_id(&msg.id)
+    }
+
+    pub fn ack_id(&mut self, id: &MessageId) -> Result<()> {
+        let entry = commands::message_id(id.position.ledger_id, id.position.entry_id);
+        if id.batch_size <= 1 || id.batch_index < 0 {
+            self.push_ack(entry);
+            return Ok(());
+        }
+        let Some(bits) = self.trackers.get_mut(&id.position) else {
+            self.push_ack(entry);
+            return Ok(());
+        };
+        let i = id.batch_index as usize;
+        if let Some(w) = bits.get_mut(i / 64) {
+            *w &= !(1u64 << (i % 64));
+        }
+        if bits.iter().all(|w| *w == 0) {
+            self.trackers.remove(&id.position);
+            self.push_ack(entry);
+        } else if self.cfg.batch_index_ack {
+            let mut d = entry;
+            d.ack_set = bits.iter().map(|w| *w as i64).collect();
+            self.push_ack(d);
+        }
+        Ok(())
+    }
+
+    /// Acknowledges every message up to and including this one (individual
+    /// acks on Key_Shared, which forbids cumulative ones).
+    pub fn ack_cumulative(&mut self, msg: &Message) -> Result<()> {
+        if self.cfg.sub_type == SubType::KeyShared || self.cfg.sub_type == SubType::Shared {
+            return self.ack(msg);
+        }
+        let id = msg.id;
+        let mut d = commands::message_id(id.position.ledger_id, id.position.entry_id);
+        if id.batch_size > 1 && id.batch_index >= 0 && id.batch_index < id.batch_size - 1 {
+            if self.cfg.batch_index_ack {
+                let n = id.batch_size as usize;
+                let mut bits = vec![0u64; n.div_ceil(64)];
+                for i in (id.batch_index as usize + 1)..n {
+                    bits[i / 64] |= 1 << (i % 64);
+                }
+                d.ack_set = bits.into_iter().map(|w| w as i64).collect();
+            } else if id.position.entry_id > 0 {
+                d.entry_id -= 1;
+            } else {
+                return Ok(());
+            }
+        } else {
+            self.trackers.remove(&id.position);
+        }
+        self.trackers.retain(|p, _| *p > id.position);
+        let mut a = self.acks.lock().expect("ack lock");
+        a.cumulative = Some(d);
+        if self.cfg.ack_group_time.is_zero() {
+            a.flush(self.id);
+        }
+        Ok(())
+    }
+
+    /// Sends grouped acks now.
+    pub fn flush_acks(&self) {
+        self.acks.lock().expect("ack lock").flush(self.id);
+    }
+
+    /// Asks for this message (its whole entry) again after the negative-ack delay.
+    pub fn nack(&mut self, msg: &Message) -> Result<()> {
+        self.trackers.remove(&msg.id.position);
+        let mut d = commands::message_id(msg.id.position.ledger_id, msg.id.position.entry_id);
+        if msg.id.partition >= 0 {
+            d.partition = Some(msg.id.partition);
+        }
+        let due = Instant::now() + self.cfg.nack_delay;
+        self.acks.lock().expect("ack lock").nacks.push((due, d));
+        Ok(())
+    }
+
+    /// Asks the broker to redeliver everything delivered and not acked.
+    pub fn redeliver_unacknowledged(&mut self) -> Result<()> {
+        let cleared = self.queue.len() as u32;
+        self.queue.clear();
+        self.trackers.clear();
+        self.conn
+            .send_command(CommandRedeliverUnacknowledgedMessages {
+                consumer_id: self.id,
+                message_ids: Vec::new(),
+                consumer_epoch: None,
+            })?;
+        if cleared > 0 {
+            self.conn.send_command(commands::flow(self.id, cleared))?;
+        }
+        Ok(())
+    }
+
+    /// Moves the subscription. Messages already queued are dropped; the
+    /// broker closes the consumer, which resubscribes on the next `recv`.
+    pub async fn seek(&mut self, to: SeekTo) -> Result<()> {
+        let rid = self.conn.next_request_id();
+        let (message_id, message_publish_time) = match to {
+            SeekTo::Id(id) => (Some(id_data(&id)), None),
+            SeekTo::PublishTime(t) => (None, Some(t)),
+            SeekTo::Earliest => (Some(earliest_id()), None),
+            SeekTo::Latest => (Some(latest_id()), None),
+        };
+        let cmd = CommandSeek {
+            consumer_id: self.id,
+            request_id: rid,
+            message_id: message_id.clone(),
+            message_publish_time,
+        };
+        self.conn.request(rid, cmd).await?;
+        {
+            let mut a = self.acks.lock().expect("ack lock");
+            a.individual.clear();
+            a.cumulative = None;
+            a.nacks.clear();
+        }
+        self.queue.clear();
+        self.trackers.clear();
+        self.last_dequeued = None;
+        self.skip = None;
+        if !self.cfg.durable {
+            self.cfg.start_message_id = message_id.or(Some(earliest_id()));
+            self.cfg.start_inclusive = true;
+            if let SeekTo::Id(id) = to {
+                self.skip = Some((id, true));
+            }
+        }
+        // Everything queued before the broker's answer predates the seek.
+        while let Ok(ev) = self.rx.try_recv() {
+            if let ConsumerEvent::Closed = ev {
+                self.needs_reconnect = true;
+            }
+        }
+        if !self.needs_reconnect {
+            // A broker that keeps the consumer open after a seek: make sure it has permits.
+            self.consumed = 0;
+        }
+        Ok(())
+    }
+
+    /// The id of the last message stored on the topic.
+    pub async fn last_message_id(&self) -> Result<MessageId> {
+        let rid = self.conn.next_request_id();
+        let cmd = proto::CommandGetLastMessageId {
+            consumer_id: self.id,
+            request_id: rid,
+        };
+        match self.conn.request(rid, cmd).await? {
+            Command::GetLastMessageIdResponse(r) => Ok(from_data(&r.last_message_id)),
+            other => Err(Error::Unexpected(format!("{:?}", other.kind()))),
+        }
+    }
+
+    /// Removes the subscription (the consumer must be its only one).
+    pub async fn unsubscribe(mut self) -> Result<()> {
+        let rid = self.conn.next_request_id();
+        self.conn
+            .request(
+                rid,
+                proto::CommandUnsubscribe {
+                    consumer_id: self.id,
+                    request_id: rid,
+                    force: None,
+                },
+            )
+            .await?;
+        self.closed = true;
+        self.conn.unregister_consumer(self.id);
+        Ok(())
+    }
+
+    /// Sends pending acks and closes the consumer on the broker.
+    pub async fn close(mut self) -> Result<()> {
+        self.acks.lock().expect("ack lock").flush(self.id);
+        self.closed = true;
+        self.ticker.abort();
+        self.conn.unregister_consumer(self.id);
+        let rid = self.conn.next_request_id();
+        self.conn
+            .request(rid, commands::close_consumer_request(rid, self.id))
+            .await
+            .map(|_| ())
+    }
+}
+
+fn from_data(d: &MessageIdData) -> MessageId {
+    MessageId {
+        position: Position::new(d.ledger_id, d.entry_id),
+        partition: d.partition.unwrap_or(-1),
+        batch_index: d.batch_index.unwrap_or(-1),
+        batch_size: d.batch_size.unwrap_or(0),
+    }
+}
+
+/// A reader: reads a topic from a message id without a durable subscription.
+#[derive(Debug)]
+pub struct Reader {
+    consumer: Consumer,
+}
+
+impl Reader {
+    pub async fn recv(&mut self) -> Result<Message> {
+        self.consumer.recv().await
+    }
+
+    pub async fn recv_timeout(&mut self, t: Duration) -> Result<Option<Message>> {
+        self.consumer.recv_timeout(t).await
+    }
+
+    pub async fn seek(&mut self, to: SeekTo) -> Result<()> {
+        self.consumer.seek(to).await
+    }
+
+    /// Whether a message after the last one returned exists on the topic.
+    pub async fn has_message_available(&mut self) -> Result<bool> {
+        if !self.consumer.queue.is_empty() {
+            return Ok(true);
+        }
+        let last = self.consumer.last_message_id().await?;
+        if last.position.ledger_id >= i64::MAX as u64 || last.position.entry_id == u64::MAX {
+            return Ok(false);
+        }
+        Ok(match self.consumer.last_dequeued {
+            Some(d) => last.position > d.position,
+            None => true,
+        })
+    }
+
+    pub async fn close(self) -> Result<()> {
+        self.consumer.close().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_tile_the_ring() {
+        let r = entry_bucket_ranges(&equal_width_splits(4));
+        assert_eq!(r.len(), 4);
+        assert_eq!((r[0].start, r[0].end), (0, 16383));
+        assert_eq!((r[3].start, r[3].end), (49152, 65535));
+        let one = entry_bucket_ranges(&equal_width_splits(1));
+        assert_eq!((one[0].start, one[0].end), (0, 65535));
+    }
+}

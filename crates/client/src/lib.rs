@@ -1,0 +1,347 @@
+//! `strobe-client`: an async (tokio) client for Apache Pulsar's binary
+//! protocol, mirroring the Java client's `PulsarClientImpl`, `ProducerImpl`,
+//! `ConsumerImpl` and `ReaderImpl`, with an API in the spirit of pulsar-rs.
+//!
+//! It serves Strobe's own tests, `strobe perf`, and the protocol parts that no
+//! official client speaks yet: the PIP-486 entry-bucket producer
+//! ([`BatchingType::EntryBucket`]) and consumer
+//! ([`ConsumerBuilder::entry_bucket_dispatch`]), and the PIP-473
+//! `WatchTcAssignments` watcher ([`Client::watch_tc_assignments`]). It does not
+//! replace the official clients.
+//!
+//! What it does:
+//! - connections with the CONNECT handshake, keepalive (PING/PONG) and
+//!   reconnection with exponential backoff; lookups that follow redirects;
+//! - producers with batching by time, count and bytes, key-based batching,
+//!   LZ4 and ZSTD compression, a send timeout and a pending-message limit;
+//! - consumers of every subscription type with flow control (permits),
+//!   grouped individual and cumulative acks, batch-index acks, negative acks
+//!   and redelivery; readers and seek.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use strobe_client::{Client, Compression, SubType};
+//!
+//! # async fn run() -> Result<(), strobe_client::Error> {
+//! let client = Client::builder("pulsar://127.0.0.1:6650").build().await?;
+//!
+//! let mut producer = client
+//!     .producer("my-topic")
+//!     .batching(Duration::from_millis(1), 1000, 128 * 1024)
+//!     .compression(Compression::Lz4)
+//!     .create()
+//!     .await?;
+//! // `send` queues the message and returns a future of its receipt.
+//! let receipt = producer.send(b"hello".to_vec()).await?;
+//! producer.flush().await?;
+//! println!("stored as {:?}", receipt.await?);
+//!
+//! let mut consumer = client
+//!     .consumer("my-topic", "my-subscription")
+//!     .sub_type(SubType::Shared)
+//!     .subscribe()
+//!     .await?;
+//! let msg = consumer.recv().await?;
+//! assert_eq!(&msg.payload[..], b"hello");
+//! consumer.ack(&msg)?;
+//! consumer.close().await?;
+//! producer.close().await?;
+//! client.close().await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod compression;
+mod connection;
+mod consumer;
+mod error;
+mod producer;
+mod tc;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use strobe_model::TopicName;
+use strobe_wire::Command;
+use strobe_wire::commands;
+use strobe_wire::proto::command_lookup_topic_response::LookupType;
+
+pub use compression::Compression;
+pub use consumer::{
+    Consumer, ConsumerBuilder, InitialPosition, Message, Reader, ReaderBuilder, SeekTo,
+    entry_bucket_ranges, equal_width_splits,
+};
+pub use error::{Error, Result};
+pub use producer::{
+    BatchingType, Producer, ProducerBuilder, ProducerMessage, SendFuture, entry_bucket_of,
+    entry_hash,
+};
+pub use strobe_model::{MessageId, Position, SubType};
+pub use strobe_wire::proto;
+pub use tc::{TcAssignment, TcAssignmentsWatcher};
+
+use connection::{ConnOptions, Connection, Pool, socket_addr};
+
+/// Builds a [`Client`].
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    url: String,
+    opts: ConnOptions,
+    max_lookup_redirects: u32,
+}
+
+impl ClientBuilder {
+    /// Seconds of silence before a PING, and again before the connection is
+    /// given up (Pulsar's `keepAliveIntervalSeconds`, 30 by default).
+    pub fn keepalive(mut self, d: Duration) -> Self {
+        self.opts.keepalive = d;
+        self
+    }
+
+    /// How long a request (lookup, subscribe, ...) may take (30 s by default).
+    pub fn operation_timeout(mut self, d: Duration) -> Self {
+        self.opts.operation_timeout = d;
+        self
+    }
+
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.opts.connect_timeout = d;
+        self
+    }
+
+    /// Authentication sent with CONNECT, e.g. `("token", b"...")`.
+    pub fn auth(mut self, method: &str, data: impl Into<Bytes>) -> Self {
+        self.opts.auth = Some((method.to_owned(), data.into()));
+        self
+    }
+
+    /// Connects to the service URL once, so that a wrong address fails here.
+    pub async fn build(self) -> Result<Client> {
+        let service_addr = socket_addr(&self.url)?;
+        let inner = Arc::new(ClientInner {
+            service_addr,
+            pool: Pool::default(),
+            opts: self.opts,
+            next_id: AtomicU64::new(1),
+            max_lookup_redirects: self.max_lookup_redirects,
+        });
+        inner.pool.get(&inner.service_addr, &inner.opts).await?;
+        Ok(Client { inner })
+    }
+}
+
+#[derive(Debug)]
+struct ClientInner {
+    service_addr: String,
+    pool: Pool,
+    opts: ConnOptions,
+    next_id: AtomicU64,
+    max_lookup_redirects: u32,
+}
+
+/// A handle on a set of connections to a Pulsar-protocol service. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+impl Client {
+    /// A builder for `pulsar://host:port`.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            url: url.to_owned(),
+            opts: ConnOptions {
+                keepalive: Duration::from_secs(30),
+                operation_timeout: Duration::from_secs(30),
+                connect_timeout: Duration::from_secs(10),
+                auth: None,
+            },
+            max_lookup_redirects: 20,
+        }
+    }
+
+    pub fn producer(&self, topic: &str) -> ProducerBuilder {
+        ProducerBuilder::new(self.clone(), topic)
+    }
+
+    pub fn consumer(&self, topic: &str, subscription: &str) -> ConsumerBuilder {
+        ConsumerBuilder::new(self.clone(), topic, subscription)
+    }
+
+    pub fn reader(&self, topic: &str) -> ReaderBuilder {
+        ReaderBuilder::new(self.clone(), topic)
+    }
+
+    /// The broker's `server_version`, from the CONNECTED of the service connection.
+    pub async fn server_version(&self) -> Result<String> {
+        Ok(self.service_connection().await?.server_version.clone())
+    }
+
+    /// Closes every connection. Producers and consumers still open fail.
+    pub async fn close(&self) {
+        self.inner.pool.close_all().await;
+    }
+
+    /// A fresh id for a producer, consumer or watcher.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) async fn service_connection(&self) -> Result<Arc<Connection>> {
+        self.inner
+            .pool
+            .get(&self.inner.service_addr, &self.inner.opts)
+            .await
+    }
+
+    /// The number of partitions of `topic` (0 for a non-partitioned topic).
+    pub async fn partitions(&self, topic: &str) -> Result<u32> {
+        let topic = full_topic_name(topic)?;
+        let conn = self.service_connection().await?;
+        let id = conn.next_request_id();
+        match conn
+            .request(id, commands::partitioned_metadata_request(id, &topic))
+            .await?
+        {
+            Command::PartitionedMetadataResponse(r) => {
+                if let Some(e) = r.error {
+                    return Err(connection::server_error(e, r.message.unwrap_or_default()));
+                }
+                Ok(r.partitions.unwrap_or(0))
+            }
+            other => Err(Error::Unexpected(format!("{:?}", other.kind()))),
+        }
+    }
+
+    /// Finds the broker that serves `topic` (LOOKUP, following redirects) and
+    /// returns a connection to it.
+    pub(crate) async fn lookup(&self, topic: &str) -> Result<Arc<Connection>> {
+        let mut conn = self.service_connection().await?;
+        let mut authoritative = false;
+        for _ in 0..=self.inner.max_lookup_redirects {
+            let id = conn.next_request_id();
+            let reply = conn
+                .request(id, commands::lookup_topic(id, topic, authoritative))
+                .await?;
+            let Command::LookupResponse(r) = reply else {
+                return Err(Error::Unexpected(format!("{:?} to LOOKUP", reply.kind())));
+            };
+            let kind = r.response.and_then(|k| LookupType::try_from(k).ok());
+            match kind {
+                Some(LookupType::Connect) => {
+                    if r.proxy_through_service_url.unwrap_or(false) {
+                        return Ok(conn);
+                    }
+                    let Some(url) = r.broker_service_url else {
+                        return Err(Error::Lookup("Connect without a broker URL".into()));
+                    };
+                    let addr = socket_addr(&url)?;
+                    return self.inner.pool.get(&addr, &self.inner.opts).await;
+                }
+                Some(LookupType::Redirect) => {
+                    let Some(url) = r.broker_service_url else {
+                        return Err(Error::Lookup("Redirect without a broker URL".into()));
+                    };
+                    authoritative = r.authoritative.unwrap_or(false);
+                    conn = self
+                        .inner
+                        .pool
+                        .get(&socket_addr(&url)?, &self.inner.opts)
+                        .await?;
+                }
+                _ => {
+                    return Err(match r.error {
+                        Some(e) => connection::server_error(e, r.message.unwrap_or_default()),
+                        None => Error::Lookup(r.message.unwrap_or_else(|| "failed".into())),
+                    });
+                }
+            }
+        }
+        Err(Error::Lookup(format!(
+            "more than {} redirects",
+            self.inner.max_lookup_redirects
+        )))
+    }
+
+    /// Lookup with retries and exponential backoff, for (re)connecting
+    /// producers and consumers. Gives up after `deadline`.
+    pub(crate) async fn lookup_with_backoff(
+        &self,
+        topic: &str,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Arc<Connection>> {
+        let mut backoff = Backoff::new();
+        loop {
+            match self.lookup(topic).await {
+                Ok(c) => return Ok(c),
+                Err(e) if e.is_retriable() => {
+                    let wait = backoff.next();
+                    if deadline.is_some_and(|d| tokio::time::Instant::now() + wait > d) {
+                        return Err(e);
+                    }
+                    tracing::debug!(topic, error = %e, ?wait, "lookup failed, retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Exponential backoff from 100 ms to 30 s, as the Java client's `Backoff`.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    pub fn new() -> Backoff {
+        Backoff {
+            next: Duration::from_millis(100),
+        }
+    }
+
+    pub fn next(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(Duration::from_secs(30));
+        d
+    }
+}
+
+/// `my-topic` to `persistent://public/default/my-topic`.
+pub(crate) fn full_topic_name(topic: &str) -> Result<String> {
+    TopicName::parse(topic)
+        .map(|t| t.to_string())
+        .map_err(|e| Error::Invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let mut b = Backoff::new();
+        assert_eq!(b.next(), Duration::from_millis(100));
+        assert_eq!(b.next(), Duration::from_millis(200));
+        for _ in 0..20 {
+            b.next();
+        }
+        assert_eq!(b.next(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(socket_addr("pulsar://a:1").unwrap(), "a:1");
+        assert_eq!(socket_addr("pulsar://a").unwrap(), "a:6650");
+        assert!(socket_addr("pulsar+ssl://a:1").is_err());
+        assert_eq!(
+            full_topic_name("t").unwrap(),
+            "persistent://public/default/t"
+        );
+    }
+}

@@ -1,0 +1,921 @@
+//! Producers (Pulsar's `ProducerImpl` with `BatchMessageContainerImpl`,
+//! `BatchMessageKeyBasedContainer` and PIP-486's `EntryBucketBatchContainer`).
+//!
+//! `send` appends to an open batch under a lock and returns at once with a
+//! future of the receipt; a batch is closed when it reaches its message count
+//! or byte size, or when the batching delay ticks. Every closed batch becomes
+//! one SEND frame that stays in the pending map until its receipt arrives, so
+//! that a reconnect can resend it in order. The pending-message limit is a
+//! semaphore: one permit per message, returned with its receipt.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use strobe_model::{MessageId, Position, murmur3_32};
+use strobe_wire::proto::{
+    CommandProducer, CommandSend, CommandSendError, KeyValue, MessageMetadata,
+    SingleMessageMetadata,
+};
+use strobe_wire::{Command, OutFrame, batch, payload};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::compression::Compression;
+use crate::connection::{Connection, ProducerEvent, server_error};
+use crate::error::{Error, Result};
+use crate::{Backoff, Client, full_topic_name};
+
+/// One message to send.
+#[derive(Debug, Clone, Default)]
+pub struct ProducerMessage {
+    pub payload: Bytes,
+    /// The partition key, which Key_Shared routes on (unless an ordering key is set).
+    pub key: Option<String>,
+    pub ordering_key: Option<Bytes>,
+    pub properties: Vec<(String, String)>,
+    pub event_time: Option<u64>,
+}
+
+impl ProducerMessage {
+    pub fn new(payload: impl Into<Bytes>) -> Self {
+        ProducerMessage {
+            payload: payload.into(),
+            ..Default::default()
+        }
+    }
+
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    pub fn with_ordering_key(mut self, key: impl Into<Bytes>) -> Self {
+        self.ordering_key = Some(key.into());
+        self
+    }
+
+    pub fn with_property(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.properties.push((k.into(), v.into()));
+        self
+    }
+
+    pub fn with_event_time(mut self, t: u64) -> Self {
+        self.event_time = Some(t);
+        self
+    }
+
+    /// The bytes the routing hash is computed on: ordering key, else key.
+    fn routing_key(&self) -> Option<&[u8]> {
+        self.ordering_key
+            .as_deref()
+            .or(self.key.as_deref().map(str::as_bytes))
+    }
+}
+
+impl From<Vec<u8>> for ProducerMessage {
+    fn from(v: Vec<u8>) -> Self {
+        ProducerMessage::new(v)
+    }
+}
+impl From<&[u8]> for ProducerMessage {
+    fn from(v: &[u8]) -> Self {
+        ProducerMessage::new(Bytes::copy_from_slice(v))
+    }
+}
+impl From<Bytes> for ProducerMessage {
+    fn from(v: Bytes) -> Self {
+        ProducerMessage::new(v)
+    }
+}
+impl From<&str> for ProducerMessage {
+    fn from(v: &str) -> Self {
+        ProducerMessage::new(Bytes::copy_from_slice(v.as_bytes()))
+    }
+}
+impl From<String> for ProducerMessage {
+    fn from(v: String) -> Self {
+        ProducerMessage::new(v.into_bytes())
+    }
+}
+
+/// How messages are grouped into batches.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BatchingType {
+    /// One open batch for everything (Java's `DEFAULT`).
+    #[default]
+    Default,
+    /// One open batch per key (ordering key, else partition key), so that a
+    /// Key_Shared subscription can route whole batches (Java's `KEY_BASED`).
+    KeyBased,
+    /// PIP-486: one open batch per entry bucket. `splits` are the bucket
+    /// boundaries (`[s1, .., s_{N-1}]`, see [`crate::equal_width_splits`]);
+    /// every entry is stamped with the min and max `hashB` of its messages.
+    EntryBucket { splits: Vec<u32> },
+}
+
+/// PIP-486 `hashB`: the low 16 bits of Murmur3_32 over the key; a keyless
+/// message hashes to 0.
+pub fn entry_hash(key: Option<&[u8]>) -> u32 {
+    key.map_or(0, |k| murmur3_32(k, 0) & 0xffff)
+}
+
+/// PIP-486 `bucketOf`: the number of split points at or below `hash`.
+pub fn entry_bucket_of(splits: &[u32], hash: u32) -> u32 {
+    splits.partition_point(|s| *s <= hash) as u32
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum BatchKey {
+    All,
+    Key(Option<Bytes>),
+    Bucket(u32),
+}
+
+type Reply = oneshot::Sender<Result<MessageId>>;
+
+#[derive(Debug)]
+struct Batch {
+    messages: Vec<(SingleMessageMetadata, Bytes)>,
+    replies: Vec<Reply>,
+    bytes: usize,
+    first_seq: u64,
+    last_seq: u64,
+    key: Option<String>,
+    ordering_key: Option<Bytes>,
+    hash_min: u32,
+    hash_max: u32,
+}
+
+#[derive(Debug)]
+struct Pending {
+    frame: OutFrame,
+    replies: Vec<Reply>,
+    batched: bool,
+    sent_at: Instant,
+}
+
+#[derive(Debug)]
+struct State {
+    conn: Option<Arc<Connection>>,
+    name: String,
+    next_seq: u64,
+    batches: HashMap<BatchKey, Batch>,
+    pending: BTreeMap<u64, Pending>,
+    closed: Option<Error>,
+}
+
+#[derive(Debug, Clone)]
+struct Config {
+    name: Option<String>,
+    batching: Option<(Duration, u32, usize)>,
+    batching_type: BatchingType,
+    compression: Compression,
+    send_timeout: Option<Duration>,
+    max_pending: usize,
+    block_if_full: bool,
+    properties: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    client: Client,
+    topic: String,
+    id: u64,
+    cfg: Config,
+    state: Mutex<State>,
+    permits: Semaphore,
+    idle: Notify,
+    events: mpsc::UnboundedSender<ProducerEvent>,
+}
+
+/// Builds a [`Producer`]. Batching is on by default (1 ms, 1000 messages,
+/// 128 KiB), as in the Java client.
+#[derive(Debug, Clone)]
+pub struct ProducerBuilder {
+    client: Client,
+    topic: String,
+    cfg: Config,
+}
+
+impl ProducerBuilder {
+    pub(crate) fn new(client: Client, topic: &str) -> Self {
+        ProducerBuilder {
+            client,
+            topic: topic.to_owned(),
+            cfg: Config {
+                name: None,
+                batching: Some((Duration::from_millis(1), 1000, 128 * 1024)),
+                batching_type: BatchingType::Default,
+                compression: Compression::None,
+                send_timeout: Some(Duration::from_secs(30)),
+                max_pending: 1000,
+                block_if_full: true,
+                properties: Vec::new(),
+            },
+        }
+    }
+
+    pub fn name(mut self, name: &str) -> Self {
+        self.cfg.name = Some(name.to_owned());
+        self
+    }
+
+    /// Batch messages: close a batch after `delay`, or at `max_messages`, or
+    /// at `max_bytes` of payload, whichever comes first.
+    pub fn batching(mut self, delay: Duration, max_messages: u32, max_bytes: usize) -> Self {
+        self.cfg.batching = Some((
+            delay.max(Duration::from_micros(100)),
+            max_messages.max(1),
+            max_bytes.max(1),
+        ));
+        self
+    }
+
+    /// One SEND per message.
+    pub fn no_batching(mut self) -> Self {
+        self.cfg.batching = None;
+        self
+    }
+
+    pub fn batching_type(mut self, t: BatchingType) -> Self {
+        self.cfg.batching_type = t;
+        self
+    }
+
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.cfg.compression = c;
+        self
+    }
+
+    /// Fail a send whose receipt has not come back within `t` (`None`: never).
+    pub fn send_timeout(mut self, t: Option<Duration>) -> Self {
+        self.cfg.send_timeout = t;
+        self
+    }
+
+    /// At most `n` messages sent and not yet acknowledged by the broker.
+    pub fn max_pending_messages(mut self, n: usize) -> Self {
+        self.cfg.max_pending = n.max(1);
+        self
+    }
+
+    /// When the pending queue is full: wait (true, the default) or fail with
+    /// [`Error::QueueFull`] (false).
+    pub fn block_if_queue_full(mut self, b: bool) -> Self {
+        self.cfg.block_if_full = b;
+        self
+    }
+
+    pub fn property(mut self, k: &str, v: &str) -> Self {
+        self.cfg.properties.push((k.to_owned(), v.to_owned()));
+        self
+    }
+
+    pub async fn create(self) -> Result<Producer> {
+        let topic = full_topic_name(&self.topic)?;
+        if let BatchingType::EntryBucket { splits } = &self.cfg.batching_type
+            && (splits.windows(2).any(|w| w[0] >= w[1])
+                || splits.iter().any(|s| *s == 0 || *s > 0xffff))
+        {
+            return Err(Error::Invalid(
+                "entry bucket splits must be increasing, in 1..=65535".into(),
+            ));
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id = self.client.next_id();
+        let shared = Arc::new(Shared {
+            client: self.client,
+            topic,
+            id,
+            permits: Semaphore::new(self.cfg.max_pending),
+            cfg: self.cfg,
+            state: Mutex::new(State {
+                conn: None,
+                name: String::new(),
+                next_seq: 0,
+                batches: HashMap::new(),
+                pending: BTreeMap::new(),
+                closed: None,
+            }),
+            idle: Notify::new(),
+            events: tx,
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (conn, name, last_seq) = shared.register(Some(deadline)).await?;
+        {
+            let mut st = shared.state.lock().expect("producer lock");
+            st.conn = Some(conn);
+            st.name = name;
+            st.next_seq = if last_seq >= 0 {
+                last_seq as u64 + 1
+            } else {
+                0
+            };
+        }
+        let tasks = vec![
+            tokio::spawn(event_loop(shared.clone(), rx)),
+            tokio::spawn(ticker(shared.clone())),
+        ];
+        Ok(Producer { shared, tasks })
+    }
+}
+
+/// A producer on one topic. `send` takes `&self`, so one producer may be
+/// shared between tasks (wrap it in an `Arc`).
+#[derive(Debug)]
+pub struct Producer {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let st = self.shared.state.lock().expect("producer lock");
+        if let Some(c) = &st.conn {
+            c.unregister_producer(self.shared.id);
+            if st.closed.is_none() {
+                let _ = c.send_command(strobe_wire::commands::close_producer_request(
+                    c.next_request_id(),
+                    self.shared.id,
+                ));
+            }
+        }
+    }
+}
+
+/// The receipt of one message: resolves to its [`MessageId`] once the broker
+/// has stored it.
+#[derive(Debug)]
+pub struct SendFuture(oneshot::Receiver<Result<MessageId>>);
+
+impl Future for SendFuture {
+    type Output = Result<MessageId>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::Closed)))
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Producer {
+    pub fn topic(&self) -> &str {
+        &self.shared.topic
+    }
+
+    /// The name the broker gave (or accepted for) this producer.
+    pub fn name(&self) -> String {
+        self.shared
+            .state
+            .lock()
+            .expect("producer lock")
+            .name
+            .clone()
+    }
+
+    /// Messages sent and not yet acknowledged by the broker (including open batches).
+    pub fn pending(&self) -> usize {
+        self.shared.cfg.max_pending - self.shared.permits.available_permits()
+    }
+
+    /// Queues a message. Waits only for room in the pending queue; the
+    /// returned future resolves when the broker has stored the message.
+    pub async fn send(&self, msg: impl Into<ProducerMessage>) -> Result<SendFuture> {
+        let msg = msg.into();
+        let sh = &self.shared;
+        if sh.cfg.block_if_full {
+            sh.permits
+                .acquire()
+                .await
+                .map_err(|_| Error::Closed)?
+                .forget();
+        } else {
+            sh.permits
+                .try_acquire()
+                .map_err(|_| Error::QueueFull)?
+                .forget();
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut st = sh.state.lock().expect("producer lock");
+        if let Some(e) = &st.closed {
+            let e = e.clone();
+            drop(st);
+            sh.permits.add_permits(1);
+            return Err(e);
+        }
+        let max = st
+            .conn
+            .as_ref()
+            .map_or(strobe_wire::DEFAULT_MAX_MESSAGE_SIZE, |c| {
+                c.max_message_size
+            });
+        if msg.payload.len() > max {
+            drop(st);
+            sh.permits.add_permits(1);
+            return Err(Error::Invalid(format!(
+                "message of {} bytes exceeds the broker's {max}",
+                msg.payload.len()
+            )));
+        }
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        match sh.cfg.batching {
+            None => sh.send_single(&mut st, seq, msg, tx)?,
+            Some((_, max_messages, max_bytes)) => {
+                let hash = entry_hash(msg.routing_key());
+                let key = match &sh.cfg.batching_type {
+                    BatchingType::Default => BatchKey::All,
+                    BatchingType::KeyBased => {
+                        BatchKey::Key(msg.ordering_key.clone().or_else(|| {
+                            msg.key
+                                .as_ref()
+                                .map(|k| Bytes::copy_from_slice(k.as_bytes()))
+                        }))
+                    }
+                    BatchingType::EntryBucket { splits } => {
+                        BatchKey::Bucket(entry_bucket_of(splits, hash))
+                    }
+                };
+                // A message that would overflow the open batch closes it first.
+                if st
+                    .batches
+                    .get(&key)
+                    .is_some_and(|b| b.bytes + msg.payload.len() > max_bytes)
+                {
+                    sh.flush_batch(&mut st, &key)?;
+                }
+                let b = st.batches.entry(key.clone()).or_insert_with(|| Batch {
+                    messages: Vec::with_capacity(max_messages.min(4096) as usize),
+                    replies: Vec::with_capacity(max_messages.min(4096) as usize),
+                    bytes: 0,
+                    first_seq: seq,
+                    last_seq: seq,
+                    key: msg.key.clone(),
+                    ordering_key: msg.ordering_key.clone(),
+                    hash_min: hash,
+                    hash_max: hash,
+                });
+                b.last_seq = seq;
+                b.hash_min = b.hash_min.min(hash);
+                b.hash_max = b.hash_max.max(hash);
+                b.bytes += msg.payload.len();
+                let single = SingleMessageMetadata {
+                    properties: kvs(&msg.properties),
+                    partition_key: msg.key,
+                    payload_size: msg.payload.len() as i32,
+                    event_time: msg.event_time,
+                    ordering_key: msg.ordering_key,
+                    sequence_id: Some(seq),
+                    ..Default::default()
+                };
+                b.messages.push((single, msg.payload));
+                b.replies.push(tx);
+                if b.messages.len() >= max_messages as usize || b.bytes >= max_bytes {
+                    sh.flush_batch(&mut st, &key)?;
+                }
+            }
+        }
+        Ok(SendFuture(rx))
+    }
+
+    /// Sends and waits for the receipt.
+    pub async fn send_and_wait(&self, msg: impl Into<ProducerMessage>) -> Result<MessageId> {
+        let f = self.send(msg).await?;
+        self.shared.flush_all();
+        f.await
+    }
+
+    /// Closes the open batches and waits until every pending message has its receipt.
+    pub async fn flush(&self) -> Result<()> {
+        self.shared.flush_all();
+        loop {
+            let notified = self.shared.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let st = self.shared.state.lock().expect("producer lock");
+                if st.pending.is_empty() && st.batches.is_empty() {
+                    return Ok(());
+                }
+                if let Some(e) = &st.closed {
+                    return Err(e.clone());
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Flushes (bounded by the send timeout), then closes the producer on the broker.
+    pub async fn close(mut self) -> Result<()> {
+        let wait = self
+            .shared
+            .cfg
+            .send_timeout
+            .unwrap_or(Duration::from_secs(30));
+        let flushed = tokio::time::timeout(wait, self.flush()).await;
+        let conn = {
+            let mut st = self.shared.state.lock().expect("producer lock");
+            st.closed = Some(Error::Closed);
+            fail_pending(&self.shared, &mut st, &Error::Closed);
+            st.conn.take()
+        };
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        if let Some(c) = conn {
+            c.unregister_producer(self.shared.id);
+            let rid = c.next_request_id();
+            let _ = c
+                .request(
+                    rid,
+                    strobe_wire::commands::close_producer_request(rid, self.shared.id),
+                )
+                .await;
+        }
+        match flushed {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout("flush on close")),
+        }
+    }
+}
+
+fn kvs(props: &[(String, String)]) -> Vec<KeyValue> {
+    props
+        .iter()
+        .map(|(k, v)| KeyValue {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect()
+}
+
+/// Fails every open batch and pending message with `e`.
+fn fail_pending(sh: &Shared, st: &mut State, e: &Error) {
+    let mut n = 0;
+    for (_, b) in st.batches.drain() {
+        n += b.replies.len();
+        for r in b.replies {
+            let _ = r.send(Err(e.clone()));
+        }
+    }
+    for (_, p) in std::mem::take(&mut st.pending) {
+        n += p.replies.len();
+        for r in p.replies {
+            let _ = r.send(Err(e.clone()));
+        }
+    }
+    sh.permits.add_permits(n);
+    sh.idle.notify_waiters();
+}
+
+impl Shared {
+    /// Looks the topic up and registers the producer (PRODUCER → PRODUCER_SUCCESS).
+    async fn register(&self, deadline: Option<Instant>) -> Result<(Arc<Connection>, String, i64)> {
+        let mut backoff = Backoff::new();
+        loop {
+            let attempt = async {
+                let conn = self
+                    .client
+                    .lookup_with_backoff(&self.topic, deadline)
+                    .await?;
+                conn.register_producer(self.id, self.events.clone());
+                let rid = conn.next_request_id();
+                let name = self.state.lock().expect("producer lock").name.clone();
+                let name = if name.is_empty() {
+                    self.cfg.name.clone()
+                } else {
+                    Some(name)
+                };
+                let cmd = CommandProducer {
+                    topic: self.topic.clone(),
+                    producer_id: self.id,
+                    request_id: rid,
+                    user_provided_producer_name: Some(self.cfg.name.is_some()),
+                    producer_name: name,
+                    metadata: kvs(&self.cfg.properties),
+                    ..Default::default()
+                };
+                match conn.request(rid, cmd).await {
+                    Ok(Command::ProducerSuccess(s)) => {
+                        Ok((conn, s.producer_name, s.last_sequence_id.unwrap_or(-1)))
+                    }
+                    Ok(other) => Err(Error::Unexpected(format!("{:?} to PRODUCER", other.kind()))),
+                    Err(e) => {
+                        conn.unregister_producer(self.id);
+                        Err(e)
+                    }
+                }
+            };
+            match attempt.await {
+                Ok(r) => return Ok(r),
+                Err(e) if e.is_retriable() => {
+                    let wait = backoff.next();
+                    if deadline.is_some_and(|d| Instant::now() + wait > d) {
+                        return Err(e);
+                    }
+                    debug!(topic = %self.topic, error = %e, "producer registration failed, retrying");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn frame(&self, seq: u64, highest: u64, n: i32, section: Bytes) -> OutFrame {
+        let cmd = CommandSend {
+            producer_id: self.id,
+            sequence_id: seq,
+            num_messages: (n != 1).then_some(n),
+            highest_sequence_id: (highest != seq).then_some(highest),
+            ..Default::default()
+        };
+        OutFrame::with_payload(cmd, &[], section)
+    }
+
+    fn enqueue(
+        &self,
+        st: &mut State,
+        seq: u64,
+        frame: OutFrame,
+        replies: Vec<Reply>,
+        batched: bool,
+    ) {
+        if let Some(c) = &st.conn {
+            // A dead connection is noticed by the event loop, which resends.
+            let _ = c.send(frame.clone());
+        }
+        st.pending.insert(
+            seq,
+            Pending {
+                frame,
+                replies,
+                batched,
+                sent_at: Instant::now(),
+            },
+        );
+    }
+
+    fn compress(&self, metadata: &mut MessageMetadata, raw: &[u8]) -> Result<Option<Vec<u8>>> {
+        if self.cfg.compression == Compression::None {
+            return Ok(None);
+        }
+        metadata.compression = Some(self.cfg.compression.wire() as i32);
+        metadata.uncompressed_size = Some(raw.len() as u32);
+        self.cfg.compression.compress(raw).map(Some)
+    }
+
+    fn send_single(
+        &self,
+        st: &mut State,
+        seq: u64,
+        msg: ProducerMessage,
+        reply: Reply,
+    ) -> Result<()> {
+        let mut metadata = MessageMetadata {
+            producer_name: st.name.clone(),
+            sequence_id: seq,
+            publish_time: now_ms(),
+            properties: kvs(&msg.properties),
+            partition_key: msg.key.clone(),
+            event_time: msg.event_time,
+            ordering_key: msg.ordering_key.clone(),
+            ..Default::default()
+        };
+        if let BatchingType::EntryBucket { .. } = self.cfg.batching_type {
+            let h = entry_hash(msg.routing_key());
+            metadata.entry_hash_min = Some(h);
+            metadata.entry_hash_max = Some(h);
+        }
+        let compressed = self.compress(&mut metadata, &msg.payload)?;
+        let body = compressed.as_deref().unwrap_or(&msg.payload);
+        let section = payload::encode(&metadata, body, true);
+        let frame = self.frame(seq, seq, 1, section);
+        self.enqueue(st, seq, frame, vec![reply], false);
+        Ok(())
+    }
+
+    fn flush_batch(&self, st: &mut State, key: &BatchKey) -> Result<()> {
+        let Some(b) = st.batches.remove(key) else {
+            return Ok(());
+        };
+        let n = b.messages.len();
+        let refs: Vec<(SingleMessageMetadata, &[u8])> = b
+            .messages
+            .iter()
+            .map(|(m, p)| (m.clone(), &p[..]))
+            .collect();
+        let raw = batch::encode(&refs);
+        let mut metadata = MessageMetadata {
+            producer_name: st.name.clone(),
+            sequence_id: b.first_seq,
+            publish_time: now_ms(),
+            partition_key: b.key,
+            ordering_key: b.ordering_key,
+            num_messages_in_batch: Some(n as i32),
+            highest_sequence_id: (b.last_seq != b.first_seq).then_some(b.last_seq),
+            ..Default::default()
+        };
+        if let BatchingType::EntryBucket { .. } = self.cfg.batching_type {
+            metadata.entry_hash_min = Some(b.hash_min);
+            metadata.entry_hash_max = Some(b.hash_max);
+        }
+        let compressed = match self.compress(&mut metadata, &raw) {
+            Ok(c) => c,
+            Err(e) => {
+                for r in b.replies {
+                    let _ = r.send(Err(e.clone()));
+                }
+                self.permits.add_permits(n);
+                return Err(e);
+            }
+        };
+        let section = payload::encode(&metadata, compressed.as_deref().unwrap_or(&raw), true);
+        let frame = self.frame(b.first_seq, b.last_seq, n as i32, section);
+        self.enqueue(st, b.first_seq, frame, b.replies, true);
+        Ok(())
+    }
+
+    fn flush_all(&self) {
+        let mut st = self.state.lock().expect("producer lock");
+        let keys: Vec<BatchKey> = st.batches.keys().cloned().collect();
+        let mut keyed: Vec<(u64, BatchKey)> = keys
+            .into_iter()
+            .map(|k| (st.batches[&k].first_seq, k))
+            .collect();
+        keyed.sort_by_key(|(s, _)| *s);
+        for (_, k) in keyed {
+            if let Err(e) = self.flush_batch(&mut st, &k) {
+                warn!(topic = %self.topic, error = %e, "batch dropped");
+            }
+        }
+    }
+
+    fn on_receipt(&self, seq: u64, ledger_id: u64, entry_id: u64) {
+        let mut st = self.state.lock().expect("producer lock");
+        let Some(p) = st.pending.remove(&seq) else {
+            debug!(topic = %self.topic, seq, "receipt for nothing pending");
+            return;
+        };
+        let n = p.replies.len();
+        let position = Position::new(ledger_id, entry_id);
+        for (i, r) in p.replies.into_iter().enumerate() {
+            let mut id = MessageId::new(position);
+            if p.batched {
+                id.batch_index = i as i32;
+                id.batch_size = n as i32;
+            }
+            let _ = r.send(Ok(id));
+        }
+        let idle = st.pending.is_empty() && st.batches.is_empty();
+        drop(st);
+        self.permits.add_permits(n);
+        if idle {
+            self.idle.notify_waiters();
+        }
+    }
+
+    fn on_send_error(&self, e: CommandSendError) {
+        let err = server_error(e.error, e.message);
+        let mut st = self.state.lock().expect("producer lock");
+        if let Some(p) = st.pending.remove(&e.sequence_id) {
+            let n = p.replies.len();
+            for r in p.replies {
+                let _ = r.send(Err(err.clone()));
+            }
+            self.permits.add_permits(n);
+        }
+        if st.pending.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Fails pending messages older than the send timeout.
+    fn expire(&self) {
+        let Some(timeout) = self.cfg.send_timeout else {
+            return;
+        };
+        let now = Instant::now();
+        let mut st = self.state.lock().expect("producer lock");
+        let expired: Vec<u64> = st
+            .pending
+            .iter()
+            .take_while(|(_, p)| p.sent_at + timeout <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        let mut n = 0;
+        for s in expired {
+            if let Some(p) = st.pending.remove(&s) {
+                n += p.replies.len();
+                for r in p.replies {
+                    let _ = r.send(Err(Error::Timeout("send")));
+                }
+            }
+        }
+        let idle = st.pending.is_empty();
+        drop(st);
+        self.permits.add_permits(n);
+        if idle {
+            self.idle.notify_waiters();
+        }
+    }
+}
+
+async fn ticker(sh: Arc<Shared>) {
+    let period = sh
+        .cfg
+        .batching
+        .map(|(d, _, _)| d)
+        .unwrap_or(Duration::from_millis(100));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_expire = Instant::now();
+    loop {
+        tick.tick().await;
+        let has_batches = !sh.state.lock().expect("producer lock").batches.is_empty();
+        if has_batches {
+            sh.flush_all();
+        }
+        if last_expire.elapsed() >= Duration::from_millis(100) {
+            last_expire = Instant::now();
+            sh.expire();
+        }
+    }
+}
+
+async fn event_loop(sh: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<ProducerEvent>) {
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            ProducerEvent::Receipt(r) => {
+                let id = r.message_id.unwrap_or_default();
+                sh.on_receipt(r.sequence_id, id.ledger_id, id.entry_id);
+            }
+            ProducerEvent::SendError(e) => sh.on_send_error(e),
+            ProducerEvent::Closed => {
+                {
+                    let mut st = sh.state.lock().expect("producer lock");
+                    if st.closed.is_some() {
+                        return;
+                    }
+                    st.conn = None;
+                }
+                debug!(topic = %sh.topic, "producer disconnected, reconnecting");
+                match sh.register(None).await {
+                    Ok((conn, name, _)) => {
+                        let mut st = sh.state.lock().expect("producer lock");
+                        st.name = name;
+                        // Resend in sequence order what the broker has not acknowledged.
+                        for p in st.pending.values_mut() {
+                            let _ = conn.send(p.frame.clone());
+                            p.sent_at = Instant::now();
+                        }
+                        st.conn = Some(conn);
+                    }
+                    Err(e) => {
+                        warn!(topic = %sh.topic, error = %e, "producer cannot reconnect");
+                        let mut st = sh.state.lock().expect("producer lock");
+                        fail_pending(&sh, &mut st, &e);
+                        st.closed = Some(e);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets() {
+        let splits = crate::equal_width_splits(4);
+        assert_eq!(splits, vec![16384, 32768, 49152]);
+        assert_eq!(entry_bucket_of(&splits, 0), 0);
+        assert_eq!(entry_bucket_of(&splits, 16383), 0);
+        assert_eq!(entry_bucket_of(&splits, 16384), 1);
+        assert_eq!(entry_bucket_of(&splits, 65535), 3);
+        assert_eq!(entry_hash(None), 0);
+        assert!(entry_hash(Some(b"k")) <= 0xffff);
+    }
+}
