@@ -9,6 +9,8 @@ use clap::{Args, Parser, Subcommand};
 use strobe_broker::{Broker, BrokerConfig};
 use tracing::info;
 
+mod perf;
+
 /// Strobe: a message broker that speaks Apache Pulsar's binary protocol.
 ///
 /// Point any Pulsar client at it (pulsar://localhost:6650) and change nothing else.
@@ -25,6 +27,8 @@ enum CommandLine {
     Standalone(StandaloneArgs),
     /// Run one broker of a cluster coordinated through etcd (needs the `cluster` build).
     Broker(BrokerArgs),
+    /// Load-test any Pulsar-protocol broker (like pulsar-perf): produce, consume or e2e.
+    Perf(perf::PerfArgs),
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         CommandLine::Standalone(args) => standalone_config(args).and_then(run),
         CommandLine::Broker(args) => cluster_broker(args),
+        CommandLine::Perf(args) => perf::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,656 @@
+//! `strobe perf`: a load generator in the spirit of `pulsar-perf`, built on
+//! `strobe-client`. It speaks only the Pulsar binary protocol, so it works
+//! against any Pulsar-protocol broker.
+//!
+//! - `produce`: producers publish; latency is publish → receipt.
+//! - `consume`: consumers read (and ack); latency is end to end when the
+//!   payload carries perf's timestamp, else from the broker's publish time.
+//! - `e2e`: both in one process on one clock: publish and end-to-end latency.
+//!
+//! Every payload starts with the sender's wall clock in nanoseconds (8 bytes),
+//! so a `consume` in another process still measures end to end. Histograms
+//! are HDR in microseconds. A status line goes out every second; the final
+//! summary is human-readable, or one JSON object on stdout with `--json`
+//! (status lines then go to stderr). On a terminal a progress line is redrawn
+//! in place.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use hdrhistogram::Histogram;
+use strobe_client::{Client, Compression, InitialPosition, SubType};
+
+#[derive(Debug, Args)]
+pub struct PerfArgs {
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Debug, Subcommand)]
+enum Mode {
+    /// Publish messages and measure publish latency.
+    Produce(Opts),
+    /// Consume messages and measure end-to-end latency.
+    Consume(Opts),
+    /// Publish and consume in one process: publish and end-to-end latency.
+    E2e(Opts),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SubKind {
+    Exclusive,
+    Shared,
+    Failover,
+    KeyShared,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Start {
+    Latest,
+    Earliest,
+}
+
+#[derive(Debug, Clone, Args)]
+struct Opts {
+    /// Service URL of any Pulsar-protocol broker.
+    #[arg(short = 'u', long, default_value = "pulsar://127.0.0.1:6650")]
+    url: String,
+    /// Topic name (with -t N > 1: NAME-0 .. NAME-{N-1}).
+    #[arg(long, default_value = "perf")]
+    topic: String,
+    /// Number of topics.
+    #[arg(short = 't', long, default_value_t = 1)]
+    topics: usize,
+    /// Total publish rate in msg/s over all producers (0: as fast as possible).
+    #[arg(short = 'r', long, default_value_t = 0.0)]
+    rate: f64,
+    /// Message size in bytes (at least 8: the timestamp).
+    #[arg(short = 's', long, default_value_t = 1024)]
+    size: usize,
+    /// Producers per topic.
+    #[arg(short = 'p', long, default_value_t = 1)]
+    producers: usize,
+    /// Consumers per topic.
+    #[arg(short = 'c', long, default_value_t = 1)]
+    consumers: usize,
+    /// Subscription type.
+    #[arg(long = "sub-type", value_enum, default_value = "exclusive")]
+    sub_type: SubKind,
+    /// Subscription name.
+    #[arg(long, default_value = "perf-sub")]
+    subscription: String,
+    /// Where a new subscription starts.
+    #[arg(long, value_enum, default_value = "latest")]
+    initial_position: Start,
+    /// Run for this many seconds (0: until the message count).
+    #[arg(short = 'd', long, default_value_t = 0.0)]
+    duration: f64,
+    /// Stop after this many messages in total (0: until the duration).
+    #[arg(short = 'm', long, default_value_t = 0)]
+    messages: u64,
+    /// Batching delay in milliseconds (0: batching off).
+    #[arg(long = "batch-delay-ms", default_value_t = 1.0)]
+    batch_delay_ms: f64,
+    /// Messages per batch at most.
+    #[arg(long = "batch-max-messages", default_value_t = 1000)]
+    batch_max_messages: u32,
+    /// Bytes per batch at most.
+    #[arg(long = "batch-max-bytes", default_value_t = 128 * 1024)]
+    batch_max_bytes: usize,
+    /// Pending (unacknowledged) messages per producer.
+    #[arg(long = "max-pending", default_value_t = 1000)]
+    max_pending: usize,
+    /// none, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// Consumer receiver queue size (permits).
+    #[arg(long = "receiver-queue", default_value_t = 1000)]
+    receiver_queue: u32,
+    /// Print the final summary as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Seconds to wait for consumers to catch up after producing stops (e2e).
+    #[arg(long = "drain-timeout", default_value_t = 10.0)]
+    drain_timeout: f64,
+}
+
+pub fn run(args: PerfArgs) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("perf")
+        .build()
+        .context("starting the async runtime")?;
+    let (name, opts, produce, consume) = match args.mode {
+        Mode::Produce(o) => ("produce", o, true, false),
+        Mode::Consume(o) => ("consume", o, false, true),
+        Mode::E2e(o) => ("e2e", o, true, true),
+    };
+    rt.block_on(run_async(name, opts, produce, consume))
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
+}
+
+#[derive(Debug)]
+struct Stats {
+    sent: AtomicU64,
+    acked: AtomicU64,
+    acked_bytes: AtomicU64,
+    received: AtomicU64,
+    received_bytes: AtomicU64,
+    errors: AtomicU64,
+    pub_lat: Mutex<(Histogram<u64>, Histogram<u64>)>,
+    e2e_lat: Mutex<(Histogram<u64>, Histogram<u64>)>,
+    stop_producing: AtomicBool,
+    stop_consuming: AtomicBool,
+    /// Microseconds from the start to the last receipt and the last receive.
+    last_ack_us: AtomicU64,
+    last_recv_us: AtomicU64,
+    start: Instant,
+}
+
+impl Stats {
+    fn new() -> Stats {
+        Stats {
+            sent: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            acked_bytes: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            received_bytes: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            pub_lat: Mutex::new((hist(), hist())),
+            e2e_lat: Mutex::new((hist(), hist())),
+            stop_producing: AtomicBool::new(false),
+            stop_consuming: AtomicBool::new(false),
+            last_ack_us: AtomicU64::new(0),
+            last_recv_us: AtomicU64::new(0),
+            start: Instant::now(),
+        }
+    }
+}
+
+fn record(h: &Mutex<(Histogram<u64>, Histogram<u64>)>, us: u64) {
+    let us = us.clamp(1, 60_000_000);
+    let mut g = h.lock().expect("histogram lock");
+    let _ = g.0.record(us);
+    let _ = g.1.record(us);
+}
+
+fn wall_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn topic_names(o: &Opts) -> Vec<String> {
+    if o.topics <= 1 {
+        vec![o.topic.clone()]
+    } else {
+        (0..o.topics).map(|i| format!("{}-{i}", o.topic)).collect()
+    }
+}
+
+fn cpu_seconds_self() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        o.size >= 8,
+        "-s must be at least 8 (the payload carries a timestamp)"
+    );
+    let compression = Compression::parse(&o.compression)
+        .with_context(|| format!("unknown compression {:?}", o.compression))?;
+    let client = Client::builder(&o.url)
+        .build()
+        .await
+        .with_context(|| format!("connecting to {}", o.url))?;
+    let stats = Arc::new(Stats::new());
+    let topics = topic_names(&o);
+    let mut consumer_tasks = Vec::new();
+    if consume {
+        let sub_type = match o.sub_type {
+            SubKind::Exclusive => SubType::Exclusive,
+            SubKind::Shared => SubType::Shared,
+            SubKind::Failover => SubType::Failover,
+            SubKind::KeyShared => SubType::KeyShared,
+        };
+        for t in &topics {
+            for _ in 0..o.consumers.max(1) {
+                let mut c = client
+                    .consumer(t, &o.subscription)
+                    .sub_type(sub_type)
+                    .receiver_queue_size(o.receiver_queue)
+                    .initial_position(match o.initial_position {
+                        Start::Latest => InitialPosition::Latest,
+                        Start::Earliest => InitialPosition::Earliest,
+                    })
+                    .subscribe()
+                    .await
+                    .with_context(|| format!("subscribing to {t}"))?;
+                let stats = stats.clone();
+                consumer_tasks.push(tokio::spawn(async move {
+                    loop {
+                        if stats.stop_consuming.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let m = match c.recv_timeout(Duration::from_millis(200)).await {
+                            Ok(Some(m)) => m,
+                            Ok(None) => continue,
+                            Err(_) => {
+                                stats.errors.fetch_add(1, Ordering::Relaxed);
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                                continue;
+                            }
+                        };
+                        let now = wall_nanos();
+                        let sent = if m.payload.len() >= 8 {
+                            u64::from_be_bytes(m.payload[..8].try_into().expect("8 bytes"))
+                        } else {
+                            0
+                        };
+                        // A perf timestamp is within a day of now; anything else
+                        // (another producer's payload) falls back to publish time.
+                        let us = if sent > 0 && now >= sent && now - sent < 86_400_000_000_000 {
+                            (now - sent) / 1000
+                        } else {
+                            (now / 1_000_000).saturating_sub(m.publish_time) * 1000
+                        };
+                        record(&stats.e2e_lat, us);
+                        stats.received.fetch_add(1, Ordering::Relaxed);
+                        stats
+                            .last_recv_us
+                            .store(stats.start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                        stats
+                            .received_bytes
+                            .fetch_add(m.payload.len() as u64, Ordering::Relaxed);
+                        let _ = c.ack(&m);
+                    }
+                    c.flush_acks();
+                    let _ = c.close().await;
+                }));
+            }
+        }
+    }
+
+    let n_producers = if produce {
+        topics.len() * o.producers.max(1)
+    } else {
+        0
+    };
+    let per_producer_rate = if o.rate > 0.0 && n_producers > 0 {
+        o.rate / n_producers as f64
+    } else {
+        0.0
+    };
+    let per_producer_count = if o.messages > 0 && n_producers > 0 {
+        o.messages.div_ceil(n_producers as u64)
+    } else {
+        0
+    };
+    let mut producer_tasks = Vec::new();
+    if produce {
+        for t in &topics {
+            for _ in 0..o.producers.max(1) {
+                let mut b = client
+                    .producer(t)
+                    .compression(compression)
+                    .max_pending_messages(o.max_pending)
+                    .send_timeout(None);
+                b = if o.batch_delay_ms > 0.0 {
+                    b.batching(
+                        Duration::from_secs_f64(o.batch_delay_ms / 1000.0),
+                        o.batch_max_messages,
+                        o.batch_max_bytes,
+                    )
+                } else {
+                    b.no_batching()
+                };
+                let producer = b
+                    .create()
+                    .await
+                    .with_context(|| format!("creating a producer on {t}"))?;
+                let stats = stats.clone();
+                let size = o.size;
+                producer_tasks.push(tokio::spawn(produce_loop(
+                    producer,
+                    stats,
+                    size,
+                    per_producer_rate,
+                    per_producer_count,
+                    o.max_pending,
+                )));
+            }
+        }
+    }
+
+    let started = Instant::now();
+    let cpu0 = cpu_seconds_self();
+    let json = o.json;
+    let tty = std::io::stdout().is_terminal() && !json;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.tick().await;
+    let mut last = (Instant::now(), 0u64, 0u64, 0u64, 0u64);
+    let mut last_line = Instant::now();
+    let deadline = (o.duration > 0.0).then(|| started + Duration::from_secs_f64(o.duration));
+    let mut drain_started: Option<Instant> = None;
+    let mut last_received = 0;
+    let mut last_progress = Instant::now();
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let acked = stats.acked.load(Ordering::Relaxed);
+        let received = stats.received.load(Ordering::Relaxed);
+        // Stop conditions.
+        let time_up = deadline.is_some_and(|d| now >= d);
+        let producers_done = produce && producer_tasks.iter().all(|t| t.is_finished());
+        if produce && (time_up || producers_done) {
+            stats.stop_producing.store(true, Ordering::Relaxed);
+        }
+        let mut done = false;
+        if produce && !consume {
+            done = producers_done || (time_up && producer_tasks.iter().all(|t| t.is_finished()));
+        }
+        if consume && !produce {
+            done = time_up || (o.messages > 0 && received >= o.messages);
+        }
+        if produce && consume && stats.stop_producing.load(Ordering::Relaxed) {
+            let all_done = producer_tasks.iter().all(|t| t.is_finished());
+            if all_done {
+                let ds = *drain_started.get_or_insert(now);
+                if received != last_received {
+                    last_progress = now;
+                }
+                let caught_up = received >= stats.acked.load(Ordering::Relaxed);
+                let stalled = now.duration_since(last_progress).as_secs_f64() > o.drain_timeout
+                    || now.duration_since(ds).as_secs_f64() > o.drain_timeout * 3.0;
+                done = caught_up || stalled;
+            }
+        }
+        last_received = received;
+        if now.duration_since(last_line) >= Duration::from_millis(990) || done {
+            let dt = now.duration_since(last.0).as_secs_f64().max(1e-9);
+            let acked_bytes = stats.acked_bytes.load(Ordering::Relaxed);
+            let received_bytes = stats.received_bytes.load(Ordering::Relaxed);
+            let line = status_line(
+                mode,
+                now.duration_since(started).as_secs_f64(),
+                produce.then(|| {
+                    (
+                        (acked - last.1) as f64 / dt,
+                        (acked_bytes - last.2) as f64 / dt,
+                    )
+                }),
+                consume.then(|| {
+                    (
+                        (received - last.3) as f64 / dt,
+                        (received_bytes - last.4) as f64 / dt,
+                    )
+                }),
+                &stats,
+                (produce && consume).then(|| acked.saturating_sub(received)),
+            );
+            if tty {
+                print!("\r\x1b[2K{line}\n");
+            } else if json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+            last = (now, acked, acked_bytes, received, received_bytes);
+            last_line = now;
+        }
+        if tty {
+            let frac = match (deadline, o.messages) {
+                (Some(d), _) => {
+                    now.duration_since(started).as_secs_f64()
+                        / d.duration_since(started).as_secs_f64()
+                }
+                (None, m) if m > 0 => (if produce { acked } else { received }) as f64 / m as f64,
+                _ => 0.0,
+            }
+            .clamp(0.0, 1.0);
+            let width = 30;
+            let filled = (frac * width as f64) as usize;
+            print!(
+                "\r\x1b[2K[{}{}] {:5.1}%  sent {}  received {}",
+                "=".repeat(filled),
+                " ".repeat(width - filled),
+                frac * 100.0,
+                acked,
+                received
+            );
+            let _ = std::io::stdout().flush();
+        }
+        if done {
+            break;
+        }
+    }
+    stats.stop_producing.store(true, Ordering::Relaxed);
+    for t in producer_tasks {
+        let _ = t.await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    stats.stop_consuming.store(true, Ordering::Relaxed);
+    for t in consumer_tasks {
+        let _ = t.await;
+    }
+    let cpu = cpu_seconds_self() - cpu0;
+    if tty {
+        println!();
+    }
+    summary(mode, &o, &stats, elapsed, cpu, produce, consume);
+    client.close().await;
+    Ok(())
+}
+
+async fn produce_loop(
+    producer: strobe_client::Producer,
+    stats: Arc<Stats>,
+    size: usize,
+    rate: f64,
+    count: u64,
+    max_pending: usize,
+) {
+    let (tx, mut rx) =
+        tokio::sync::mpsc::channel::<(strobe_client::SendFuture, Instant)>(max_pending.max(1) * 2);
+    let st = stats.clone();
+    let receipts = tokio::spawn(async move {
+        while let Some((f, at)) = rx.recv().await {
+            match f.await {
+                Ok(_) => {
+                    record(&st.pub_lat, at.elapsed().as_micros() as u64);
+                    st.acked.fetch_add(1, Ordering::Relaxed);
+                    st.last_ack_us
+                        .store(st.start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    st.acked_bytes.fetch_add(size as u64, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    st.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    let filler = vec![b'x'; size - 8];
+    let start = Instant::now();
+    let mut sent: u64 = 0;
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    'outer: loop {
+        let due = if rate > 0.0 {
+            tick.tick().await;
+            let target = (start.elapsed().as_secs_f64() * rate) as u64;
+            target.saturating_sub(sent)
+        } else {
+            256
+        };
+        for _ in 0..due {
+            if stats.stop_producing.load(Ordering::Relaxed) || (count > 0 && sent >= count) {
+                break 'outer;
+            }
+            let mut payload = Vec::with_capacity(size);
+            payload.extend_from_slice(&wall_nanos().to_be_bytes());
+            payload.extend_from_slice(&filler);
+            let at = Instant::now();
+            match producer.send(payload).await {
+                Ok(f) => {
+                    sent += 1;
+                    stats.sent.fetch_add(1, Ordering::Relaxed);
+                    if tx.send((f, at)).await.is_err() {
+                        break 'outer;
+                    }
+                }
+                Err(_) => {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+        if rate <= 0.0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let _ = producer.flush().await;
+    drop(tx);
+    let _ = receipts.await;
+    let _ = producer.close().await;
+}
+
+fn pcts(h: &Histogram<u64>) -> [f64; 6] {
+    if h.is_empty() {
+        return [0.0; 6];
+    }
+    let ms = |v: u64| v as f64 / 1000.0;
+    [
+        ms(h.value_at_quantile(0.5)),
+        ms(h.value_at_quantile(0.95)),
+        ms(h.value_at_quantile(0.99)),
+        ms(h.value_at_quantile(0.999)),
+        ms(h.max()),
+        h.mean() / 1000.0,
+    ]
+}
+
+fn fmt_lat(p: [f64; 6]) -> String {
+    format!(
+        "p50 {:.3} p95 {:.3} p99 {:.3} p99.9 {:.3} max {:.3} ms",
+        p[0], p[1], p[2], p[3], p[4]
+    )
+}
+
+fn status_line(
+    mode: &str,
+    t: f64,
+    pubrate: Option<(f64, f64)>,
+    recvrate: Option<(f64, f64)>,
+    stats: &Stats,
+    backlog: Option<u64>,
+) -> String {
+    let mut s = format!("[{mode} {t:6.1}s]");
+    if let Some((m, b)) = pubrate {
+        let mut g = stats.pub_lat.lock().expect("histogram lock");
+        let p = pcts(&g.0);
+        g.0.reset();
+        s += &format!(
+            " pub {:9.0} msg/s {:7.1} MB/s | pub lat {}",
+            m,
+            b / 1e6,
+            fmt_lat(p)
+        );
+    }
+    if let Some((m, b)) = recvrate {
+        let mut g = stats.e2e_lat.lock().expect("histogram lock");
+        let p = pcts(&g.0);
+        g.0.reset();
+        s += &format!(
+            " | recv {:9.0} msg/s {:7.1} MB/s | e2e lat {}",
+            m,
+            b / 1e6,
+            fmt_lat(p)
+        );
+    }
+    if let Some(b) = backlog {
+        s += &format!(" | backlog {b}");
+    }
+    let e = stats.errors.load(Ordering::Relaxed);
+    if e > 0 {
+        s += &format!(" | errors {e}");
+    }
+    s
+}
+
+fn summary(
+    mode: &str,
+    o: &Opts,
+    stats: &Stats,
+    elapsed: f64,
+    cpu: f64,
+    produce: bool,
+    consume: bool,
+) {
+    let acked = stats.acked.load(Ordering::Relaxed);
+    let received = stats.received.load(Ordering::Relaxed);
+    // Rates over the active window: from the start to the last receipt / receive.
+    let pub_s = (stats.last_ack_us.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
+    let recv_s = (stats.last_recv_us.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
+    let pubp = pcts(&stats.pub_lat.lock().expect("histogram lock").1);
+    let e2ep = pcts(&stats.e2e_lat.lock().expect("histogram lock").1);
+    let lat = |p: [f64; 6]| serde_json::json!({"p50": p[0], "p95": p[1], "p99": p[2], "p99_9": p[3], "max": p[4], "mean": p[5]});
+    let v = serde_json::json!({
+        "mode": mode,
+        "url": o.url,
+        "topics": o.topics,
+        "size": o.size,
+        "rate": o.rate,
+        "batching_delay_ms": o.batch_delay_ms,
+        "elapsed_s": elapsed,
+        "published": if produce { Some(acked) } else { None },
+        "publish_rate": if produce { Some(acked as f64 / pub_s) } else { None },
+        "publish_mb_s": if produce { Some(stats.acked_bytes.load(Ordering::Relaxed) as f64 / pub_s / 1e6) } else { None },
+        "publish_latency_ms": if produce { Some(lat(pubp)) } else { None },
+        "received": if consume { Some(received) } else { None },
+        "receive_rate": if consume { Some(received as f64 / recv_s) } else { None },
+        "receive_mb_s": if consume { Some(stats.received_bytes.load(Ordering::Relaxed) as f64 / recv_s / 1e6) } else { None },
+        "e2e_latency_ms": if consume { Some(lat(e2ep)) } else { None },
+        "errors": stats.errors.load(Ordering::Relaxed),
+        "client_cpu_s": cpu,
+    });
+    if o.json {
+        println!("{v}");
+        return;
+    }
+    println!("--- {mode} summary: {elapsed:.1} s, client CPU {cpu:.2} s ---");
+    if produce {
+        println!(
+            "published {acked} msgs, {:.0} msg/s, {:.1} MB/s; publish latency {}",
+            acked as f64 / pub_s,
+            stats.acked_bytes.load(Ordering::Relaxed) as f64 / pub_s / 1e6,
+            fmt_lat(pubp)
+        );
+    }
+    if consume {
+        println!(
+            "received {received} msgs, {:.0} msg/s, {:.1} MB/s; end-to-end latency {}",
+            received as f64 / recv_s,
+            stats.received_bytes.load(Ordering::Relaxed) as f64 / recv_s / 1e6,
+            fmt_lat(e2ep)
+        );
+    }
+    let e = stats.errors.load(Ordering::Relaxed);
+    if e > 0 {
+        println!("errors: {e}");
+    }
+}
