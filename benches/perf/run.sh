@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Side-by-side: the same `strobe perf` scenarios, in one run, against strobe
+# (durable group commit, its default; plus sync = never for the latency row)
+# and pulsar-lite 0.2.0 (PyPI, RocksDB without fsync), with the machine's bare
+# fdatasync p50/p99 measured in the same run, and each broker's CPU per
+# message from /proc/<pid>/stat before and after every phase.
+#
+#   benches/perf/run.sh                 # everything, ~3 minutes
+#   SCENARIOS="produce e2e" benches/perf/run.sh
+#   DURATION=10 MESSAGES=1000000 benches/perf/run.sh
+#
+# Needs: target/release/strobe (built here unless SKIP_BUILD=1), python3 with
+# venv; pulsar-lite is pip-installed into $LITE_VENV on first use.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE="$ROOT/benches/perf"
+STROBE="$ROOT/target/release/strobe"
+LITE_VENV=${LITE_VENV:-$HOME/.cache/strobe-bench/lite-venv}
+DURATION=${DURATION:-10}
+MESSAGES=${MESSAGES:-1000000}
+SCENARIOS=${SCENARIOS:-"produce consume e2e lat10k topics100"}
+BROKERS=${BROKERS:-"strobe lite strobe-nosync"}
+OUT=${OUT:-$(mktemp -d /tmp/strobe-bench.XXXXXX)}
+CLK_TCK=$(getconf CLK_TCK)
+
+log() { echo "[$(date +%T)] $*" >&2; }
+
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+  (cd "$ROOT" && cargo build --release --bin strobe >&2)
+fi
+if [[ ! -x "$LITE_VENV/bin/python" ]] || ! "$LITE_VENV/bin/python" -c 'import pulsar_lite' 2>/dev/null; then
+  log "installing pulsar-lite 0.2.0 into $LITE_VENV"
+  python3 -m venv "$LITE_VENV"
+  "$LITE_VENV/bin/pip" install -q pulsar-lite==0.2.0
+fi
+LITE_BIN=$("$LITE_VENV/bin/python" -c 'import pulsar_lite, os; print(os.path.join(os.path.dirname(pulsar_lite.__file__), "bin", "pulsar-lite"))')
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# CPU seconds (user+system) of a pid, and busy seconds of the whole machine.
+proc_cpu() { awk -v t="$CLK_TCK" '{ sub(/.*\) /, ""); print ($12 + $13) / t }' "/proc/$1/stat"; }
+machine_busy() { awk -v t="$CLK_TCK" '/^cpu / { print ($2+$3+$4+$7+$8) / t }' /proc/stat; }
+rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+
+PID=""; PORT=""
+start_broker() { # name
+  local name=$1 dir="$OUT/data-$1"
+  rm -rf "$dir"; mkdir -p "$dir"
+  PORT=$(free_port)
+  local t0; t0=$(date +%s%N)
+  case $name in
+    strobe|strobe-nosync)
+      local sync=always; [[ $name == strobe-nosync ]] && sync=never
+      printf 'sync = "%s"\n' "$sync" > "$dir/strobe.toml"
+      "$STROBE" standalone --config "$dir/strobe.toml" --data-dir "$dir/data" \
+        --broker-port "$PORT" --http-port "$(free_port)" \
+        --bind-address 127.0.0.1 --advertised-address 127.0.0.1 > "$dir/broker.log" 2>&1 &
+      ;;
+    lite)
+      # Bound to 127.0.0.1, metrics listener (0.0.0.0:8080 by default) disabled.
+      printf '[metrics]\nenabled = false\n' > "$dir/pulsar-lite.toml"
+      (cd "$dir" && RUST_LOG=warn exec "$LITE_BIN" --config "$dir/pulsar-lite.toml" \
+        --addr "127.0.0.1:$PORT" --db-path "$dir/db" --log-level warn) > "$dir/broker.log" 2>&1 &
+      ;;
+  esac
+  PID=$!
+  for _ in $(seq 1 5000); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
+    sleep 0.001
+  done
+  local t1; t1=$(date +%s%N)
+  STARTUP_MS=$(( (t1 - t0) / 1000000 ))
+  sleep 1
+  IDLE_RSS=$(rss_kib "$PID")
+  log "$name: pid $PID port $PORT, first connection after ${STARTUP_MS} ms, idle RSS $((IDLE_RSS / 1024)) MiB"
+  echo "{\"broker\":\"$name\",\"startup_ms\":$STARTUP_MS,\"idle_rss_kib\":$IDLE_RSS}" > "$OUT/$name-idle.json"
+}
+
+stop_broker() {
+  [[ -n "$PID" ]] || return 0
+  kill "$PID" 2>/dev/null || true
+  wait "$PID" 2>/dev/null || true
+  PID=""
+}
+trap stop_broker EXIT
+
+# Runs one perf phase against the running broker and writes $OUT/<broker>-<phase>.json
+# with the perf summary plus broker CPU, client CPU and other cores.
+phase() { # broker phase perf-args...
+  local b=$1 ph=$2; shift 2
+  local c0 m0 t0 c1 m1 t1
+  c0=$(proc_cpu "$PID"); m0=$(machine_busy); t0=$(date +%s.%N)
+  "$STROBE" perf "$@" -u "pulsar://127.0.0.1:$PORT" --json > "$OUT/$b-$ph.perf.json" 2> "$OUT/$b-$ph.log" || {
+    log "$b $ph failed: $(tail -3 "$OUT/$b-$ph.log")"; echo '{}' > "$OUT/$b-$ph.perf.json"; }
+  c1=$(proc_cpu "$PID"); m1=$(machine_busy); t1=$(date +%s.%N)
+  python3 - "$OUT/$b-$ph.perf.json" "$c0" "$c1" "$m0" "$m1" "$t0" "$t1" > "$OUT/$b-$ph.json" <<'PY'
+import json, sys
+f, c0, c1, m0, m1, t0, t1 = sys.argv[1], *map(float, sys.argv[2:])
+try:
+    d = json.load(open(f))
+except Exception:
+    d = {}
+wall = t1 - t0
+srv = c1 - c0
+cli = d.get("client_cpu_s", 0.0) or 0.0
+msgs = max(d.get("published") or 0, d.get("received") or 0)
+d.update(broker_cpu_s=srv, wall_s=wall, broker_cores=srv / wall, client_cores=cli / wall,
+         other_cores=max(0.0, (m1 - m0 - srv - cli) / wall),
+         broker_us_per_msg=(srv * 1e6 / msgs) if msgs else None)
+print(json.dumps(d))
+PY
+  log "$b $ph: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print({k: (round(v,3) if isinstance(v,float) else v) for k,v in d.items() if k in ("publish_rate","receive_rate","broker_us_per_msg","broker_cores","client_cores","other_cores")})' "$OUT/$b-$ph.json")"
+}
+
+fsync_probe() {
+  python3 "$HERE/fsync_probe.py" "$OUT" 2000 > "$OUT/fsync-$1.json"
+  log "fdatasync ($1): $(cat "$OUT/fsync-$1.json")"
+}
+
+log "results in $OUT"
+fsync_probe start
+for b in $BROKERS; do
+  start_broker "$b"
+  for s in $SCENARIOS; do
+    # sync = never only matters for the latency rows.
+    if [[ $b == strobe-nosync && $s != lat10k && $s != topics100 ]]; then continue; fi
+    case $s in
+      produce)  # 1 topic, batching on, unthrottled; a subscription exists so consume can catch up.
+        "$STROBE" perf consume -u "pulsar://127.0.0.1:$PORT" --topic bench-tput --subscription catchup -d 0.5 --json > /dev/null 2>&1 || true
+        phase "$b" produce produce --topic bench-tput -m "$MESSAGES" -s 1024 --batch-delay-ms 1 ;;
+      consume)  # catch-up read of what produce wrote
+        phase "$b" consume consume --topic bench-tput --subscription catchup --initial-position earliest -m "$MESSAGES" -s 1024 -d 60 ;;
+      e2e)      # produce while consuming, batching on, unthrottled
+        phase "$b" e2e e2e --topic bench-e2e -d "$DURATION" -s 1024 --batch-delay-ms 1 ;;
+      lat10k)   # fixed 10k msg/s, batching off
+        fsync_probe "$b"
+        phase "$b" lat10k e2e --topic bench-lat -r 10000 -d "$DURATION" -s 1024 --batch-delay-ms 0 ;;
+      topics100) # 100 topics x 200 msg/s, one producer and one consumer each, batching off
+        phase "$b" topics100 e2e --topic bench-many -t 100 -r 20000 -d "$DURATION" -s 1024 --batch-delay-ms 0 ;;
+    esac
+  done
+  stop_broker
+done
+fsync_probe end
+
+python3 - "$OUT" "$BROKERS" "$SCENARIOS" <<'PY'
+import json, os, sys
+out, brokers, scen = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+def load(n):
+    try: return json.load(open(os.path.join(out, n)))
+    except Exception: return None
+def f(v, p=1):
+    return "-" if v is None else (f"{v:,.{p}f}" if isinstance(v, float) else str(v))
+rows = []
+def lat(d, k):
+    l = (d or {}).get(k) or {}
+    return f"{f(l.get('p50'),2)} / {f(l.get('p99'),2)} / {f(l.get('p99_9'),2)}" if l else "-"
+for s in scen:
+    for b in brokers:
+        d = load(f"{b}-{s}.json")
+        if d is None: continue
+        rate = d.get("publish_rate") if s == "produce" else d.get("receive_rate") if d.get("receive_rate") else d.get("publish_rate")
+        rows.append([s, b, f(rate, 0), f(d.get("broker_us_per_msg"), 2), f(d.get("broker_cores"), 2),
+                     f(d.get("client_cores"), 2), f(d.get("other_cores"), 2),
+                     lat(d, "publish_latency_ms"), lat(d, "e2e_latency_ms")])
+hdr = ["scenario", "broker", "msg/s", "brk us/msg", "brk cores", "cli cores", "other", "pub ms p50/p99/p99.9", "e2e ms p50/p99/p99.9"]
+w = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
+line = lambda r: "  ".join(str(c).ljust(w[i]) for i, c in enumerate(r))
+print(line(hdr)); print("  ".join("-" * x for x in w))
+for r in rows: print(line(r))
+print()
+for n in sorted(os.listdir(out)):
+    if n.startswith("fsync-"):
+        d = load(n); print(f"bare fdatasync ({n[6:-5]}): p50 {d['p50_ms']:.3f} ms, p99 {d['p99_ms']:.3f} ms, {d['syncs_per_s']:.0f} syncs/s")
+for b in brokers:
+    d = load(f"{b}-idle.json")
+    if d: print(f"{b}: first accepted connection {d['startup_ms']} ms after spawn, idle RSS {d['idle_rss_kib']/1024:.1f} MiB")
+print(f"\nraw results: {out}")
+PY
