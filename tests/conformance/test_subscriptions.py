@@ -146,3 +146,18 @@ def test_pattern_consumer_lists_namespace_topics(client, topic):
 def test_invalid_topic_name_is_refused(client):
     with pytest.raises(Exception):
         client.create_producer("persistent://public/default/")
+
+
+def test_non_persistent_topic_delivers_to_connected_consumers_only(client):
+    topic = f"non-persistent://public/default/np-{time.time()}"
+    c = client.subscribe(topic, "sub")
+    p = client.create_producer(topic)
+    for i in range(10):
+        p.send(f"np-{i}".encode())
+    assert [c.receive(TM).data() for _ in range(10)] == [f"np-{i}".encode() for i in range(10)]
+    # A subscription that was not there when they were sent gets nothing of them.
+    late = client.subscribe(topic, "late", initial_position=InitialPosition.Earliest)
+    assert drain(late, 500) == []
+    p.send(b"after")
+    assert [m.data() for m in drain(late, 1000)] == [b"after"]
+    assert [m.data() for m in drain(c, 1000)] == [b"after"]
