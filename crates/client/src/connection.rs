@@ -150,9 +150,16 @@ impl Connection {
         });
         let mut framed =
             FramedRead::with_capacity(read, FrameCodec::new(max_message_size), 256 * 1024);
+        // Frames that came in with CONNECTED are handled first: FramedRead
+        // would not look at its buffer before the socket is readable again.
+        let mut early = Vec::new();
+        while let Some(f) = decode_frame(&mut buf, limit)? {
+            early.push(f);
+        }
         framed.read_buffer_mut().extend_from_slice(&buf);
         tokio::spawn(writer(write, rx, conn.addr.clone()));
         tokio::spawn(reader(
+            early,
             framed,
             Arc::downgrade(&conn),
             conn.tx.clone(),
@@ -414,6 +421,7 @@ async fn writer(
 }
 
 async fn reader(
+    early: Vec<strobe_wire::Frame>,
     mut framed: FramedRead<tokio::net::tcp::OwnedReadHalf, FrameCodec>,
     conn: std::sync::Weak<Connection>,
     tx: mpsc::UnboundedSender<OutFrame>,
@@ -424,6 +432,17 @@ async fn reader(
     tick.tick().await;
     let mut heard = true;
     let mut pinged = false;
+    if let Some(c) = conn.upgrade() {
+        for frame in early {
+            match frame.command {
+                Command::Ping(_) => {
+                    let _ = tx.send(OutFrame::command(commands::pong()));
+                }
+                Command::Pong(_) => {}
+                _ => c.route(frame),
+            }
+        }
+    }
     loop {
         tokio::select! {
             frame = framed.next() => {
