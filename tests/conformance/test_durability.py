@@ -16,13 +16,14 @@ def test_sigterm_closes_clients_and_exits_zero(fresh_strobe):
     assert fresh_strobe.terminate() == 0
     log = fresh_strobe.log_text()
     assert "broker stopped" in log
+    # The old client would reconnect its exclusive consumer first: retire it.
+    client.close()
     fresh_strobe.start()
     client2 = pulsar.Client(fresh_strobe.url, operation_timeout_seconds=10)
     c2 = client2.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     got = [c2.receive(10000).data() for _ in range(10)]
     assert got == [f"m-{i}".encode() for i in range(10)]
     client2.close()
-    client.close()
 
 
 def test_kill_dash_nine_loses_nothing_acknowledged(fresh_strobe):

@@ -29,8 +29,11 @@ use strobe_wire::{Command, Frame, FrameCodec, OutFrame, WireError, commands};
 
 use crate::BrokerError;
 use crate::service::BrokerService;
-use crate::subscription::{ConsumerSpec, SeekTarget, StartPosition, SubscriptionHandle};
+use crate::subscription::{
+    ConsumerSpec, KeySharedSpec, SeekTarget, StartPosition, SubscriptionHandle,
+};
 use crate::topic::{AddProducer, Published, Topic};
+use strobe_dispatch::key_shared::HashRange;
 
 /// Frames queued for the socket before the reader waits for the writer.
 const WRITE_QUEUE: usize = 1024;
@@ -623,7 +626,7 @@ impl ServerCnx {
         let start = c
             .start_message_id
             .as_ref()
-            .map(|id| StartPosition::from_id(id));
+            .map(StartPosition::from_id);
         let name = c
             .consumer_name
             .clone()
@@ -640,6 +643,16 @@ impl ServerCnx {
             keep_entry_metadata: false,
             protocol_version,
             closed_by_broker: closed_by_broker.clone(),
+            key_shared: c.key_shared_meta.as_ref().map(|m| KeySharedSpec {
+                sticky: m.key_shared_mode() == proto::KeySharedMode::Sticky,
+                ranges: m
+                    .hash_ranges
+                    .iter()
+                    .map(|r| HashRange::new(r.start.max(0) as u32, r.end.max(0) as u32))
+                    .collect(),
+                allow_out_of_order: m.allow_out_of_order_delivery.unwrap_or(false),
+                entry_buckets: m.entry_bucket_dispatch.unwrap_or(false),
+            }),
         };
         let sub = topic
             .subscribe(&c.subscription, durable, initial, start, spec)

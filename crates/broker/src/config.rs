@@ -54,6 +54,9 @@ pub struct BrokerConfig {
     pub max_unacked_messages_per_consumer: u32,
     /// Entries read from storage at once for one subscription.
     pub dispatcher_max_read_batch: usize,
+    /// Key_Shared AUTO_SPLIT spreads hashes by consistent hashing (else by
+    /// splitting ranges) (Pulsar: subscriptionKeySharedUseConsistentHashing).
+    pub key_shared_use_consistent_hashing: bool,
 }
 
 impl Default for BrokerConfig {
@@ -79,6 +82,7 @@ impl Default for BrokerConfig {
             deduplication_enabled: false,
             max_unacked_messages_per_consumer: 50_000,
             dispatcher_max_read_batch: 100,
+            key_shared_use_consistent_hashing: true,
         }
     }
 }

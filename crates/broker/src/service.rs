@@ -287,6 +287,7 @@ impl BrokerService {
         let settings = crate::topic::DispatchSettings {
             max_read_entries: self.config.dispatcher_max_read_batch,
             max_unacked_messages: self.config.max_unacked_messages_per_consumer,
+            key_shared_consistent_hashing: self.config.key_shared_use_consistent_hashing,
         };
         let topic = Topic::open(
             name.clone(),
@@ -333,6 +334,7 @@ impl BrokerService {
         let settings = crate::topic::DispatchSettings {
             max_read_entries: self.config.dispatcher_max_read_batch,
             max_unacked_messages: self.config.max_unacked_messages_per_consumer,
+            key_shared_consistent_hashing: self.config.key_shared_use_consistent_hashing,
         };
         let topic =
             Topic::open(name.clone(), &self.non_persistent, config, false, settings).await?;

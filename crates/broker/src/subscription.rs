@@ -12,10 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
+use strobe_dispatch::key_shared::{
+    ConsumerId, ConsumerSpec as KsConsumer, Decision, HashRange, KeySharedConfig,
+    KeySharedDispatcher, KeySharedMode, NextRead, ReadType, resolve_sticky_key,
+};
 use strobe_dispatch::{ConsumerKey, SharedSelector, failover_active, permits_for_entry};
 use strobe_ledger::{Entry, ManagedCursor, ManagedLedger, Position};
 use strobe_model::SubType;
-use strobe_wire::proto::{CommandAck, MessageIdData, command_ack::AckType};
+use strobe_wire::proto::{CommandAck, MessageIdData, MessageMetadata, command_ack::AckType};
 use strobe_wire::{OutFrame, commands, payload};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{Instrument, debug, info_span, warn};
@@ -86,6 +90,19 @@ pub struct ConsumerSpec {
     /// Set when the broker closes the consumer (seek, topic close), so the
     /// connection lets the client subscribe again with the same id.
     pub closed_by_broker: Arc<AtomicBool>,
+    /// Key_Shared only: the consumer's KeySharedMeta.
+    pub key_shared: Option<KeySharedSpec>,
+}
+
+/// A Key_Shared consumer's `KeySharedMeta` (AUTO_SPLIT when absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySharedSpec {
+    pub sticky: bool,
+    /// STICKY: the ranges claimed; entry buckets: the full boundary list.
+    pub ranges: Vec<HashRange>,
+    pub allow_out_of_order: bool,
+    /// PIP-486: `entryBucketDispatch`.
+    pub entry_buckets: bool,
 }
 
 /// Where SEEK goes.
@@ -333,9 +350,14 @@ pub struct Subscription {
     replay: BTreeSet<Position>,
     redelivery_counts: HashMap<Position, u32>,
     /// Delayed messages (Shared only): due time (ms) -> positions.
-    delayed: BTreeMap<u64, Vec<Position>>,
+    delayed: BTreeMap<u64, Vec<(Position, u32, u32)>>,
     /// Failover/Exclusive: index of the active consumer.
     active: Option<usize>,
+    /// Key_Shared: the dispatcher (selector, draining, pending acks, replay),
+    /// and the first consumer's KeySharedMeta, which later ones must match.
+    ks: Option<KeySharedDispatcher>,
+    ks_meta: Option<KeySharedSpec>,
+    ks_consistent_hashing: bool,
     max_read: usize,
     max_unacked: u32,
 }
@@ -374,6 +396,9 @@ impl Subscription {
             redelivery_counts: HashMap::new(),
             delayed: BTreeMap::new(),
             active: None,
+            ks: None,
+            ks_meta: None,
+            ks_consistent_hashing: settings.key_shared_consistent_hashing,
             max_read: settings.max_read_entries.max(1),
             max_unacked: settings.max_unacked_messages,
         };
@@ -543,11 +568,6 @@ impl Subscription {
     }
 
     fn add(&mut self, spec: ConsumerSpec) -> Result<(), BrokerError> {
-        if spec.sub_type == SubType::KeyShared {
-            return Err(BrokerError::NotAllowed(
-                "Key_Shared subscriptions are not served by this broker yet".into(),
-            ));
-        }
         if !self.consumers.is_empty() {
             if self.sub_type != Some(spec.sub_type) {
                 return Err(BrokerError::ConsumerBusy(format!(
@@ -573,6 +593,9 @@ impl Subscription {
                 "consumer id {} is already subscribed",
                 spec.consumer_id
             )));
+        }
+        if spec.sub_type == SubType::KeyShared {
+            self.add_key_shared(&spec)?;
         }
         self.sub_type = Some(spec.sub_type);
         *self.shared_type.lock() = self.sub_type;
@@ -611,10 +634,20 @@ impl Subscription {
             return;
         };
         let c = self.consumers.remove(i);
-        self.give_back(c.unacked.keys().copied().collect());
+        if let Some(ks) = self.ks.as_mut() {
+            // Its unacked entries wait in the dispatcher's replay queue, in key order.
+            let out = ks.remove_consumer(ConsumerId(c.seq));
+            for p in out.replay {
+                *self.redelivery_counts.entry(p).or_insert(0) += 1;
+            }
+        } else {
+            self.give_back(c.unacked.keys().copied().collect());
+        }
         if self.consumers.is_empty() {
             self.sub_type = None;
             *self.shared_type.lock() = None;
+            self.ks = None;
+            self.ks_meta = None;
         }
         self.active = None;
         self.update_active();
@@ -715,6 +748,9 @@ impl Subscription {
 
     /// Sends as many entries as the consumers' permits allow.
     async fn dispatch(&mut self) -> Result<(), BrokerError> {
+        if self.ks.is_some() {
+            return self.dispatch_key_shared().await;
+        }
         loop {
             if !self.any_ready() {
                 if !self.topic.name.is_persistent() {
@@ -787,17 +823,26 @@ impl Subscription {
             && let Some(at) = meta.deliver_at_time.filter(|t| *t > 0)
             && (at as u64) > now_ms()
         {
-            self.delayed.entry(at as u64).or_default().push(e.position);
+            self.delayed
+                .entry(at as u64)
+                .or_default()
+                .push((e.position, 0, 0));
             return true;
         }
         let Some(i) = self.pick() else { return false };
-        let n = strobe_wire::batch::message_count(&meta);
+        self.send_to(i, &e, &meta).await
+    }
+
+    /// Sends one entry to consumer `i` and charges its permits. False when the
+    /// consumer's connection is gone (it is removed).
+    async fn send_to(&mut self, i: usize, e: &Entry, meta: &MessageMetadata) -> bool {
+        let n = strobe_wire::batch::message_count(meta);
         let redelivery = self
             .redelivery_counts
             .get(&e.position)
             .copied()
             .unwrap_or(0);
-        let ack_set = if strobe_wire::batch::is_batch(&meta) {
+        let ack_set = if strobe_wire::batch::is_batch(meta) {
             self.cursor
                 .batch_unacked_set(e.position)
                 .unwrap_or_default()
@@ -806,7 +851,7 @@ impl Subscription {
         };
         let c = &mut self.consumers[i];
         let mut id = commands::message_id(e.position.ledger_id, e.position.entry_id);
-        if strobe_wire::batch::is_batch(&meta) {
+        if strobe_wire::batch::is_batch(meta) {
             id.batch_size = Some(n as i32);
         }
         let frame = match commands::message_frame(
@@ -851,11 +896,21 @@ impl Subscription {
 
     /// Due delayed messages go through the replay queue; `deliver` then finds
     /// their time has passed.
-    fn replay_delayed(&mut self, ps: Vec<Position>) {
-        self.replay.extend(ps);
+    fn replay_delayed(&mut self, ps: Vec<(Position, u32, u32)>) {
+        match self.ks.as_mut() {
+            Some(ks) => {
+                for (p, hash, n) in ps {
+                    ks.add_to_replay(p, hash, n);
+                }
+            }
+            None => self.replay.extend(ps.into_iter().map(|(p, _, _)| p)),
+        }
     }
 
     fn forget(&mut self, p: Position) {
+        if let Some(ks) = self.ks.as_mut() {
+            ks.on_ack(p);
+        }
         for c in &mut self.consumers {
             if let Some(n) = c.unacked.remove(&p) {
                 c.unacked_messages = c.unacked_messages.saturating_sub(u64::from(n));
@@ -875,7 +930,7 @@ impl Subscription {
             )));
         }
         let cumulative = ack.ack_type() == AckType::Cumulative;
-        if cumulative && self.sub_type == Some(SubType::Shared) {
+        if cumulative && matches!(self.sub_type, Some(SubType::Shared | SubType::KeyShared)) {
             return Err(BrokerError::NotAllowed(format!(
                 "cumulative acknowledgement is not allowed on Shared subscription {}",
                 self.name
@@ -930,6 +985,10 @@ impl Subscription {
 
     fn redeliver(&mut self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {
         let redeliver_all = ids.is_empty();
+        if self.ks.is_some() {
+            self.redeliver_key_shared(conn_id, consumer_id, ids);
+            return;
+        }
         let Some(c) = self.find_mut(conn_id, consumer_id) else {
             return;
         };
@@ -984,6 +1043,8 @@ impl Subscription {
                 self.sub_type = None;
                 *self.shared_type.lock() = None;
                 self.active = None;
+                self.ks = None;
+                self.ks_meta = None;
                 self.replay.clear();
                 self.delayed.clear();
                 self.redelivery_counts.clear();
@@ -995,6 +1056,232 @@ impl Subscription {
             Err(e) => commands::error(request_id, e.server_error(), e.to_string()),
         };
         let _ = reply_tx.send(OutFrame::command(reply)).await;
+    }
+}
+
+/// Key_Shared: the decisions come from `strobe_dispatch::key_shared`; this
+/// part reads entries, resolves their sticky keys and sends what it is told to.
+impl Subscription {
+    fn add_key_shared(&mut self, spec: &ConsumerSpec) -> Result<(), BrokerError> {
+        let meta = spec.key_shared.clone().unwrap_or(KeySharedSpec {
+            sticky: false,
+            ranges: Vec::new(),
+            allow_out_of_order: false,
+            entry_buckets: false,
+        });
+        if meta.entry_buckets && !meta.sticky {
+            return Err(BrokerError::ConsumerAssignError(
+                "entryBucketDispatch needs the STICKY key-shared mode".into(),
+            ));
+        }
+        match &self.ks_meta {
+            Some(first) if !self.consumers.is_empty() => {
+                if first.sticky != meta.sticky
+                    || first.allow_out_of_order != meta.allow_out_of_order
+                    || first.entry_buckets != meta.entry_buckets
+                {
+                    return Err(BrokerError::ConsumerBusy(format!(
+                        "subscription {} is Key_Shared with mode {}, allowOutOfOrderDelivery={}, entryBucketDispatch={}; \
+                         this consumer asked for mode {}, allowOutOfOrderDelivery={}, entryBucketDispatch={}",
+                        self.name,
+                        if first.sticky { "STICKY" } else { "AUTO_SPLIT" },
+                        first.allow_out_of_order,
+                        first.entry_buckets,
+                        if meta.sticky { "STICKY" } else { "AUTO_SPLIT" },
+                        meta.allow_out_of_order,
+                        meta.entry_buckets
+                    )));
+                }
+            }
+            _ => {
+                let mode = if meta.entry_buckets {
+                    KeySharedMode::EntryBuckets {
+                        boundaries: meta.ranges.clone(),
+                    }
+                } else if meta.sticky {
+                    KeySharedMode::Sticky
+                } else if self.ks_consistent_hashing {
+                    KeySharedMode::auto_split()
+                } else {
+                    KeySharedMode::auto_split_ranges()
+                };
+                let mut config = KeySharedConfig::new(mode);
+                config.allow_out_of_order_delivery = meta.allow_out_of_order;
+                config.max_read_batch = self.max_read;
+                let ks = KeySharedDispatcher::new(config)
+                    .map_err(|e| BrokerError::ConsumerAssignError(e.to_string()))?;
+                self.ks = Some(ks);
+                self.ks_meta = Some(meta.clone());
+            }
+        }
+        let ks = self.ks.as_mut().expect("created above");
+        ks.add_consumer(&KsConsumer {
+            id: ConsumerId(self.next_seq + 1),
+            name: spec.name.clone(),
+            hash_ranges: meta.ranges,
+        })
+        .map_err(|e| BrokerError::ConsumerAssignError(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Each consumer's permits as the dispatcher counts them (0 once it holds
+    /// `max_unacked` messages).
+    fn ks_permits(&self) -> HashMap<ConsumerId, u32> {
+        self.consumers
+            .iter()
+            .map(|c| {
+                let full =
+                    self.max_unacked != 0 && c.unacked_messages >= u64::from(self.max_unacked);
+                let p = if full {
+                    0
+                } else {
+                    c.permits.clamp(0, i64::from(u32::MAX)) as u32
+                };
+                (ConsumerId(c.seq), p)
+            })
+            .collect()
+    }
+
+    async fn dispatch_key_shared(&mut self) -> Result<(), BrokerError> {
+        loop {
+            let permits = self.ks_permits();
+            let Some(ks) = self.ks.as_ref() else {
+                return Ok(());
+            };
+            match ks.next_read(|c| permits.get(&c).copied().unwrap_or(0)) {
+                NextRead::Idle => return Ok(()),
+                NextRead::Replay(positions) => {
+                    let mut entries = Vec::with_capacity(positions.len());
+                    for p in positions {
+                        let found = if self.cursor.is_acked(p) {
+                            None
+                        } else {
+                            self.topic
+                                .ledger
+                                .read(p, 1)
+                                .await?
+                                .into_iter()
+                                .next()
+                                .filter(|e| e.position == p)
+                        };
+                        match found {
+                            Some(e) => entries.push(e),
+                            // Acked meanwhile, or trimmed: it no longer waits.
+                            None => {
+                                if let Some(ks) = self.ks.as_mut() {
+                                    ks.on_ack(p);
+                                }
+                            }
+                        }
+                    }
+                    if !self.ks_deliver(ReadType::Replay, entries).await {
+                        return Ok(());
+                    }
+                }
+                NextRead::Normal { max_entries } => {
+                    let entries = self.cursor.read(max_entries).await?;
+                    if entries.is_empty() {
+                        return Ok(());
+                    }
+                    if !self.ks_deliver(ReadType::Normal, entries).await {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands one read to the dispatcher, entry by entry, and sends what it
+    /// dispatches. False when the subscription changed under the read (a
+    /// consumer's connection went away): the caller starts over.
+    async fn ks_deliver(&mut self, read_type: ReadType, entries: Vec<Entry>) -> bool {
+        let mut permits = self.ks_permits();
+        let Some(ks) = self.ks.as_ref() else {
+            return false;
+        };
+        let mut pass = ks.begin_read(read_type);
+        for e in entries {
+            let meta = match payload::peek_metadata(&e.data) {
+                Ok(m) if m.marker_type.is_none_or(|t| t == 0) => m,
+                Ok(_) => {
+                    self.cursor.delete(&[e.position]);
+                    self.forget(e.position);
+                    continue;
+                }
+                Err(err) => {
+                    warn!(position = %e.position, error = %err, "unreadable entry acknowledged and skipped");
+                    self.cursor.delete(&[e.position]);
+                    self.forget(e.position);
+                    continue;
+                }
+            };
+            let Some(ks) = self.ks.as_mut() else {
+                return false;
+            };
+            let key = resolve_sticky_key(
+                meta.ordering_key.as_deref(),
+                meta.partition_key.as_deref(),
+                meta.partition_key_b64_encoded(),
+                Some(&meta.producer_name),
+                Some(meta.sequence_id),
+            );
+            let hash = ks.entry_hash(&key, meta.entry_hash_min);
+            let n = strobe_wire::batch::message_count(&meta);
+            if read_type == ReadType::Normal
+                && let Some(at) = meta.deliver_at_time.filter(|t| *t > 0)
+                && (at as u64) > now_ms()
+            {
+                self.delayed
+                    .entry(at as u64)
+                    .or_default()
+                    .push((e.position, hash, n));
+                continue;
+            }
+            match ks.on_entry(&mut pass, e.position, hash, n, |c| {
+                permits.get(&c).copied().unwrap_or(0)
+            }) {
+                Decision::Dispatch(cid) => {
+                    let Some(i) = self.consumers.iter().position(|c| ConsumerId(c.seq) == cid)
+                    else {
+                        continue;
+                    };
+                    if !self.send_to(i, &e, &meta).await {
+                        return false;
+                    }
+                    if let Some(p) = permits.get_mut(&cid) {
+                        *p = p.saturating_sub(permits_for_entry(n));
+                    }
+                }
+                Decision::Hold(_) | Decision::Skip => {}
+            }
+        }
+        true
+    }
+
+    fn redeliver_key_shared(&mut self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {
+        let Some(c) = self.find_mut(conn_id, consumer_id) else {
+            return;
+        };
+        let cid = ConsumerId(c.seq);
+        let positions: Vec<Position> = if ids.is_empty() {
+            c.unacked.keys().copied().collect()
+        } else {
+            ids.iter()
+                .map(|id| Position::new(id.ledger_id, id.entry_id))
+                .filter(|p| c.unacked.contains_key(p))
+                .collect()
+        };
+        for p in &positions {
+            if let Some(n) = c.unacked.remove(p) {
+                c.unacked_messages = c.unacked_messages.saturating_sub(u64::from(n));
+            }
+        }
+        for p in &positions {
+            *self.redelivery_counts.entry(*p).or_insert(0) += 1;
+        }
+        if let Some(ks) = self.ks.as_mut() {
+            ks.redeliver(cid, Some(&positions));
+        }
     }
 }
 

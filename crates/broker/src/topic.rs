@@ -94,6 +94,8 @@ pub struct DispatchSettings {
     pub max_read_entries: usize,
     /// A consumer holding this many unacknowledged messages gets no more (0: no limit).
     pub max_unacked_messages: u32,
+    /// Key_Shared AUTO_SPLIT by consistent hashing (else by splitting ranges).
+    pub key_shared_consistent_hashing: bool,
 }
 
 pub struct Topic {
