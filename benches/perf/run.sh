@@ -22,6 +22,7 @@ MESSAGES=${MESSAGES:-1000000}
 SCENARIOS=${SCENARIOS:-"produce consume e2e lat10k topics100"}
 BROKERS=${BROKERS:-"strobe lite strobe-nosync"}
 OUT=${OUT:-$(mktemp -d /tmp/strobe-bench.XXXXXX)}
+mkdir -p "$OUT"
 CLK_TCK=$(getconf CLK_TCK)
 
 log() { echo "[$(date +%T)] $*" >&2; }
@@ -39,14 +40,15 @@ LITE_BIN=$("$LITE_VENV/bin/python" -c 'import pulsar_lite, os; print(os.path.joi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # CPU seconds (user+system) of a pid, and busy seconds of the whole machine.
-proc_cpu() { awk -v t="$CLK_TCK" '{ sub(/.*\) /, ""); print ($12 + $13) / t }' "/proc/$1/stat"; }
+proc_cpu() { awk -v t="$CLK_TCK" '{ sub(/.*\) /, ""); print ($12 + $13) / t }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 machine_busy() { awk -v t="$CLK_TCK" '/^cpu / { print ($2+$3+$4+$7+$8) / t }' /proc/stat; }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 
 PID=""; PORT=""
-start_broker() { # name
+start_broker() { # name [keep: reuse the data dir]
   local name=$1 dir="$OUT/data-$1"
-  rm -rf "$dir"; mkdir -p "$dir"
+  [[ "${2:-}" == keep ]] || rm -rf "$dir"
+  mkdir -p "$dir"
   PORT=$(free_port)
   local t0; t0=$(date +%s%N)
   case $name in
@@ -85,11 +87,39 @@ stop_broker() {
 }
 trap stop_broker EXIT
 
+ensure_broker() { # name
+  if ! kill -0 "$PID" 2>/dev/null; then
+    log "$1 (pid $PID) is gone: $(tail -2 "$OUT/data-$1/broker.log" | tr '\n' ' '); restarting on its data"
+    local keep_port=$PORT
+    start_broker "$1" keep
+    [[ "$PORT" == "$keep_port" ]] || log "$1 now on port $PORT"
+  fi
+}
+
+# Waits (at most QUIET_MAX s) until the rest of the box is quiet: under 0.25
+# busy cores besides the broker over one second. Neighbours' builds skew CPU
+# and fsync figures; every phase also logs the other cores it saw.
+QUIET_MAX=${QUIET_MAX:-30}
+wait_quiet() {
+  local i m0 m1 c0 c1 other
+  for ((i = 0; i < QUIET_MAX; i++)); do
+    m0=$(machine_busy); c0=$(proc_cpu "$PID"); sleep 1; m1=$(machine_busy); c1=$(proc_cpu "$PID")
+    other=$(awk -v a="$m0" -v b="$m1" -v c="$c0" -v d="$c1" 'BEGIN { print (b - a) - (d - c) }')
+    if awk -v o="$other" 'BEGIN { exit !(o < 0.25) }'; then return 0; fi
+  done
+  log "box still busy (${other} other cores) after ${QUIET_MAX}s; measuring anyway"
+}
+
 # Runs one perf phase against the running broker and writes $OUT/<broker>-<phase>.json
 # with the perf summary plus broker CPU, client CPU and other cores.
 phase() { # broker phase perf-args...
   local b=$1 ph=$2; shift 2
   local c0 m0 t0 c1 m1 t1
+  # Other sessions on this box have been seen to signal brokers they did not
+  # start; restart on the same data (and port) rather than lose the run.
+  ensure_broker "$b"
+  wait_quiet
+  ensure_broker "$b"
   c0=$(proc_cpu "$PID"); m0=$(machine_busy); t0=$(date +%s.%N)
   "$STROBE" perf "$@" -u "pulsar://127.0.0.1:$PORT" --json > "$OUT/$b-$ph.perf.json" 2> "$OUT/$b-$ph.log" || {
     log "$b $ph failed: $(tail -3 "$OUT/$b-$ph.log")"; echo '{}' > "$OUT/$b-$ph.perf.json"; }
@@ -130,9 +160,9 @@ for b in $BROKERS; do
         "$STROBE" perf consume -u "pulsar://127.0.0.1:$PORT" --topic bench-tput --subscription catchup -d 0.5 --json > /dev/null 2>&1 || true
         phase "$b" produce produce --topic bench-tput -m "$MESSAGES" -s 1024 --batch-delay-ms 1 ;;
       consume)  # catch-up read of what produce wrote
-        phase "$b" consume consume --topic bench-tput --subscription catchup --initial-position earliest -m "$MESSAGES" -s 1024 -d 60 ;;
+        phase "$b" consume consume --topic bench-tput --subscription catchup --initial-position earliest -m "$MESSAGES" -s 1024 -d 60 --receiver-queue 10000 ;;
       e2e)      # produce while consuming, batching on, unthrottled
-        phase "$b" e2e e2e --topic bench-e2e -d "$DURATION" -s 1024 --batch-delay-ms 1 ;;
+        phase "$b" e2e e2e --topic bench-e2e -d "$DURATION" -s 1024 --batch-delay-ms 1 --receiver-queue 10000 ;;
       lat10k)   # fixed 10k msg/s, batching off
         fsync_probe "$b"
         phase "$b" lat10k e2e --topic bench-lat -r 10000 -d "$DURATION" -s 1024 --batch-delay-ms 0 ;;

@@ -7,7 +7,7 @@
 //! Pulsar: PING after an idle interval, close when the peer stays silent for
 //! another one; every PING from the broker is answered with PONG.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -386,38 +386,78 @@ pub(crate) fn server_error(code: i32, message: String) -> Error {
     }
 }
 
+/// Bodies at least this large are written from their own buffer (vectored
+/// write) instead of being copied next to the small frames around them.
+const ZERO_COPY_BODY: usize = 8 * 1024;
+
 async fn writer(
     mut write: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<OutFrame>,
     addr: String,
 ) {
-    let mut buf = BytesMut::with_capacity(256 * 1024);
-    'outer: while let Some(frame) = rx.recv().await {
-        if frame.is_empty() {
-            break;
-        }
-        buf.put_slice(&frame.head);
-        buf.put_slice(&frame.body);
-        while buf.len() < 1024 * 1024 {
-            match rx.try_recv() {
-                Ok(f) if f.is_empty() => {
-                    let _ = write.write_all(&buf).await;
-                    break 'outer;
-                }
-                Ok(f) => {
-                    buf.put_slice(&f.head);
-                    buf.put_slice(&f.body);
-                }
-                Err(_) => break,
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut chunks: VecDeque<Bytes> = VecDeque::new();
+    let mut stop = false;
+    while !stop {
+        let Some(frame) = rx.recv().await else { break };
+        let mut queued = 0;
+        let mut next = Some(frame);
+        while let Some(f) = next.take() {
+            if f.is_empty() {
+                stop = true;
+                break;
+            }
+            queued += f.len();
+            buf.put_slice(&f.head);
+            if f.body.len() >= ZERO_COPY_BODY {
+                chunks.push_back(buf.split().freeze());
+                chunks.push_back(f.body);
+            } else {
+                buf.put_slice(&f.body);
+            }
+            if queued < 4 * 1024 * 1024 {
+                next = rx.try_recv().ok();
             }
         }
-        if let Err(e) = write.write_all(&buf).await {
+        if !buf.is_empty() {
+            chunks.push_back(buf.split().freeze());
+        }
+        if let Err(e) = write_chunks(&mut write, &mut chunks).await {
             warn!(addr, error = %e, "write failed");
             break;
         }
-        buf.clear();
     }
     let _ = write.shutdown().await;
+}
+
+/// Writes every chunk, as few `writev` calls as the kernel allows.
+async fn write_chunks(
+    write: &mut tokio::net::tcp::OwnedWriteHalf,
+    chunks: &mut VecDeque<Bytes>,
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    while !chunks.is_empty() {
+        let slices: Vec<std::io::IoSlice<'_>> = chunks
+            .iter()
+            .take(64)
+            .map(|c| std::io::IoSlice::new(c))
+            .collect();
+        let mut n = write.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let front = chunks.front_mut().expect("written bytes come from a chunk");
+            if n >= front.len() {
+                n -= front.len();
+                chunks.pop_front();
+            } else {
+                front.advance(n);
+                n = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn reader(

@@ -16,6 +16,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use prost::Message as _;
 use strobe_model::{MessageId, Position, murmur3_32};
 use strobe_wire::proto::{
     CommandProducer, CommandSend, CommandSendError, KeyValue, MessageMetadata,
@@ -556,6 +557,22 @@ impl Producer {
     }
 }
 
+/// The metadata-and-payload section for `body` without copying it: the
+/// returned `[0x0e01][crc][size][metadata]` goes in the frame head and `body`
+/// follows, shared. Together they are the bytes `payload::encode(metadata,
+/// body, true)` would build.
+fn section_prefix(metadata: &MessageMetadata, body: &[u8]) -> Vec<u8> {
+    let meta_len = metadata.encoded_len();
+    let mut prefix = Vec::with_capacity(10 + meta_len);
+    prefix.extend_from_slice(&payload::MAGIC_CRC32C.to_be_bytes());
+    prefix.extend_from_slice(&[0; 4]);
+    prefix.extend_from_slice(&(meta_len as u32).to_be_bytes());
+    metadata.encode(&mut prefix).expect("a Vec grows as needed");
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&prefix[6..]), body);
+    prefix[2..6].copy_from_slice(&crc.to_be_bytes());
+    prefix
+}
+
 fn kvs(props: &[(String, String)]) -> Vec<KeyValue> {
     props
         .iter()
@@ -638,7 +655,18 @@ impl Shared {
         }
     }
 
-    fn frame(&self, seq: u64, highest: u64, n: i32, section: Bytes) -> OutFrame {
+    /// A SEND frame whose metadata-and-payload section is `[0x0e01][crc]
+    /// [size][metadata]` (small, in the frame head) followed by `body`, which is
+    /// shared, not copied. Same bytes as `payload::encode(metadata, body, true)`.
+    fn frame(
+        &self,
+        seq: u64,
+        highest: u64,
+        n: i32,
+        metadata: &MessageMetadata,
+        body: Bytes,
+    ) -> OutFrame {
+        let prefix = section_prefix(metadata, &body);
         let cmd = CommandSend {
             producer_id: self.id,
             sequence_id: seq,
@@ -646,7 +674,7 @@ impl Shared {
             highest_sequence_id: (highest != seq).then_some(highest),
             ..Default::default()
         };
-        OutFrame::with_payload(cmd, &[], section)
+        OutFrame::with_payload(cmd, &prefix, body)
     }
 
     fn enqueue(
@@ -703,10 +731,11 @@ impl Shared {
             metadata.entry_hash_min = Some(h);
             metadata.entry_hash_max = Some(h);
         }
-        let compressed = self.compress(&mut metadata, &msg.payload)?;
-        let body = compressed.as_deref().unwrap_or(&msg.payload);
-        let section = payload::encode(&metadata, body, true);
-        let frame = self.frame(seq, seq, 1, section);
+        let body = match self.compress(&mut metadata, &msg.payload)? {
+            Some(c) => Bytes::from(c),
+            None => msg.payload,
+        };
+        let frame = self.frame(seq, seq, 1, &metadata, body);
         self.enqueue(st, seq, frame, vec![reply], false);
         Ok(())
     }
@@ -746,8 +775,11 @@ impl Shared {
                 return Err(e);
             }
         };
-        let section = payload::encode(&metadata, compressed.as_deref().unwrap_or(&raw), true);
-        let frame = self.frame(b.first_seq, b.last_seq, n as i32, section);
+        let body = match compressed {
+            Some(c) => Bytes::from(c),
+            None => raw,
+        };
+        let frame = self.frame(b.first_seq, b.last_seq, n as i32, &metadata, body);
         self.enqueue(st, b.first_seq, frame, b.replies, true);
         Ok(())
     }
@@ -906,6 +938,21 @@ async fn event_loop(sh: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<ProducerEve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn section_prefix_matches_the_wire_encoder() {
+        let meta = MessageMetadata {
+            producer_name: "p".into(),
+            sequence_id: 42,
+            publish_time: 7,
+            num_messages_in_batch: Some(3),
+            ..Default::default()
+        };
+        let body = b"some batch bytes".repeat(100);
+        let mut joined = section_prefix(&meta, &body);
+        joined.extend_from_slice(&body);
+        assert_eq!(&joined[..], &payload::encode(&meta, &body, true)[..]);
+    }
 
     #[test]
     fn buckets() {
