@@ -381,7 +381,8 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
             }
         }
         last_received = received;
-        if now.duration_since(last_line) >= Duration::from_millis(990) || done {
+        let since = now.duration_since(last_line);
+        if since >= Duration::from_millis(990) || (done && since >= Duration::from_millis(300)) {
             let dt = now.duration_since(last.0).as_secs_f64().max(1e-9);
             let acked_bytes = stats.acked_bytes.load(Ordering::Relaxed);
             let received_bytes = stats.received_bytes.load(Ordering::Relaxed);
