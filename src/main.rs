@@ -143,19 +143,34 @@ fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
+        let http_addr = format!("{}:{}", cfg.bind_address, cfg.http_port);
+        let http = tokio::net::TcpListener::bind(&http_addr)
+            .await
+            .with_context(|| format!("binding the HTTP port {http_addr}"))?;
         let broker = Broker::bind(cfg.clone())
             .await
             .with_context(|| format!("binding {}:{}", cfg.bind_address, cfg.broker_port))?;
+        let stop_http = tokio_util::sync::CancellationToken::new();
+        let admin = tokio::spawn(strobe_admin::serve(
+            http,
+            broker.service(),
+            stop_http.clone(),
+        ));
         info!(
             version = env!("CARGO_PKG_VERSION"),
             addr = %broker.local_addr(),
             service_url = %cfg.broker_service_url(broker.local_addr().port()),
+            http = %http_addr,
             "strobe standalone is ready"
         );
         let handle = broker.start();
         wait_for_signal().await?;
         info!("shutting down");
+        stop_http.cancel();
         handle.shutdown().await;
+        if let Ok(Err(e)) = admin.await {
+            tracing::warn!(error = %e, "the HTTP server ended with an error");
+        }
         Ok(())
     })
 }

@@ -568,6 +568,10 @@ impl ServerCnx {
                         b.freeze()
                     };
                     if p.topic.has_producer((self.id, c.producer_id)) {
+                        p.topic.counters.add_in(
+                            u64::from(c.num_messages.unwrap_or(1).max(1) as u32),
+                            stored.len() as u64,
+                        );
                         Ok(p.topic.publish(&p.name, highest as i64, stored))
                     } else {
                         Err(BrokerError::ProducerFenced(
@@ -623,10 +627,7 @@ impl ServerCnx {
             proto::command_subscribe::InitialPosition::Earliest => InitialPosition::Earliest,
             proto::command_subscribe::InitialPosition::Latest => InitialPosition::Latest,
         };
-        let start = c
-            .start_message_id
-            .as_ref()
-            .map(StartPosition::from_id);
+        let start = c.start_message_id.as_ref().map(StartPosition::from_id);
         let name = c
             .consumer_name
             .clone()

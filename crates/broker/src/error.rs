@@ -33,6 +33,10 @@ pub enum BrokerError {
     Persistence(String),
     #[error("metadata: {0}")]
     Metadata(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    Conflict(String),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -54,7 +58,26 @@ impl BrokerError {
             BrokerError::Checksum(_) => ServerError::ChecksumError,
             BrokerError::Persistence(_) => ServerError::PersistenceError,
             BrokerError::Metadata(_) => ServerError::MetadataError,
+            BrokerError::AlreadyExists(_) | BrokerError::Conflict(_) => {
+                ServerError::NotAllowedError
+            }
             BrokerError::Io(_) => ServerError::UnknownError,
+        }
+    }
+}
+
+impl BrokerError {
+    /// The HTTP status Pulsar's admin API answers with for this error.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            BrokerError::TopicNotFound(_)
+            | BrokerError::SubscriptionNotFound(_)
+            | BrokerError::ConsumerNotFound(_) => 404,
+            BrokerError::AlreadyExists(_) | BrokerError::Conflict(_) => 409,
+            BrokerError::NotAllowed(_) | BrokerError::InvalidTopicName(_) => 400,
+            BrokerError::ConsumerBusy(_) | BrokerError::ProducerBusy(_) => 412,
+            BrokerError::ServiceNotReady(_) => 503,
+            _ => 500,
         }
     }
 }

@@ -8,7 +8,7 @@ mod error;
 mod server;
 pub mod service;
 mod subscription;
-mod topic;
+pub mod topic;
 
 pub use config::{BrokerConfig, ConfigError};
 pub use error::BrokerError;

@@ -30,6 +30,31 @@ pub struct NamespacePolicies {
     pub deduplication_enabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message_ttl_in_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_policies: Option<RetentionPolicies>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_compatibility_strategy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_policies: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication_clusters: Option<Vec<String>>,
+}
+
+/// Pulsar's `RetentionPolicies`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionPolicies {
+    pub retention_time_in_minutes: i64,
+    #[serde(rename = "retentionSizeInMB")]
+    pub retention_size_in_mb: i64,
+}
+
+/// Pulsar's `TenantInfo`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TenantInfo {
+    pub admin_roles: Vec<String>,
+    pub allowed_clusters: Vec<String>,
 }
 
 /// The broker's topics and namespaces.
@@ -172,6 +197,231 @@ impl BrokerService {
 
     pub fn namespace_policies(&self, ns: &str) -> Option<NamespacePolicies> {
         self.namespaces.lock().get(ns).cloned()
+    }
+
+    // --- administration (the admin HTTP API calls these) -------------------
+
+    pub async fn tenants(&self) -> Result<Vec<String>, BrokerError> {
+        let mut out: Vec<String> = self
+            .metadata
+            .list_children("/admin/policies")
+            .await
+            .map_err(meta_err)?;
+        out.sort();
+        Ok(out)
+    }
+
+    pub async fn tenant(&self, tenant: &str) -> Result<TenantInfo, BrokerError> {
+        let key = format!("/admin/policies/{tenant}");
+        match self.metadata.get(&key).await.map_err(meta_err)? {
+            Some(v) => Ok(serde_json::from_slice(&v.value).unwrap_or_default()),
+            None => Err(BrokerError::TopicNotFound(format!(
+                "tenant {tenant} does not exist"
+            ))),
+        }
+    }
+
+    /// Creates (`update` false, 409 if it exists) or updates (404 if it does not) a tenant.
+    pub async fn put_tenant(
+        &self,
+        tenant: &str,
+        info: &TenantInfo,
+        update: bool,
+    ) -> Result<(), BrokerError> {
+        validate_name(tenant)?;
+        let key = format!("/admin/policies/{tenant}");
+        let value = serde_json::to_vec(info).expect("json");
+        let expect = if update {
+            match self.metadata.get(&key).await.map_err(meta_err)? {
+                Some(v) => Expect::Version(v.stat.version),
+                None => {
+                    return Err(BrokerError::TopicNotFound(format!(
+                        "tenant {tenant} does not exist"
+                    )));
+                }
+            }
+        } else {
+            Expect::Absent
+        };
+        self.metadata
+            .put(&key, &value, expect)
+            .await
+            .map(|_| ())
+            .map_err(|e| match e {
+                strobe_metadata::MetadataError::AlreadyExists(_) => {
+                    BrokerError::AlreadyExists(format!("tenant {tenant} already exists"))
+                }
+                other => meta_err(other),
+            })
+    }
+
+    pub async fn delete_tenant(&self, tenant: &str) -> Result<(), BrokerError> {
+        if self
+            .namespaces
+            .lock()
+            .keys()
+            .any(|ns| ns.split('/').next() == Some(tenant))
+        {
+            return Err(BrokerError::Conflict(format!(
+                "tenant {tenant} still has namespaces"
+            )));
+        }
+        let key = format!("/admin/policies/{tenant}");
+        if !self.metadata.exists(&key).await.map_err(meta_err)? {
+            return Err(BrokerError::TopicNotFound(format!(
+                "tenant {tenant} does not exist"
+            )));
+        }
+        self.metadata.delete(&key, None).await.map_err(meta_err)
+    }
+
+    pub fn namespaces_of(&self, tenant: &str) -> Vec<String> {
+        self.namespaces
+            .lock()
+            .keys()
+            .filter(|ns| ns.split('/').next() == Some(tenant))
+            .cloned()
+            .collect()
+    }
+
+    /// Creates a namespace (409 if it exists, 404 if its tenant does not).
+    pub async fn create_namespace(
+        &self,
+        ns: &str,
+        policies: NamespacePolicies,
+    ) -> Result<(), BrokerError> {
+        let Some((tenant, local)) = ns.split_once('/') else {
+            return Err(BrokerError::NotAllowed(format!(
+                "namespace {ns:?} is not <tenant>/<namespace>"
+            )));
+        };
+        validate_name(local)?;
+        if !self
+            .metadata
+            .exists(&format!("/admin/policies/{tenant}"))
+            .await
+            .map_err(meta_err)?
+        {
+            return Err(BrokerError::TopicNotFound(format!(
+                "tenant {tenant} does not exist"
+            )));
+        }
+        let key = format!("/admin/policies/{ns}");
+        let value = serde_json::to_vec(&policies).expect("json");
+        self.metadata
+            .put(&key, &value, Expect::Absent)
+            .await
+            .map_err(|e| match e {
+                strobe_metadata::MetadataError::AlreadyExists(_) => {
+                    BrokerError::AlreadyExists(format!("namespace {ns} already exists"))
+                }
+                other => meta_err(other),
+            })?;
+        self.namespaces.lock().insert(ns.to_owned(), policies);
+        Ok(())
+    }
+
+    pub async fn delete_namespace(&self, ns: &str) -> Result<(), BrokerError> {
+        if !self.namespace_exists(ns) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {ns} does not exist"
+            )));
+        }
+        if !self.topics_of_namespace(ns, true, true).await?.is_empty() {
+            return Err(BrokerError::Conflict(format!(
+                "namespace {ns} still has topics"
+            )));
+        }
+        self.metadata
+            .delete(&format!("/admin/policies/{ns}"), None)
+            .await
+            .map_err(meta_err)?;
+        self.namespaces.lock().remove(ns);
+        Ok(())
+    }
+
+    /// Changes a namespace's policies with `f` and stores them; topics that are
+    /// loaded follow (deduplication switches at once).
+    pub async fn update_policies(
+        &self,
+        ns: &str,
+        f: impl FnOnce(&mut NamespacePolicies),
+    ) -> Result<NamespacePolicies, BrokerError> {
+        let mut p = self
+            .namespace_policies(ns)
+            .ok_or_else(|| BrokerError::TopicNotFound(format!("namespace {ns} does not exist")))?;
+        f(&mut p);
+        let value = serde_json::to_vec(&p).expect("json");
+        self.metadata
+            .put(&format!("/admin/policies/{ns}"), &value, Expect::Any)
+            .await
+            .map_err(meta_err)?;
+        self.namespaces.lock().insert(ns.to_owned(), p.clone());
+        let dedup = self.deduplication_enabled(ns);
+        let loaded: Vec<Arc<Topic>> = self
+            .topics
+            .lock()
+            .await
+            .values()
+            .filter(|t| t.name.namespace() == ns)
+            .cloned()
+            .collect();
+        for t in loaded {
+            t.set_deduplication(dedup).await?;
+        }
+        Ok(p)
+    }
+
+    /// Changes the partition count of a partitioned topic (only upwards, as Pulsar).
+    pub async fn update_partitions(
+        &self,
+        topic: &TopicName,
+        partitions: u32,
+    ) -> Result<(), BrokerError> {
+        let current = self
+            .partitioned
+            .lock()
+            .get(&topic.to_string())
+            .copied()
+            .ok_or_else(|| {
+                BrokerError::TopicNotFound(format!("partitioned topic {topic} does not exist"))
+            })?;
+        if partitions < current {
+            return Err(BrokerError::NotAllowed(format!(
+                "the number of partitions can only grow ({current} -> {partitions} refused)"
+            )));
+        }
+        let key = format!("/admin/partitioned-topics/{}", topic_key(topic));
+        let value =
+            serde_json::to_vec(&serde_json::json!({ "partitions": partitions })).expect("json");
+        self.metadata
+            .put(&key, &value, Expect::Any)
+            .await
+            .map_err(meta_err)?;
+        self.partitioned
+            .lock()
+            .insert(topic.to_string(), partitions);
+        Ok(())
+    }
+
+    /// The partitioned topics of a namespace.
+    pub fn partitioned_topics_of(&self, ns: &str) -> Vec<String> {
+        self.partitioned
+            .lock()
+            .keys()
+            .filter(|n| TopicName::parse(n).is_ok_and(|t| t.namespace() == ns))
+            .cloned()
+            .collect()
+    }
+
+    /// Every loaded topic.
+    pub async fn loaded_topics(&self) -> Vec<Arc<Topic>> {
+        self.topics.lock().await.values().cloned().collect()
+    }
+
+    /// A loaded topic, without loading it.
+    pub async fn loaded_topic(&self, name: &TopicName) -> Option<Arc<Topic>> {
+        self.topics.lock().await.get(&name.to_string()).cloned()
     }
 
     pub fn deduplication_enabled(&self, ns: &str) -> bool {
@@ -399,6 +649,19 @@ impl BrokerService {
             t.close().await;
         }
     }
+}
+
+fn validate_name(n: &str) -> Result<(), BrokerError> {
+    if n.is_empty()
+        || !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '=' | ':' | '.' | '_'))
+    {
+        return Err(BrokerError::NotAllowed(format!(
+            "invalid name {n:?}: only letters, digits and -=:._ are allowed"
+        )));
+    }
+    Ok(())
 }
 
 /// `tenant/ns/domain/local` (the metadata key layout) back to a topic name.

@@ -851,6 +851,8 @@ impl Subscription {
         };
         let c = &mut self.consumers[i];
         let mut id = commands::message_id(e.position.ledger_id, e.position.entry_id);
+        // As Pulsar: the partition index rides in the id (clients read it from there).
+        id.partition = self.topic.name.partition().map(|p| p as i32);
         if strobe_wire::batch::is_batch(meta) {
             id.batch_size = Some(n as i32);
         }
@@ -878,6 +880,10 @@ impl Subscription {
         }
         tracing::trace!(position = %e.position, consumer_id = c.consumer_id, redelivery, "dispatched");
         c.permits -= i64::from(permits_for_entry(n));
+        self.topic
+            .counters
+            .add_out(u64::from(n), e.data.len() as u64);
+        let c = &mut self.consumers[i];
         c.unacked.insert(e.position, n);
         c.unacked_messages += u64::from(n);
         true

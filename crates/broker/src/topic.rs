@@ -102,7 +102,30 @@ pub struct Topic {
     pub name: TopicName,
     pub ledger: ManagedLedger,
     pub settings: DispatchSettings,
+    pub counters: TopicCounters,
     state: Mutex<TopicState>,
+}
+
+/// Totals since the topic was loaded, for stats and metrics.
+#[derive(Debug, Default)]
+pub struct TopicCounters {
+    pub msg_in: std::sync::atomic::AtomicU64,
+    pub bytes_in: std::sync::atomic::AtomicU64,
+    pub msg_out: std::sync::atomic::AtomicU64,
+    pub bytes_out: std::sync::atomic::AtomicU64,
+}
+
+impl TopicCounters {
+    pub fn add_in(&self, messages: u64, bytes: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.msg_in.fetch_add(messages, Relaxed);
+        self.bytes_in.fetch_add(bytes, Relaxed);
+    }
+    pub fn add_out(&self, messages: u64, bytes: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.msg_out.fetch_add(messages, Relaxed);
+        self.bytes_out.fetch_add(bytes, Relaxed);
+    }
 }
 
 impl std::fmt::Debug for Topic {
@@ -130,6 +153,7 @@ impl Topic {
             name,
             ledger,
             settings,
+            counters: TopicCounters::default(),
             state: Mutex::new(state),
         });
         info!(topic = %topic.name, "topic loaded");
@@ -265,6 +289,18 @@ impl Topic {
         }
     }
 
+    /// Switches deduplication on (rebuilding the sequence ids from storage) or off.
+    pub async fn set_deduplication(&self, enabled: bool) -> Result<(), BrokerError> {
+        let on = self.state.lock().dedup.is_some();
+        if enabled && !on {
+            let d = rebuild_dedup(&self.ledger).await?;
+            self.state.lock().dedup.get_or_insert(d);
+        } else if !enabled && on {
+            self.state.lock().dedup = None;
+        }
+        Ok(())
+    }
+
     /// Whether the producer is still registered (not fenced or closed by the broker).
     pub fn has_producer(&self, key: ProducerKey) -> bool {
         self.state.lock().producers.contains_key(&key)
@@ -380,6 +416,21 @@ impl Topic {
 
     pub fn subscription_names(&self) -> Vec<String> {
         self.state.lock().subscriptions.keys().cloned().collect()
+    }
+
+    /// Subscription handles, for stats.
+    pub fn subscriptions(&self) -> Vec<SubscriptionHandle> {
+        self.state.lock().subscriptions.values().cloned().collect()
+    }
+
+    /// Connected producers' names.
+    pub fn producer_names(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .producers
+            .values()
+            .map(|p| p.name.clone())
+            .collect()
     }
 
     /// Closes the topic: producers get CLOSE_PRODUCER, subscriptions close

@@ -1,0 +1,673 @@
+//! Strobe's HTTP port: the admin API on Pulsar's paths (`/admin/v2/...`, the
+//! REST side of Pulsar's `BrokersBase`, `TenantsBase`, `NamespacesBase`,
+//! `PersistentTopicsBase`), HTTP lookups (`/lookup/v2/topic/...`, Pulsar's
+//! `TopicLookup`), health checks and Prometheus `/metrics`.
+//!
+//! Handlers only translate HTTP to calls on [`BrokerService`]; every decision
+//! stays in the broker. Errors answer with Pulsar's status codes and a JSON
+//! body `{"reason": "..."}`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use strobe_broker::BrokerError;
+use strobe_broker::service::{BrokerService, NamespacePolicies, RetentionPolicies, TenantInfo};
+use strobe_model::TopicName;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+type Svc = Arc<BrokerService>;
+
+/// An error in Pulsar's admin shape.
+#[derive(Debug)]
+struct ApiError(u16, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(json!({ "reason": self.1 }))).into_response()
+    }
+}
+
+impl From<BrokerError> for ApiError {
+    fn from(e: BrokerError) -> Self {
+        ApiError(e.http_status(), e.to_string())
+    }
+}
+
+fn bad(msg: impl Into<String>) -> ApiError {
+    ApiError(400, msg.into())
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn no_content() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Serves until `shutdown` is cancelled.
+pub async fn serve(
+    listener: TcpListener,
+    service: Svc,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    info!(addr = %listener.local_addr()?, "admin HTTP API listening");
+    axum::serve(listener, router(service))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+pub fn router(service: Svc) -> Router {
+    Router::new()
+        .route("/admin/v2/brokers/health", get(ok))
+        .route("/admin/v2/brokers/ready", get(ok))
+        .route("/status.html", get(ok))
+        .route("/metrics", get(metrics))
+        .route("/metrics/", get(metrics))
+        .route("/admin/v2/clusters", get(clusters))
+        .route(
+            "/admin/v2/clusters/{cluster}",
+            get(cluster).put(put_cluster).post(put_cluster),
+        )
+        .route("/admin/v2/tenants", get(tenants))
+        .route(
+            "/admin/v2/tenants/{tenant}",
+            get(tenant)
+                .put(create_tenant)
+                .post(update_tenant)
+                .delete(delete_tenant),
+        )
+        .route("/admin/v2/namespaces/{tenant}", get(namespaces))
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}",
+            get(namespace_policies)
+                .put(create_namespace)
+                .delete(delete_namespace),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/topics",
+            get(namespace_topics),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/deduplication",
+            get(get_dedup).post(set_dedup).delete(remove_dedup),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/messageTTL",
+            get(get_ttl).post(set_ttl).delete(remove_ttl),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/retention",
+            get(get_retention)
+                .post(set_retention)
+                .delete(remove_retention),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/schemaCompatibilityStrategy",
+            get(get_schema_strategy).put(set_schema_strategy),
+        )
+        .route("/admin/v2/{domain}/{tenant}/{ns}", get(domain_topics))
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/partitioned",
+            get(partitioned_topics),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}",
+            axum::routing::put(create_topic),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions",
+            get(get_partitions)
+                .put(create_partitions)
+                .post(update_partitions),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/stats",
+            get(topic_stats),
+        )
+        .route(
+            "/lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}",
+            get(lookup),
+        )
+        .with_state(service)
+}
+
+async fn ok() -> &'static str {
+    "ok"
+}
+
+// --- clusters and tenants ------------------------------------------------------
+
+async fn clusters(State(s): State<Svc>) -> axum::Json<Vec<String>> {
+    axum::Json(vec![s.config.cluster_name.clone()])
+}
+
+async fn cluster(State(s): State<Svc>, Path(c): Path<String>) -> ApiResult<axum::Json<Value>> {
+    if c != s.config.cluster_name {
+        return Err(ApiError(404, format!("cluster {c} does not exist")));
+    }
+    Ok(axum::Json(json!({
+        "serviceUrl": format!("http://{}:{}", s.config.advertised_address, s.config.http_port),
+        "brokerServiceUrl": s.service_url(),
+    })))
+}
+
+/// This broker serves one cluster; re-declaring it (as Pulsar's test setups do) is accepted.
+async fn put_cluster(State(s): State<Svc>, Path(c): Path<String>) -> ApiResult<Response> {
+    if c != s.config.cluster_name {
+        return Err(bad(format!(
+            "this broker is cluster {}; it cannot serve cluster {c}",
+            s.config.cluster_name
+        )));
+    }
+    Ok(no_content())
+}
+
+async fn tenants(State(s): State<Svc>) -> ApiResult<axum::Json<Vec<String>>> {
+    Ok(axum::Json(s.tenants().await?))
+}
+
+async fn tenant(State(s): State<Svc>, Path(t): Path<String>) -> ApiResult<axum::Json<TenantInfo>> {
+    Ok(axum::Json(s.tenant(&t).await?))
+}
+
+fn parse_json<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON body: {e}")))
+}
+
+async fn create_tenant(
+    State(s): State<Svc>,
+    Path(t): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    s.put_tenant(&t, &parse_json(&body)?, false).await?;
+    Ok(no_content())
+}
+
+async fn update_tenant(
+    State(s): State<Svc>,
+    Path(t): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    s.put_tenant(&t, &parse_json(&body)?, true).await?;
+    Ok(no_content())
+}
+
+async fn delete_tenant(State(s): State<Svc>, Path(t): Path<String>) -> ApiResult<Response> {
+    s.delete_tenant(&t).await?;
+    Ok(no_content())
+}
+
+// --- namespaces ---------------------------------------------------------------
+
+async fn namespaces(
+    State(s): State<Svc>,
+    Path(t): Path<String>,
+) -> ApiResult<axum::Json<Vec<String>>> {
+    s.tenant(&t).await?;
+    Ok(axum::Json(s.namespaces_of(&t)))
+}
+
+async fn namespace_policies(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<NamespacePolicies>> {
+    let name = format!("{t}/{ns}");
+    s.namespace_policies(&name)
+        .map(axum::Json)
+        .ok_or_else(|| ApiError(404, format!("namespace {name} does not exist")))
+}
+
+async fn create_namespace(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    s.create_namespace(&format!("{t}/{ns}"), parse_json(&body)?)
+        .await?;
+    Ok(no_content())
+}
+
+async fn delete_namespace(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    s.delete_namespace(&format!("{t}/{ns}")).await?;
+    Ok(no_content())
+}
+
+#[derive(Deserialize)]
+struct ModeQuery {
+    mode: Option<String>,
+}
+
+async fn namespace_topics(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    Query(q): Query<ModeQuery>,
+) -> ApiResult<axum::Json<Vec<String>>> {
+    let name = format!("{t}/{ns}");
+    if !s.namespace_exists(&name) {
+        return Err(ApiError(404, format!("namespace {name} does not exist")));
+    }
+    let (p, np) = match q.mode.as_deref().unwrap_or("PERSISTENT") {
+        "PERSISTENT" => (true, false),
+        "NON_PERSISTENT" => (false, true),
+        "ALL" => (true, true),
+        other => {
+            return Err(bad(format!(
+                "mode must be PERSISTENT, NON_PERSISTENT or ALL, not {other}"
+            )));
+        }
+    };
+    Ok(axum::Json(s.topics_of_namespace(&name, p, np).await?))
+}
+
+fn parse_scalar<T: std::str::FromStr>(body: &Bytes, what: &str) -> ApiResult<T> {
+    let text = std::str::from_utf8(body).map_err(|_| bad(format!("{what}: body is not UTF-8")))?;
+    text.trim()
+        .trim_matches('"')
+        .parse()
+        .map_err(|_| bad(format!("{what}: cannot read {:?}", text.trim())))
+}
+
+async fn get_dedup(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let p = policies(&s, &t, &ns)?;
+    Ok(axum::Json(json!(p.deduplication_enabled)))
+}
+
+async fn set_dedup(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let on: bool = parse_scalar(&body, "deduplication")?;
+    s.update_policies(&format!("{t}/{ns}"), |p| p.deduplication_enabled = Some(on))
+        .await?;
+    Ok(no_content())
+}
+
+async fn remove_dedup(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    s.update_policies(&format!("{t}/{ns}"), |p| p.deduplication_enabled = None)
+        .await?;
+    Ok(no_content())
+}
+
+async fn get_ttl(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(
+        policies(&s, &t, &ns)?.message_ttl_in_seconds
+    )))
+}
+
+async fn set_ttl(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let secs: u64 = parse_scalar(&body, "messageTTL")?;
+    s.update_policies(&format!("{t}/{ns}"), |p| {
+        p.message_ttl_in_seconds = Some(secs)
+    })
+    .await?;
+    Ok(no_content())
+}
+
+async fn remove_ttl(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    s.update_policies(&format!("{t}/{ns}"), |p| p.message_ttl_in_seconds = None)
+        .await?;
+    Ok(no_content())
+}
+
+async fn get_retention(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(policies(&s, &t, &ns)?.retention_policies)))
+}
+
+async fn set_retention(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let r: RetentionPolicies =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("retention: {e}")))?;
+    s.update_policies(&format!("{t}/{ns}"), |p| p.retention_policies = Some(r))
+        .await?;
+    Ok(no_content())
+}
+
+async fn remove_retention(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    s.update_policies(&format!("{t}/{ns}"), |p| p.retention_policies = None)
+        .await?;
+    Ok(no_content())
+}
+
+const STRATEGIES: &[&str] = &[
+    "UNDEFINED",
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+];
+
+async fn get_schema_strategy(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let p = policies(&s, &t, &ns)?;
+    Ok(axum::Json(json!(
+        p.schema_compatibility_strategy
+            .unwrap_or_else(|| "UNDEFINED".into())
+    )))
+}
+
+async fn set_schema_strategy(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let v: String = parse_scalar(&body, "schemaCompatibilityStrategy")?;
+    if !STRATEGIES.contains(&v.as_str()) {
+        return Err(bad(format!("unknown schema compatibility strategy {v:?}")));
+    }
+    s.update_policies(&format!("{t}/{ns}"), |p| {
+        p.schema_compatibility_strategy = Some(v)
+    })
+    .await?;
+    Ok(no_content())
+}
+
+fn policies(s: &Svc, t: &str, ns: &str) -> ApiResult<NamespacePolicies> {
+    s.namespace_policies(&format!("{t}/{ns}"))
+        .ok_or_else(|| ApiError(404, format!("namespace {t}/{ns} does not exist")))
+}
+
+// --- topics -------------------------------------------------------------------
+
+fn topic_name(domain: &str, t: &str, ns: &str, topic: &str) -> ApiResult<TopicName> {
+    if !matches!(domain, "persistent" | "non-persistent") {
+        return Err(ApiError(404, format!("unknown domain {domain}")));
+    }
+    TopicName::parse(&format!("{domain}://{t}/{ns}/{topic}")).map_err(|e| bad(e.to_string()))
+}
+
+async fn domain_topics(
+    State(s): State<Svc>,
+    Path((domain, t, ns)): Path<(String, String, String)>,
+) -> ApiResult<axum::Json<Vec<String>>> {
+    let name = format!("{t}/{ns}");
+    if !s.namespace_exists(&name) {
+        return Err(ApiError(404, format!("namespace {name} does not exist")));
+    }
+    let persistent = domain == "persistent";
+    Ok(axum::Json(
+        s.topics_of_namespace(&name, persistent, !persistent)
+            .await?,
+    ))
+}
+
+async fn partitioned_topics(
+    State(s): State<Svc>,
+    Path((_domain, t, ns)): Path<(String, String, String)>,
+) -> ApiResult<axum::Json<Vec<String>>> {
+    Ok(axum::Json(s.partitioned_topics_of(&format!("{t}/{ns}"))))
+}
+
+async fn create_topic(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    if s.partitioned_metadata(&name, false).await? > 0 || s.loaded_topic(&name).await.is_some() {
+        return Err(ApiError(409, format!("topic {name} already exists")));
+    }
+    s.topic(&name, true).await?;
+    Ok(no_content())
+}
+
+async fn get_partitions(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let create = q.get("checkAllowAutoCreation").is_some_and(|v| v == "true");
+    let n = s.partitioned_metadata(&name, create).await?;
+    Ok(axum::Json(json!({ "partitions": n })))
+}
+
+async fn create_partitions(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let n: u32 = parse_scalar(&body, "partitions")?;
+    if n == 0 {
+        return Err(bad("the number of partitions must be at least 1"));
+    }
+    s.create_partitioned(&name, n).await.map_err(|e| match e {
+        BrokerError::NotAllowed(m) if m.contains("already exists") => ApiError(409, m),
+        other => other.into(),
+    })?;
+    Ok(no_content())
+}
+
+async fn update_partitions(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let n: u32 = parse_scalar(&body, "partitions")?;
+    s.update_partitions(&name, n).await?;
+    Ok(no_content())
+}
+
+async fn topic_stats(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let topic = s
+        .loaded_topic(&name)
+        .await
+        .ok_or_else(|| ApiError(404, format!("topic {name} is not loaded on this broker")))?;
+    Ok(axum::Json(stats_json(&topic)))
+}
+
+fn stats_json(topic: &strobe_broker::topic::Topic) -> Value {
+    let ls = topic.ledger.stats();
+    let c = &topic.counters;
+    let mut subs = serde_json::Map::new();
+    for sub in topic.subscriptions() {
+        subs.insert(
+            sub.name.clone(),
+            json!({
+                "msgBacklog": sub.cursor.backlog(),
+                "type": sub.sub_type().map(|t| t.as_str()),
+                "isDurable": sub.durable,
+            }),
+        );
+    }
+    json!({
+        "msgInCounter": c.msg_in.load(Relaxed),
+        "bytesInCounter": c.bytes_in.load(Relaxed),
+        "msgOutCounter": c.msg_out.load(Relaxed),
+        "bytesOutCounter": c.bytes_out.load(Relaxed),
+        "storageSize": ls.bytes,
+        "entries": ls.entries,
+        "ledgers": ls.ledgers,
+        "publishers": topic.producer_names().into_iter().map(|n| json!({ "producerName": n })).collect::<Vec<_>>(),
+        "subscriptions": subs,
+    })
+}
+
+async fn lookup(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    if !s.namespace_exists(name.namespace()) {
+        return Err(ApiError(
+            404,
+            format!("namespace {} does not exist", name.namespace()),
+        ));
+    }
+    Ok(axum::Json(json!({
+        "brokerUrl": s.service_url(),
+        "httpUrl": format!("http://{}:{}", s.config.advertised_address, s.config.http_port),
+        "nativeUrl": s.service_url(),
+        "brokerUrlTls": "",
+        "httpUrlTls": "",
+    })))
+}
+
+// --- metrics ------------------------------------------------------------------
+
+async fn metrics(State(s): State<Svc>) -> Response {
+    let mut out = String::new();
+    let cluster = &s.config.cluster_name;
+    let families: [(&str, &str, &str); 9] = [
+        (
+            "pulsar_in_messages_total",
+            "counter",
+            "Messages published to the topic",
+        ),
+        (
+            "pulsar_in_bytes_total",
+            "counter",
+            "Bytes published to the topic",
+        ),
+        (
+            "pulsar_out_messages_total",
+            "counter",
+            "Messages dispatched from the topic",
+        ),
+        (
+            "pulsar_out_bytes_total",
+            "counter",
+            "Bytes dispatched from the topic",
+        ),
+        ("pulsar_storage_size", "gauge", "Bytes stored for the topic"),
+        (
+            "pulsar_storage_entries",
+            "gauge",
+            "Entries stored for the topic",
+        ),
+        (
+            "pulsar_subscriptions_count",
+            "gauge",
+            "Subscriptions of the topic",
+        ),
+        (
+            "pulsar_producers_count",
+            "gauge",
+            "Producers connected to the topic",
+        ),
+        (
+            "pulsar_msg_backlog",
+            "gauge",
+            "Entries not yet acknowledged, summed over subscriptions",
+        ),
+    ];
+    let topics = s.loaded_topics().await;
+    for (name, kind, help) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for t in &topics {
+            let ls = t.ledger.stats();
+            let subs = t.subscriptions();
+            let v = match name {
+                "pulsar_in_messages_total" => t.counters.msg_in.load(Relaxed),
+                "pulsar_in_bytes_total" => t.counters.bytes_in.load(Relaxed),
+                "pulsar_out_messages_total" => t.counters.msg_out.load(Relaxed),
+                "pulsar_out_bytes_total" => t.counters.bytes_out.load(Relaxed),
+                "pulsar_storage_size" => ls.bytes,
+                "pulsar_storage_entries" => ls.entries,
+                "pulsar_subscriptions_count" => subs.len() as u64,
+                "pulsar_producers_count" => t.producer_names().len() as u64,
+                _ => subs.iter().map(|s| s.cursor.backlog()).sum(),
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {v}",
+                t.name.namespace(),
+                t.name
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"
+    );
+    let _ = writeln!(
+        out,
+        "pulsar_topics_count{{cluster=\"{cluster}\"}} {}",
+        topics.len()
+    );
+    process_metrics(&mut out);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// Resident memory and CPU time, read from /proc (Linux).
+fn process_metrics(out: &mut String) {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        for line in status.lines() {
+            if let Some(kb) = line.strip_prefix("VmRSS:") {
+                let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                let _ = writeln!(
+                    out,
+                    "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}",
+                    kb * 1024
+                );
+            }
+        }
+    }
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
+        && let Some(rest) = stat.rsplit(')').next()
+    {
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of stat (12 and 13 after the command).
+        if f.len() > 13 {
+            let ticks: u64 = f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}",
+                ticks as f64 / 100.0
+            );
+        }
+    }
+}
