@@ -1,0 +1,119 @@
+"""The admin HTTP API on Pulsar's paths, with the statuses Pulsar answers."""
+import json
+import urllib.error
+import urllib.request
+
+import pulsar
+from pulsar import InitialPosition
+
+
+def call(strobe, method, path, body=None):
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    req = urllib.request.Request(f"http://127.0.0.1:{strobe.http_port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read().decode()
+            return r.status, (json.loads(text) if text and text[0] in "[{\"0123456789tfn" else text)
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        return e.code, (json.loads(text) if text.startswith("{") else text)
+
+
+def test_tenants_and_namespaces(strobe):
+    assert call(strobe, "GET", "/admin/v2/tenants")[1] == ["public"]
+    assert call(strobe, "PUT", "/admin/v2/tenants/acme", {"adminRoles": ["ops"], "allowedClusters": ["standalone"]})[0] == 204
+    status, body = call(strobe, "PUT", "/admin/v2/tenants/acme", {})
+    assert status == 409 and "reason" in body
+    assert call(strobe, "GET", "/admin/v2/tenants/acme")[1]["adminRoles"] == ["ops"]
+    assert call(strobe, "PUT", "/admin/v2/namespaces/acme/orders")[0] == 204
+    assert call(strobe, "PUT", "/admin/v2/namespaces/acme/orders")[0] == 409
+    assert call(strobe, "PUT", "/admin/v2/namespaces/nobody/orders")[0] == 404
+    assert call(strobe, "GET", "/admin/v2/namespaces/acme")[1] == ["acme/orders"]
+    assert call(strobe, "PUT", "/admin/v2/namespaces/acme/bad%20name")[0] == 400
+    assert call(strobe, "DELETE", "/admin/v2/tenants/acme")[0] == 409, "a tenant with namespaces stays"
+    assert call(strobe, "DELETE", "/admin/v2/namespaces/acme/orders")[0] == 204
+    assert call(strobe, "DELETE", "/admin/v2/tenants/acme")[0] == 204
+    assert call(strobe, "GET", "/admin/v2/tenants/acme")[0] == 404
+
+
+def test_namespace_policies(strobe):
+    ns = "/admin/v2/namespaces/public/default"
+    assert call(strobe, "POST", f"{ns}/messageTTL", b"60")[0] == 204
+    assert call(strobe, "GET", f"{ns}/messageTTL")[1] == 60
+    assert call(strobe, "POST", f"{ns}/retention", {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5})[0] == 204
+    assert call(strobe, "GET", f"{ns}/retention")[1] == {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5}
+    assert call(strobe, "PUT", f"{ns}/schemaCompatibilityStrategy", b'"FORWARD"')[0] == 204
+    assert call(strobe, "PUT", f"{ns}/schemaCompatibilityStrategy", b'"SIDEWAYS"')[0] == 400
+    assert call(strobe, "POST", f"{ns}/deduplication", b"maybe")[0] == 400
+    assert call(strobe, "DELETE", f"{ns}/messageTTL")[0] == 204
+    assert call(strobe, "DELETE", f"{ns}/retention")[0] == 204
+
+
+def test_dedup_policy_applies_to_producers(strobe):
+    assert call(strobe, "POST", "/admin/v2/namespaces/public/default/deduplication", b"true")[0] == 204
+    try:
+        client = pulsar.Client(strobe.url)
+        topic = "persistent://public/default/admin-dedup"
+        p = client.create_producer(topic, producer_name="pn")
+        for i in range(3):
+            p.send(b"x")
+        p.close()
+        assert client.create_producer(topic, producer_name="pn").last_sequence_id() == 2
+        client.close()
+    finally:
+        call(strobe, "POST", "/admin/v2/namespaces/public/default/deduplication", b"false")
+
+
+def test_partitioned_topics(strobe):
+    base = "/admin/v2/persistent/public/default/admin-pt"
+    assert call(strobe, "PUT", f"{base}/partitions", b"3")[0] == 204
+    assert call(strobe, "PUT", f"{base}/partitions", b'"3"')[0] == 409
+    assert call(strobe, "GET", f"{base}/partitions")[1] == {"partitions": 3}
+    assert call(strobe, "POST", f"{base}/partitions", b"5")[0] == 204
+    assert call(strobe, "POST", f"{base}/partitions", b"2")[0] == 400, "partitions only grow"
+    assert call(strobe, "GET", f"{base}/partitions")[1] == {"partitions": 5}
+    assert call(strobe, "PUT", "/admin/v2/persistent/public/default/admin-zero/partitions", b"0")[0] == 400
+    client = pulsar.Client(strobe.url)
+    p = client.create_producer("persistent://public/default/admin-pt")
+    c = client.subscribe("persistent://public/default/admin-pt", "s", initial_position=InitialPosition.Earliest)
+    for i in range(10):
+        p.send(f"m-{i}".encode(), partition_key=f"k{i}")
+    got = sorted(c.receive(10000).data() for _ in range(10))
+    assert got == sorted(f"m-{i}".encode() for i in range(10))
+    topics = call(strobe, "GET", "/admin/v2/namespaces/public/default/topics")[1]
+    assert "persistent://public/default/admin-pt-partition-4" in topics
+    client.close()
+
+
+def test_stats_lookup_health_metrics(strobe):
+    client = pulsar.Client(strobe.url)
+    topic = "persistent://public/default/admin-stats"
+    c = client.subscribe(topic, "s")
+    p = client.create_producer(topic)
+    for i in range(4):
+        p.send(b"x" * 100)
+    status, stats = call(strobe, "GET", "/admin/v2/persistent/public/default/admin-stats/stats")
+    assert status == 200
+    assert stats["msgInCounter"] == 4
+    assert stats["storageSize"] > 400
+    assert "s" in stats["subscriptions"]
+    assert call(strobe, "GET", "/admin/v2/persistent/public/default/never-loaded/stats")[0] == 404
+    status, lookup = call(strobe, "GET", "/lookup/v2/topic/persistent/public/default/admin-stats")
+    assert status == 200 and lookup["brokerUrl"] == strobe.url
+    assert call(strobe, "GET", "/admin/v2/brokers/health") == (200, "ok")
+    status, text = call(strobe, "GET", "/metrics")
+    assert status == 200
+    assert f'pulsar_in_messages_total{{cluster="standalone",namespace="public/default",topic="{topic}"}} 4' in text
+    assert "process_resident_memory_bytes" in text
+    client.close()
+
+
+def test_http_service_url_lookup(strobe):
+    # The official client given an http:// service URL looks topics up over HTTP.
+    client = pulsar.Client(f"http://127.0.0.1:{strobe.http_port}")
+    topic = "persistent://public/default/admin-http-lookup"
+    c = client.subscribe(topic, "s")
+    client.create_producer(topic).send(b"via-http")
+    assert c.receive(10000).data() == b"via-http"
+    client.close()
