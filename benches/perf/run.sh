@@ -136,7 +136,9 @@ except Exception:
 wall = t1 - t0
 srv = c1 - c0
 cli = d.get("client_cpu_s", 0.0) or 0.0
-msgs = max(d.get("published") or 0, d.get("received") or 0)
+# Unique messages: what was published (a broker that delivers duplicates
+# must not look cheaper per message), else what a catch-up read received.
+msgs = d.get("published") or d.get("received") or 0
 d.update(broker_cpu_s=srv, wall_s=wall, broker_cores=srv / wall, client_cores=cli / wall,
          other_cores=max(0.0, (m1 - m0 - srv - cli) / wall),
          broker_us_per_msg=(srv * 1e6 / msgs) if msgs else None)
