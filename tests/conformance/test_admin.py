@@ -117,3 +117,31 @@ def test_http_service_url_lookup(strobe):
     client.create_producer(topic).send(b"via-http")
     assert c.receive(10000).data() == b"via-http"
     client.close()
+
+
+def test_message_ttl_expires_the_backlog(strobe):
+    assert call(strobe, "PUT", "/admin/v2/namespaces/public/ttl")[0] == 204
+    assert call(strobe, "POST", "/admin/v2/namespaces/public/ttl/messageTTL", b"1")[0] == 204
+    client = pulsar.Client(strobe.url)
+    topic = "persistent://public/ttl/expiring"
+    c = client.subscribe(topic, "s", receiver_queue_size=1)
+    c.close()
+    p = client.create_producer(topic)
+    for _ in range(5):
+        p.send(b"old")
+    import time
+    deadline = time.time() + 15
+    backlog = None
+    while time.time() < deadline:
+        backlog = call(strobe, "GET", "/admin/v2/persistent/public/ttl/expiring/stats")[1]["subscriptions"]["s"]["msgBacklog"]
+        if backlog == 0:
+            break
+        time.sleep(0.5)
+    assert backlog == 0, f"backlog {backlog} after the TTL"
+    c = client.subscribe(topic, "s")
+    try:
+        c.receive(500)
+        raise AssertionError("an expired message was delivered")
+    except pulsar.Timeout:
+        pass
+    client.close()

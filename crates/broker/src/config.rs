@@ -57,6 +57,9 @@ pub struct BrokerConfig {
     /// Key_Shared AUTO_SPLIT spreads hashes by consistent hashing (else by
     /// splitting ranges) (Pulsar: subscriptionKeySharedUseConsistentHashing).
     pub key_shared_use_consistent_hashing: bool,
+    /// Seconds after which unacknowledged messages expire, for namespaces that
+    /// set no TTL (Pulsar: ttlDurationDefaultInSeconds; 0 = never).
+    pub message_ttl_secs: u64,
 }
 
 impl Default for BrokerConfig {
@@ -83,6 +86,7 @@ impl Default for BrokerConfig {
             max_unacked_messages_per_consumer: 50_000,
             dispatcher_max_read_batch: 100,
             key_shared_use_consistent_hashing: true,
+            message_ttl_secs: 0,
         }
     }
 }

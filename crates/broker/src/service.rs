@@ -358,6 +358,7 @@ impl BrokerService {
             .map_err(meta_err)?;
         self.namespaces.lock().insert(ns.to_owned(), p.clone());
         let dedup = self.deduplication_enabled(ns);
+        let ttl = self.message_ttl_secs(ns);
         let loaded: Vec<Arc<Topic>> = self
             .topics
             .lock()
@@ -368,6 +369,7 @@ impl BrokerService {
             .collect();
         for t in loaded {
             t.set_deduplication(dedup).await?;
+            t.set_message_ttl(ttl);
         }
         Ok(p)
     }
@@ -422,6 +424,13 @@ impl BrokerService {
     /// A loaded topic, without loading it.
     pub async fn loaded_topic(&self, name: &TopicName) -> Option<Arc<Topic>> {
         self.topics.lock().await.get(&name.to_string()).cloned()
+    }
+
+    /// Message TTL in seconds for a namespace (0: messages never expire).
+    pub fn message_ttl_secs(&self, ns: &str) -> u64 {
+        self.namespace_policies(ns)
+            .and_then(|p| p.message_ttl_in_seconds)
+            .unwrap_or(self.config.message_ttl_secs)
     }
 
     pub fn deduplication_enabled(&self, ns: &str) -> bool {
@@ -539,14 +548,23 @@ impl BrokerService {
             max_unacked_messages: self.config.max_unacked_messages_per_consumer,
             key_shared_consistent_hashing: self.config.key_shared_use_consistent_hashing,
         };
+        let policies = self
+            .namespace_policies(name.namespace())
+            .unwrap_or_default();
+        let ledger_config = LedgerConfig {
+            retention: retention_of(&policies),
+            trim_interval: Some(std::time::Duration::from_secs(60)),
+            ..self.ledger_config.clone()
+        };
         let topic = Topic::open(
             name.clone(),
             self.backend.as_ref(),
-            self.ledger_config.clone(),
+            ledger_config,
             dedup,
             settings,
         )
         .await?;
+        topic.set_message_ttl(self.message_ttl_secs(name.namespace()));
         topics.insert(name.to_string(), topic.clone());
         Ok(topic)
     }
@@ -648,6 +666,20 @@ impl BrokerService {
         for t in topics {
             t.close().await;
         }
+    }
+}
+
+/// Pulsar's retention policy as the ledger applies it: -1 is "no limit", and
+/// without a policy consumed ledgers go at once (Pulsar's default, 0 and 0).
+fn retention_of(p: &NamespacePolicies) -> strobe_ledger::Retention {
+    match &p.retention_policies {
+        None => strobe_ledger::Retention::default(),
+        Some(r) => strobe_ledger::Retention {
+            time: (r.retention_time_in_minutes >= 0)
+                .then(|| std::time::Duration::from_secs(r.retention_time_in_minutes as u64 * 60)),
+            size_bytes: (r.retention_size_in_mb >= 0)
+                .then(|| (r.retention_size_in_mb as u64) << 20),
+        },
     }
 }
 

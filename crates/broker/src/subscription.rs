@@ -417,6 +417,9 @@ impl Subscription {
 
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
         let mut lac = self.topic.ledger.watch_last_confirmed();
+        // Message TTL is enforced on this period (Pulsar: messageExpiryCheckIntervalInMinutes).
+        let mut ttl_tick = tokio::time::interval(Duration::from_secs(5));
+        ttl_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ledger_open = true;
         loop {
             if let Err(e) = self.dispatch().await {
@@ -440,6 +443,11 @@ impl Subscription {
                 }
                 _ = sleep_until_ms(next_due.unwrap_or(0)), if next_due.is_some() => {
                     self.release_due_delayed();
+                }
+                _ = ttl_tick.tick() => {
+                    if let Err(e) = self.expire_by_ttl().await {
+                        warn!(error = %e, "message expiry failed");
+                    }
                 }
             }
         }
@@ -898,6 +906,40 @@ impl Subscription {
             let ps = self.delayed.remove(&t).unwrap_or_default();
             self.replay_delayed(ps);
         }
+    }
+
+    /// Acknowledges messages older than the topic's TTL, from the oldest
+    /// unacknowledged on, a bounded number per pass (Pulsar's
+    /// `PersistentMessageExpiryMonitor`). Only durable subscriptions expire.
+    async fn expire_by_ttl(&mut self) -> Result<(), BrokerError> {
+        let ttl = self.topic.message_ttl_secs();
+        if ttl == 0 || !self.durable {
+            return Ok(());
+        }
+        let cutoff = now_ms().saturating_sub(ttl * 1000);
+        let mut from = self.cursor.first_unacked_floor();
+        let mut expired = Vec::new();
+        'scan: while expired.len() < 10_000 {
+            let entries = self.topic.ledger.read(from, 500).await?;
+            let Some(last) = entries.last() else { break };
+            from = Position::new(last.position.ledger_id, last.position.entry_id + 1);
+            for e in &entries {
+                match payload::peek_metadata(&e.data) {
+                    Ok(m) if m.publish_time < cutoff => expired.push(e.position),
+                    Ok(_) => break 'scan,
+                    Err(_) => expired.push(e.position),
+                }
+            }
+        }
+        if expired.is_empty() {
+            return Ok(());
+        }
+        debug!(count = expired.len(), ttl, "messages expired");
+        self.cursor.delete(&expired);
+        for p in expired {
+            self.forget(p);
+        }
+        Ok(())
     }
 
     /// Due delayed messages go through the replay queue; `deliver` then finds

@@ -103,6 +103,8 @@ pub struct Topic {
     pub ledger: ManagedLedger,
     pub settings: DispatchSettings,
     pub counters: TopicCounters,
+    /// Message TTL in seconds (0: none), from the namespace's policy.
+    message_ttl_secs: std::sync::atomic::AtomicU64,
     state: Mutex<TopicState>,
 }
 
@@ -154,6 +156,7 @@ impl Topic {
             ledger,
             settings,
             counters: TopicCounters::default(),
+            message_ttl_secs: std::sync::atomic::AtomicU64::new(0),
             state: Mutex::new(state),
         });
         info!(topic = %topic.name, "topic loaded");
@@ -287,6 +290,16 @@ impl Topic {
                 }
             }
         }
+    }
+
+    pub fn set_message_ttl(&self, secs: u64) {
+        self.message_ttl_secs
+            .store(secs, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn message_ttl_secs(&self) -> u64 {
+        self.message_ttl_secs
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Switches deduplication on (rebuilding the sequence ids from storage) or off.
