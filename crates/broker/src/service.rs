@@ -678,7 +678,7 @@ fn retention_of(p: &NamespacePolicies) -> strobe_ledger::Retention {
             time: (r.retention_time_in_minutes >= 0)
                 .then(|| std::time::Duration::from_secs(r.retention_time_in_minutes as u64 * 60)),
             size_bytes: (r.retention_size_in_mb >= 0)
-                .then(|| (r.retention_size_in_mb as u64) << 20),
+                .then_some((r.retention_size_in_mb as u64) << 20),
         },
     }
 }
