@@ -276,3 +276,53 @@ fn broker_without_the_cluster_build_names_the_fix() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn shutdown_closes_producers_and_consumers_before_the_connection() {
+    let mut strobe = Strobe::start();
+    let mut c = RawClient::handshake(strobe.port).await;
+    c.send(commands::producer(
+        1,
+        7,
+        "persistent://public/default/shutdown-raw",
+        None,
+    ))
+    .await;
+    let Some(Frame {
+        command: Cmd::ProducerSuccess(_),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no PRODUCER_SUCCESS")
+    };
+    c.send(Cmd::Subscribe(commands::subscribe(
+        2,
+        9,
+        "persistent://public/default/shutdown-raw",
+        "s",
+        strobe_wire::proto::command_subscribe::SubType::Shared,
+    )))
+    .await;
+    let Some(Frame {
+        command: Cmd::Success(_),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no SUCCESS")
+    };
+    strobe.signal("TERM");
+    let frames = c.expect_closed(Duration::from_secs(10)).await;
+    assert!(
+        frames
+            .iter()
+            .any(|f| matches!(&f.command, Cmd::CloseProducer(p) if p.producer_id == 7)),
+        "{frames:?}"
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| matches!(&f.command, Cmd::CloseConsumer(k) if k.consumer_id == 9)),
+        "{frames:?}"
+    );
+    assert_eq!(strobe.wait_exit(Duration::from_secs(10)), Some(0));
+}
