@@ -247,7 +247,14 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
                         if stats.stop_consuming.load(Ordering::Relaxed) {
                             break;
                         }
-                        let m = match c.recv_timeout(Duration::from_millis(200)).await {
+                        // The fast path takes what is already here without a
+                        // timer; only an empty queue waits (with a timeout, to
+                        // see the stop flag).
+                        let next = match c.try_recv() {
+                            Ok(Some(m)) => Ok(Some(m)),
+                            _ => c.recv_timeout(Duration::from_millis(200)).await,
+                        };
+                        let m = match next {
                             Ok(Some(m)) => m,
                             Ok(None) => continue,
                             Err(_) => {

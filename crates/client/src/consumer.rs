@@ -543,12 +543,37 @@ impl Consumer {
                 return Err(Error::Closed);
             }
             if self.needs_reconnect {
-                self.reconnect().await?;
+                // Boxed: the reconnect state machine (lookup, subscribe) is
+                // large, and `recv` is called once per message.
+                Box::pin(self.reconnect()).await?;
                 continue;
             }
             match self.rx.recv().await {
                 Some(ev) => self.on_event(ev),
                 None => return Err(Error::Closed),
+            }
+        }
+    }
+
+    /// The next message if one is already here (queued, or in frames the
+    /// connection has handed over); never waits. Reconnecting is left to `recv`.
+    pub fn try_recv(&mut self) -> Result<Option<Message>> {
+        loop {
+            if let Some(m) = self.queue.pop_front() {
+                self.consumed += 1;
+                self.maybe_flow();
+                self.last_dequeued = Some(m.id);
+                return Ok(Some(m));
+            }
+            if self.closed {
+                return Err(Error::Closed);
+            }
+            if self.needs_reconnect {
+                return Ok(None);
+            }
+            match self.rx.try_recv() {
+                Ok(ev) => self.on_event(ev),
+                Err(_) => return Ok(None),
             }
         }
     }
