@@ -480,10 +480,13 @@ async fn produce_loop(
         while let Some((f, at)) = rx.recv().await {
             match f.await {
                 Ok(_) => {
-                    record(&st.pub_lat, at.elapsed().as_micros() as u64);
+                    let now = Instant::now();
+                    record(&st.pub_lat, now.duration_since(at).as_micros() as u64);
                     st.acked.fetch_add(1, Ordering::Relaxed);
-                    st.last_ack_us
-                        .store(st.start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    st.last_ack_us.store(
+                        now.duration_since(st.start).as_micros() as u64,
+                        Ordering::Relaxed,
+                    );
                     st.acked_bytes.fetch_add(size as u64, Ordering::Relaxed);
                 }
                 Err(_) => {
