@@ -21,6 +21,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use strobe_broker::BrokerError;
 use strobe_broker::service::{BrokerService, NamespacePolicies, RetentionPolicies, TenantInfo};
+use strobe_broker::subscription::{AdminOp, AdminReply, SeekTarget, StartPosition};
+use strobe_broker::topic::Topic;
 use strobe_model::TopicName;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -134,6 +136,46 @@ pub fn router(service: Svc) -> Router {
         .route(
             "/admin/v2/{domain}/{tenant}/{ns}/{topic}/stats",
             get(topic_stats),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/partitioned-stats",
+            get(partitioned_stats),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/internalStats",
+            get(internal_stats),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/unload",
+            axum::routing::put(unload),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/subscriptions",
+            get(subscriptions),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}",
+            axum::routing::put(create_subscription).delete(delete_subscription),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/skip/{n}",
+            axum::routing::post(skip),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor/{time}",
+            axum::routing::post(reset_by_time),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/resetcursor",
+            axum::routing::post(reset_by_id),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/expireMessages/{secs}",
+            axum::routing::post(expire),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/subscription/{sub}/position/{n}",
+            get(peek),
         )
         .route(
             "/lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}",
@@ -502,24 +544,69 @@ async fn topic_stats(
     Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
 ) -> ApiResult<axum::Json<Value>> {
     let name = topic_name(&domain, &t, &ns, &topic)?;
-    let topic = s
-        .loaded_topic(&name)
-        .await
-        .ok_or_else(|| ApiError(404, format!("topic {name} is not loaded on this broker")))?;
-    Ok(axum::Json(stats_json(&topic)))
+    let topic = s.topic(&name, false).await?;
+    Ok(axum::Json(stats_json(&topic).await))
 }
 
-fn stats_json(topic: &strobe_broker::topic::Topic) -> Value {
+async fn stats_json(topic: &Arc<Topic>) -> Value {
     let ls = topic.ledger.stats();
     let c = &topic.counters;
     let mut subs = serde_json::Map::new();
-    for sub in topic.subscriptions() {
+    for name in topic.all_subscription_names() {
+        let Ok(h) = topic.subscription_for_admin(&name).await else {
+            continue;
+        };
+        let info = match h.admin(AdminOp::Info).await {
+            Ok(AdminReply::Info(i)) => i,
+            _ => continue,
+        };
+        let consumers: Vec<Value> = info
+            .consumers
+            .iter()
+            .map(|c| {
+                let mut v = json!({
+                    "consumerName": c.name,
+                    "availablePermits": c.permits,
+                    "unackedMessages": c.unacked_messages,
+                });
+                if info.sub_type == Some(strobe_model::SubType::KeyShared) {
+                    v["keyHashRanges"] = json!(
+                        c.key_hash_ranges
+                            .iter()
+                            .map(|(a, b)| format!("[{a}, {b}]"))
+                            .collect::<Vec<_>>()
+                    );
+                    v["assignedBuckets"] = json!(c.buckets);
+                    v["drainingHashesCount"] = json!(c.draining_hashes.len());
+                    v["drainingHashesClearedTotal"] = json!(c.draining_hashes_cleared_total);
+                    v["drainingHashesUnackedMessages"] = json!(
+                        c.draining_hashes
+                            .iter()
+                            .map(|d| u64::from(d.1))
+                            .sum::<u64>()
+                    );
+                    v["drainingHashes"] = json!(c
+                        .draining_hashes
+                        .iter()
+                        .map(|(h, n, b)| json!({ "hash": h, "unackMsgs": n, "blockedAttempts": b }))
+                        .collect::<Vec<_>>());
+                    v["waitingForHashes"] = json!(
+                        c.waiting_for
+                            .iter()
+                            .map(|(h, owner)| json!({ "hash": h, "drainingAt": owner }))
+                            .collect::<Vec<_>>()
+                    );
+                }
+                v
+            })
+            .collect();
         subs.insert(
-            sub.name.clone(),
+            name.clone(),
             json!({
-                "msgBacklog": sub.cursor.backlog(),
-                "type": sub.sub_type().map(|t| t.as_str()),
-                "isDurable": sub.durable,
+                "msgBacklog": info.backlog,
+                "type": info.sub_type.map(|t| t.as_str()),
+                "isDurable": h.durable,
+                "consumers": consumers,
             }),
         );
     }
@@ -534,6 +621,234 @@ fn stats_json(topic: &strobe_broker::topic::Topic) -> Value {
         "publishers": topic.producer_names().into_iter().map(|n| json!({ "producerName": n })).collect::<Vec<_>>(),
         "subscriptions": subs,
     })
+}
+
+async fn partitioned_stats(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let n = s.partitioned_metadata(&name, false).await?;
+    if n == 0 {
+        return Err(ApiError(404, format!("{name} is not a partitioned topic")));
+    }
+    let mut partitions = serde_json::Map::new();
+    let (mut msg_in, mut storage) = (0u64, 0u64);
+    for i in 0..n {
+        let p = name.partition_name(i);
+        let st = stats_json(&s.topic(&p, true).await?).await;
+        msg_in += st["msgInCounter"].as_u64().unwrap_or(0);
+        storage += st["storageSize"].as_u64().unwrap_or(0);
+        partitions.insert(p.to_string(), st);
+    }
+    Ok(axum::Json(json!({
+        "metadata": { "partitions": n },
+        "msgInCounter": msg_in,
+        "storageSize": storage,
+        "partitions": partitions,
+    })))
+}
+
+async fn internal_stats(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let topic = s.topic(&name, false).await?;
+    let ls = topic.ledger.stats();
+    let mut cursors = serde_json::Map::new();
+    for sub in topic.all_subscription_names() {
+        if let Ok(h) = topic.subscription_for_admin(&sub).await {
+            let md = h.cursor.mark_delete_position();
+            cursors.insert(
+                sub,
+                json!({
+                    "markDeletePosition": md.map(|p| p.to_string()),
+                    "readPosition": h.cursor.read_position().to_string(),
+                    "messagesConsumedCounter": Value::Null,
+                    "numberOfEntriesSinceFirstNotAckedMessage": h.cursor.backlog(),
+                    "individuallyDeletedMessages": h.cursor.individually_deleted().iter()
+                        .map(|(a, b)| format!("({a}..{b}]")).collect::<Vec<_>>(),
+                }),
+            );
+        }
+    }
+    Ok(axum::Json(json!({
+        "entriesAddedCounter": ls.entries,
+        "numberOfEntries": ls.entries,
+        "totalSize": ls.bytes,
+        "currentLedgerEntries": Value::Null,
+        "lastConfirmedEntry": ls.last_confirmed.map(|p| p.to_string()),
+        "ledgers": topic.ledger.ledger_ids().iter().map(|id| json!({ "ledgerId": id })).collect::<Vec<_>>(),
+        "cursors": cursors,
+    })))
+}
+
+async fn unload(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<Response> {
+    s.unload(&topic_name(&domain, &t, &ns, &topic)?).await?;
+    Ok(no_content())
+}
+
+async fn subscriptions(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Vec<String>>> {
+    let topic = s
+        .topic(&topic_name(&domain, &t, &ns, &topic)?, false)
+        .await?;
+    Ok(axum::Json(topic.all_subscription_names()))
+}
+
+/// Pulsar's `ResetCursorData` / `MessageIdImpl` JSON.
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct MessageIdJson {
+    ledger_id: Option<i64>,
+    entry_id: Option<i64>,
+    batch_index: Option<i32>,
+}
+
+impl MessageIdJson {
+    fn position(&self) -> Option<strobe_model::Position> {
+        match (self.ledger_id, self.entry_id) {
+            (Some(l), Some(e)) if l >= 0 && e >= 0 => {
+                Some(strobe_model::Position::new(l as u64, e as u64))
+            }
+            _ => None,
+        }
+    }
+}
+
+async fn create_subscription(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub)): Path<(String, String, String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let topic = s
+        .topic(&topic_name(&domain, &t, &ns, &topic)?, true)
+        .await?;
+    let id: MessageIdJson = parse_json(&body)?;
+    topic.create_subscription(&sub, id.position()).await?;
+    Ok(no_content())
+}
+
+async fn delete_subscription(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub)): Path<(String, String, String, String, String)>,
+) -> ApiResult<Response> {
+    let topic = s
+        .topic(&topic_name(&domain, &t, &ns, &topic)?, false)
+        .await?;
+    topic.subscription_for_admin(&sub).await?.delete().await?;
+    Ok(no_content())
+}
+
+async fn sub_op(
+    s: &Svc,
+    (domain, t, ns, topic, sub): (String, String, String, String, String),
+    op: AdminOp,
+) -> ApiResult<AdminReply> {
+    let topic = s
+        .topic(&topic_name(&domain, &t, &ns, &topic)?, false)
+        .await?;
+    Ok(topic.subscription_for_admin(&sub).await?.admin(op).await?)
+}
+
+async fn skip(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub, n)): Path<(String, String, String, String, String, u64)>,
+) -> ApiResult<Response> {
+    sub_op(&s, (domain, t, ns, topic, sub), AdminOp::Skip(n)).await?;
+    Ok(no_content())
+}
+
+async fn reset_by_time(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub, time)): Path<(String, String, String, String, String, u64)>,
+) -> ApiResult<Response> {
+    sub_op(
+        &s,
+        (domain, t, ns, topic, sub),
+        AdminOp::Reset(SeekTarget::PublishTime(time)),
+    )
+    .await?;
+    Ok(no_content())
+}
+
+async fn reset_by_id(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub)): Path<(String, String, String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let id: MessageIdJson = parse_json(&body)?;
+    let p = id
+        .position()
+        .ok_or_else(|| bad("resetcursor needs {\"ledgerId\": L, \"entryId\": E}"))?;
+    let start = StartPosition {
+        ledger_id: p.ledger_id,
+        entry_id: p.entry_id,
+        batch_index: id.batch_index.unwrap_or(-1),
+    };
+    sub_op(
+        &s,
+        (domain, t, ns, topic, sub),
+        AdminOp::Reset(SeekTarget::Message(start)),
+    )
+    .await?;
+    Ok(no_content())
+}
+
+async fn expire(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub, secs)): Path<(String, String, String, String, String, u64)>,
+) -> ApiResult<Response> {
+    sub_op(
+        &s,
+        (domain, t, ns, topic, sub),
+        AdminOp::ExpireOlderThan(secs),
+    )
+    .await?;
+    Ok(no_content())
+}
+
+/// Pulsar's peek: the message's payload as the body, its metadata in headers.
+async fn peek(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub, n)): Path<(String, String, String, String, String, u64)>,
+) -> ApiResult<Response> {
+    let entry = match sub_op(&s, (domain, t, ns, topic, sub), AdminOp::Peek(n)).await? {
+        AdminReply::Peeked(Some(e)) => e,
+        _ => return Err(ApiError(404, format!("no message at position {n}"))),
+    };
+    let parsed =
+        strobe_wire::payload::parse(&entry.data).map_err(|e| ApiError(500, e.to_string()))?;
+    let m = &parsed.metadata;
+    let mut resp = Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header(
+            "X-Pulsar-Message-ID",
+            format!("{}:{}", entry.position.ledger_id, entry.position.entry_id),
+        )
+        .header("X-Pulsar-publish-time", m.publish_time.to_string())
+        .header("X-Pulsar-producer-name", m.producer_name.clone())
+        .header("X-Pulsar-sequence-id", m.sequence_id.to_string());
+    if let Some(n) = m.num_messages_in_batch {
+        resp = resp.header("X-Pulsar-num-batch-message", n.to_string());
+    }
+    if let Some(k) = &m.partition_key {
+        resp = resp.header("X-Pulsar-partition-key", k.clone());
+    }
+    for kv in &m.properties {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&kv.value) {
+            resp = resp.header(format!("X-Pulsar-PROPERTY-{}", kv.key), v);
+        }
+    }
+    resp.body(axum::body::Body::from(parsed.payload))
+        .map_err(|e| ApiError(500, e.to_string()))
 }
 
 async fn lookup(

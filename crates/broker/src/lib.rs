@@ -7,7 +7,7 @@ pub mod config;
 mod error;
 mod server;
 pub mod service;
-mod subscription;
+pub mod subscription;
 pub mod topic;
 
 pub use config::{BrokerConfig, ConfigError};

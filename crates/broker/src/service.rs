@@ -416,6 +416,20 @@ impl BrokerService {
             .collect()
     }
 
+    /// Unloads a topic: its clients are closed (they reconnect and it loads
+    /// again, on a new ledger). 404 if it is not loaded.
+    pub async fn unload(&self, name: &TopicName) -> Result<(), BrokerError> {
+        let topic = self
+            .topics
+            .lock()
+            .await
+            .remove(&name.to_string())
+            .ok_or_else(|| BrokerError::TopicNotFound(format!("topic {name} is not loaded")))?;
+        topic.close().await;
+        info!(topic = %name, "topic unloaded");
+        Ok(())
+    }
+
     /// Every loaded topic.
     pub async fn loaded_topics(&self) -> Vec<Arc<Topic>> {
         self.topics.lock().await.values().cloned().collect()

@@ -162,7 +162,56 @@ enum Cmd {
         consumer_id: u64,
         reply: Reply<ConsumerStats>,
     },
+    Admin(AdminOp, Reply<AdminReply>),
     Close(oneshot::Sender<()>),
+}
+
+/// What the admin API asks of a subscription.
+#[derive(Debug, Clone)]
+pub enum AdminOp {
+    /// Reset the cursor (consumers are disconnected and reconnect there).
+    Reset(SeekTarget),
+    /// Acknowledge the next `n` unacknowledged messages.
+    Skip(u64),
+    /// Acknowledge every message published more than this many seconds ago.
+    ExpireOlderThan(u64),
+    /// The `n`th (1-based) unacknowledged message, without delivering it.
+    Peek(u64),
+    /// Consumers and their state.
+    Info,
+}
+
+/// The admin API's answer.
+#[derive(Debug, Clone)]
+pub enum AdminReply {
+    Done,
+    Peeked(Option<Entry>),
+    Info(SubscriptionInfo),
+}
+
+/// A subscription as the stats endpoints show it.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriptionInfo {
+    pub sub_type: Option<SubType>,
+    pub backlog: u64,
+    pub consumers: Vec<ConsumerInfo>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerInfo {
+    pub name: String,
+    pub consumer_id: u64,
+    pub permits: i64,
+    pub unacked_messages: u64,
+    /// Key_Shared: owned hash ranges (start, end) or bucket indexes.
+    pub key_hash_ranges: Vec<(u32, u32)>,
+    pub buckets: Vec<usize>,
+    /// Key_Shared: hashes this consumer still holds after they moved away,
+    /// as (hash, unacked entries, blocked attempts).
+    pub draining_hashes: Vec<(u32, u32, u64)>,
+    pub draining_hashes_cleared_total: u64,
+    /// Key_Shared: hashes it owns but waits for, with the consumer still draining them.
+    pub waiting_for: Vec<(u32, String)>,
 }
 
 /// The connections' side of a subscription.
@@ -304,6 +353,16 @@ impl SubscriptionHandle {
         .await
     }
 
+    /// An admin operation (see [`AdminOp`]).
+    pub async fn admin(&self, op: AdminOp) -> Result<AdminReply, BrokerError> {
+        self.call(|reply| Cmd::Admin(op, reply)).await
+    }
+
+    /// Deletes the subscription; refused while consumers are connected.
+    pub async fn delete(&self) -> Result<(), BrokerError> {
+        self.unsubscribe(u64::MAX, u64::MAX).await
+    }
+
     /// Closes every consumer (CLOSE_CONSUMER) and stops the subscription.
     pub async fn close(&self) {
         let (tx, rx) = oneshot::channel();
@@ -336,7 +395,7 @@ struct Consumer {
 }
 
 /// The actor.
-pub struct Subscription {
+pub(crate) struct Subscription {
     topic: Arc<Topic>,
     name: String,
     durable: bool,
@@ -546,6 +605,10 @@ impl Subscription {
                     }),
                     None => Err(BrokerError::ConsumerNotFound("consumer not found".into())),
                 };
+                let _ = reply.send(r);
+            }
+            Cmd::Admin(op, reply) => {
+                let r = self.admin(op).await;
                 let _ = reply.send(r);
             }
             Cmd::Close(done) => {
@@ -916,6 +979,10 @@ impl Subscription {
         if ttl == 0 || !self.durable {
             return Ok(());
         }
+        self.expire_older_than(ttl).await
+    }
+
+    async fn expire_older_than(&mut self, ttl: u64) -> Result<(), BrokerError> {
         let cutoff = now_ms().saturating_sub(ttl * 1000);
         let mut from = self.cursor.first_unacked_floor();
         let mut expired = Vec::new();
@@ -1076,34 +1143,119 @@ impl Subscription {
             .find(|c| c.conn_id == conn_id && c.consumer_id == consumer_id)
             .map(|c| c.tx.clone());
         let Some(reply_tx) = requester else { return };
-        let position = match target {
-            SeekTarget::Message(s) => Ok(s.resolve(&self.topic.ledger)),
-            SeekTarget::PublishTime(t) => find_by_publish_time(&self.topic.ledger, t).await,
-        };
-        let result = match position {
-            Err(e) => Err(e),
-            Ok(p) => {
-                for c in self.consumers.drain(..) {
-                    c.closed_by_broker.store(true, Ordering::Release);
-                    let close = commands::close_consumer(c.consumer_id, None, None);
-                    let _ = c.tx.send(OutFrame::command(close)).await;
-                }
-                self.sub_type = None;
-                *self.shared_type.lock() = None;
-                self.active = None;
-                self.ks = None;
-                self.ks_meta = None;
-                self.replay.clear();
-                self.delayed.clear();
-                self.redelivery_counts.clear();
-                self.cursor.reset(p).await.map_err(BrokerError::from)
-            }
-        };
+        let result = self.reset_to(target).await;
         let reply = match &result {
             Ok(()) => commands::success(request_id),
             Err(e) => commands::error(request_id, e.server_error(), e.to_string()),
         };
         let _ = reply_tx.send(OutFrame::command(reply)).await;
+    }
+
+    async fn reset_to(&mut self, target: SeekTarget) -> Result<(), BrokerError> {
+        let p = match target {
+            SeekTarget::Message(s) => s.resolve(&self.topic.ledger),
+            SeekTarget::PublishTime(t) => find_by_publish_time(&self.topic.ledger, t).await?,
+        };
+        for c in self.consumers.drain(..) {
+            c.closed_by_broker.store(true, Ordering::Release);
+            let close = commands::close_consumer(c.consumer_id, None, None);
+            let _ = c.tx.send(OutFrame::command(close)).await;
+        }
+        self.sub_type = None;
+        *self.shared_type.lock() = None;
+        self.active = None;
+        self.ks = None;
+        self.ks_meta = None;
+        self.replay.clear();
+        self.delayed.clear();
+        self.redelivery_counts.clear();
+        self.cursor.reset(p).await.map_err(BrokerError::from)
+    }
+
+    async fn admin(&mut self, op: AdminOp) -> Result<AdminReply, BrokerError> {
+        match op {
+            AdminOp::Reset(target) => {
+                self.reset_to(target).await?;
+                Ok(AdminReply::Done)
+            }
+            AdminOp::Skip(n) => {
+                self.cursor.skip(n);
+                Ok(AdminReply::Done)
+            }
+            AdminOp::ExpireOlderThan(secs) => {
+                self.expire_older_than(secs).await?;
+                Ok(AdminReply::Done)
+            }
+            AdminOp::Peek(n) => {
+                let mut from = self.cursor.first_unacked_floor();
+                let mut left = n.max(1);
+                loop {
+                    let entries = self.topic.ledger.read(from, 500).await?;
+                    let Some(last) = entries.last() else {
+                        return Ok(AdminReply::Peeked(None));
+                    };
+                    from = Position::new(last.position.ledger_id, last.position.entry_id + 1);
+                    for e in entries {
+                        if self.cursor.is_acked(e.position) {
+                            continue;
+                        }
+                        left -= 1;
+                        if left == 0 {
+                            return Ok(AdminReply::Peeked(Some(e)));
+                        }
+                    }
+                }
+            }
+            AdminOp::Info => Ok(AdminReply::Info(self.info())),
+        }
+    }
+
+    fn info(&self) -> SubscriptionInfo {
+        let names: HashMap<ConsumerId, String> = self
+            .consumers
+            .iter()
+            .map(|c| (ConsumerId(c.seq), c.name.clone()))
+            .collect();
+        let consumers = self
+            .consumers
+            .iter()
+            .map(|c| {
+                let mut info = ConsumerInfo {
+                    name: c.name.clone(),
+                    consumer_id: c.consumer_id,
+                    permits: c.permits,
+                    unacked_messages: c.unacked_messages,
+                    ..Default::default()
+                };
+                if let Some(ks) = &self.ks {
+                    let st = ks.consumer_stats(ConsumerId(c.seq));
+                    info.key_hash_ranges = st
+                        .assigned_ranges
+                        .iter()
+                        .map(|r| (r.start, r.end))
+                        .collect();
+                    info.buckets = st.assigned_buckets;
+                    info.draining_hashes = st
+                        .draining
+                        .draining_hashes
+                        .iter()
+                        .map(|d| (d.hash, d.unacked_entries, d.blocked_attempts))
+                        .collect();
+                    info.draining_hashes_cleared_total = st.draining.draining_hashes_cleared_total;
+                    info.waiting_for = st
+                        .waiting_for
+                        .iter()
+                        .map(|(h, owner)| (*h, names.get(owner).cloned().unwrap_or_default()))
+                        .collect();
+                }
+                info
+            })
+            .collect();
+        SubscriptionInfo {
+            sub_type: self.sub_type,
+            backlog: self.cursor.backlog(),
+            consumers,
+        }
     }
 }
 

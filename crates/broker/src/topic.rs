@@ -431,6 +431,77 @@ impl Topic {
         self.state.lock().subscriptions.keys().cloned().collect()
     }
 
+    pub fn subscription(&self, name: &str) -> Option<SubscriptionHandle> {
+        self.state
+            .lock()
+            .subscriptions
+            .get(name)
+            .filter(|s| !s.is_closed())
+            .cloned()
+    }
+
+    /// Creates a durable subscription with no consumer (admin API), starting
+    /// at `start` (None: the end of the topic). 409 if it exists.
+    pub async fn create_subscription(
+        self: &Arc<Self>,
+        name: &str,
+        start: Option<Position>,
+    ) -> Result<(), BrokerError> {
+        if !self.name.is_persistent() {
+            return Err(BrokerError::NotAllowed(
+                "non-persistent topics have no durable subscriptions".into(),
+            ));
+        }
+        if self.subscription(name).is_some() || self.ledger.cursor_names().iter().any(|c| c == name)
+        {
+            return Err(BrokerError::AlreadyExists(format!(
+                "subscription {name} already exists"
+            )));
+        }
+        let cursor = self
+            .ledger
+            .open_cursor(name, InitialPosition::Latest)
+            .await?;
+        if let Some(p) = start {
+            cursor.reset(p).await?;
+        }
+        let h = Subscription::start(self.clone(), name.to_owned(), true, cursor);
+        self.state.lock().subscriptions.insert(name.to_owned(), h);
+        Ok(())
+    }
+
+    /// A durable subscription that has no actor yet (no consumer since the
+    /// topic loaded) is started so the admin API can act on it.
+    pub async fn subscription_for_admin(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> Result<SubscriptionHandle, BrokerError> {
+        if let Some(h) = self.subscription(name) {
+            return Ok(h);
+        }
+        if !self.ledger.cursor_names().iter().any(|c| c == name) {
+            return Err(BrokerError::SubscriptionNotFound(format!(
+                "subscription {name} does not exist"
+            )));
+        }
+        let cursor = self
+            .ledger
+            .open_cursor(name, InitialPosition::Latest)
+            .await?;
+        let h = Subscription::start(self.clone(), name.to_owned(), true, cursor);
+        let mut st = self.state.lock();
+        Ok(st.subscriptions.entry(name.to_owned()).or_insert(h).clone())
+    }
+
+    /// Names of every subscription: durable ones from storage, plus readers.
+    pub fn all_subscription_names(&self) -> Vec<String> {
+        let mut names = self.ledger.cursor_names();
+        names.extend(self.subscription_names());
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Subscription handles, for stats.
     pub fn subscriptions(&self) -> Vec<SubscriptionHandle> {
         self.state.lock().subscriptions.values().cloned().collect()
