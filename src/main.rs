@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use strobe_broker::{Broker, BrokerConfig};
 use tracing::info;
 
+mod admin_cli;
 mod perf;
 
 /// Strobe: a message broker that speaks Apache Pulsar's binary protocol.
@@ -29,6 +30,8 @@ enum CommandLine {
     Broker(BrokerArgs),
     /// Load-test any Pulsar-protocol broker (like pulsar-perf): produce, consume or e2e.
     Perf(perf::PerfArgs),
+    /// Administer a broker over its HTTP API (like pulsar-admin): tenants, namespaces, topics.
+    Admin(admin_cli::AdminArgs),
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         CommandLine::Standalone(args) => standalone_config(args).and_then(run),
         CommandLine::Broker(args) => cluster_broker(args),
         CommandLine::Perf(args) => perf::run(args),
+        CommandLine::Admin(args) => admin_cli::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

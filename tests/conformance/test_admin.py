@@ -212,3 +212,24 @@ def test_partitioned_stats(strobe):
     st = call(strobe, "GET", "/admin/v2/persistent/public/default/admin-pstats/partitioned-stats")[1]
     assert st["metadata"]["partitions"] == 2 and st["msgInCounter"] == 6
     client.close()
+
+
+def test_strobe_admin_command_line(strobe):
+    import os
+    import subprocess
+
+    def admin(*args):
+        return subprocess.run([os.environ["STROBE_BIN"], "admin", "--url", f"http://127.0.0.1:{strobe.http_port}", *args],
+                              capture_output=True, text=True, timeout=30)
+
+    assert "public" in admin("tenants", "list").stdout.split()
+    assert admin("namespaces", "create", "public/cli").returncode == 0
+    assert admin("namespaces", "set-retention", "public/cli", "--time", "5", "--size", "-1").returncode == 0
+    out = admin("--json", "namespaces", "policies", "public/cli")
+    assert json.loads(out.stdout)["retention_policies"] == {"retentionTimeInMinutes": 5, "retentionSizeInMB": -1}
+    assert admin("topics", "create-partitioned-topic", "public/cli/t", "-p", "2").returncode == 0
+    again = admin("topics", "create-partitioned-topic", "public/cli/t", "-p", "2")
+    assert again.returncode != 0 and "409" in again.stderr
+    assert json.loads(admin("--json", "topics", "list", "public/cli").stdout) == [
+        "persistent://public/cli/t-partition-0", "persistent://public/cli/t-partition-1"]
+    assert "partitions  2" in admin("topics", "partitioned-metadata", "public/cli/t").stdout

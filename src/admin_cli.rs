@@ -1,0 +1,601 @@
+//! `strobe admin`: pulsar-admin's common verbs over Strobe's admin HTTP API.
+//! Readable output by default, JSON with `--json`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    /// The broker's HTTP address.
+    #[arg(long, default_value = "http://localhost:8080", global = true)]
+    url: String,
+    /// Print the API's JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: AdminCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Clusters this broker serves.
+    Clusters {
+        #[command(subcommand)]
+        cmd: ClustersCmd,
+    },
+    /// Tenants.
+    Tenants {
+        #[command(subcommand)]
+        cmd: TenantsCmd,
+    },
+    /// Namespaces and their policies.
+    Namespaces {
+        #[command(subcommand)]
+        cmd: NamespacesCmd,
+    },
+    /// Topics, their stats and their subscriptions.
+    Topics {
+        #[command(subcommand)]
+        cmd: TopicsCmd,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClustersCmd {
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+enum TenantsCmd {
+    List,
+    Get {
+        tenant: String,
+    },
+    Create {
+        tenant: String,
+        /// Admin roles, comma separated.
+        #[arg(long, default_value = "")]
+        admin_roles: String,
+    },
+    Delete {
+        tenant: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum NamespacesCmd {
+    /// Namespaces of a tenant.
+    List {
+        tenant: String,
+    },
+    Create {
+        namespace: String,
+    },
+    Delete {
+        namespace: String,
+    },
+    /// All policies of a namespace.
+    Policies {
+        namespace: String,
+    },
+    SetDeduplication {
+        namespace: String,
+        #[arg(long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(long)]
+        disable: bool,
+    },
+    SetMessageTtl {
+        namespace: String,
+        /// Seconds; 0 = messages never expire.
+        #[arg(long)]
+        ttl: u64,
+    },
+    SetRetention {
+        namespace: String,
+        /// Minutes to keep consumed messages (-1: no limit).
+        #[arg(long, allow_hyphen_values = true)]
+        time: i64,
+        /// Megabytes of consumed messages to keep (-1: no limit).
+        #[arg(long, allow_hyphen_values = true)]
+        size: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TopicsCmd {
+    /// Topics of a namespace.
+    List {
+        namespace: String,
+    },
+    Create {
+        topic: String,
+    },
+    CreatePartitionedTopic {
+        topic: String,
+        #[arg(short, long)]
+        partitions: u32,
+    },
+    UpdatePartitionedTopic {
+        topic: String,
+        #[arg(short, long)]
+        partitions: u32,
+    },
+    PartitionedMetadata {
+        topic: String,
+    },
+    Stats {
+        topic: String,
+    },
+    PartitionedStats {
+        topic: String,
+    },
+    InternalStats {
+        topic: String,
+    },
+    Unload {
+        topic: String,
+    },
+    Subscriptions {
+        topic: String,
+    },
+    CreateSubscription {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+    },
+    Unsubscribe {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+    },
+    Skip {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+        #[arg(short = 'n', long)]
+        count: u64,
+    },
+    ResetCursor {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+        /// Publish time in ms since the epoch.
+        #[arg(long, conflicts_with = "message_id")]
+        time: Option<u64>,
+        /// LEDGER:ENTRY
+        #[arg(long)]
+        message_id: Option<String>,
+    },
+    ExpireMessages {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+        /// Expire messages older than this many seconds.
+        #[arg(short = 't', long)]
+        expire_time: u64,
+    },
+    PeekMessages {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+        #[arg(short = 'n', long, default_value_t = 1)]
+        count: u64,
+    },
+}
+
+/// `persistent://t/ns/x` or `t/ns/x` or `x` to the REST path `persistent/t/ns/x`.
+fn topic_path(topic: &str) -> anyhow::Result<String> {
+    let (domain, rest) = match topic.split_once("://") {
+        Some((d, r)) => (d, r.to_owned()),
+        None if topic.matches('/').count() == 2 => ("persistent", topic.to_owned()),
+        None if !topic.contains('/') => ("persistent", format!("public/default/{topic}")),
+        None => bail!(
+            "topic {topic:?}: expected <topic>, <tenant>/<ns>/<topic> or <domain>://<tenant>/<ns>/<topic>"
+        ),
+    };
+    Ok(format!("{domain}/{rest}"))
+}
+
+pub fn run(args: AdminArgs) -> anyhow::Result<()> {
+    let http = Http::new(&args.url)?;
+    use AdminCommand as A;
+    let out: Output = match args.command {
+        A::Clusters {
+            cmd: ClustersCmd::List,
+        } => http.get("/admin/v2/clusters")?.into(),
+        A::Tenants { cmd } => match cmd {
+            TenantsCmd::List => http.get("/admin/v2/tenants")?.into(),
+            TenantsCmd::Get { tenant } => http.get(&format!("/admin/v2/tenants/{tenant}"))?.into(),
+            TenantsCmd::Create {
+                tenant,
+                admin_roles,
+            } => {
+                let roles: Vec<&str> = admin_roles.split(',').filter(|r| !r.is_empty()).collect();
+                let body = serde_json::json!({ "adminRoles": roles, "allowedClusters": [] });
+                http.send(
+                    "PUT",
+                    &format!("/admin/v2/tenants/{tenant}"),
+                    &body.to_string(),
+                )?;
+                Output::Done(format!("created tenant {tenant}"))
+            }
+            TenantsCmd::Delete { tenant } => {
+                http.send("DELETE", &format!("/admin/v2/tenants/{tenant}"), "")?;
+                Output::Done(format!("deleted tenant {tenant}"))
+            }
+        },
+        A::Namespaces { cmd } => match cmd {
+            NamespacesCmd::List { tenant } => {
+                http.get(&format!("/admin/v2/namespaces/{tenant}"))?.into()
+            }
+            NamespacesCmd::Create { namespace } => {
+                http.send("PUT", &format!("/admin/v2/namespaces/{namespace}"), "")?;
+                Output::Done(format!("created namespace {namespace}"))
+            }
+            NamespacesCmd::Delete { namespace } => {
+                http.send("DELETE", &format!("/admin/v2/namespaces/{namespace}"), "")?;
+                Output::Done(format!("deleted namespace {namespace}"))
+            }
+            NamespacesCmd::Policies { namespace } => http
+                .get(&format!("/admin/v2/namespaces/{namespace}"))?
+                .into(),
+            NamespacesCmd::SetDeduplication {
+                namespace,
+                enable,
+                disable,
+            } => {
+                if enable == disable {
+                    bail!("give exactly one of --enable and --disable");
+                }
+                http.send(
+                    "POST",
+                    &format!("/admin/v2/namespaces/{namespace}/deduplication"),
+                    &enable.to_string(),
+                )?;
+                Output::Done(format!(
+                    "deduplication {} on {namespace}",
+                    if enable { "enabled" } else { "disabled" }
+                ))
+            }
+            NamespacesCmd::SetMessageTtl { namespace, ttl } => {
+                http.send(
+                    "POST",
+                    &format!("/admin/v2/namespaces/{namespace}/messageTTL"),
+                    &ttl.to_string(),
+                )?;
+                Output::Done(format!("message TTL of {namespace} set to {ttl} s"))
+            }
+            NamespacesCmd::SetRetention {
+                namespace,
+                time,
+                size,
+            } => {
+                let body = serde_json::json!({ "retentionTimeInMinutes": time, "retentionSizeInMB": size });
+                http.send(
+                    "POST",
+                    &format!("/admin/v2/namespaces/{namespace}/retention"),
+                    &body.to_string(),
+                )?;
+                Output::Done(format!(
+                    "retention of {namespace} set to {time} min / {size} MB"
+                ))
+            }
+        },
+        A::Topics { cmd } => topics(&http, cmd)?,
+    };
+    out.print(args.json)
+}
+
+fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
+    use TopicsCmd as T;
+    let base = |t: &str| -> anyhow::Result<String> { Ok(format!("/admin/v2/{}", topic_path(t)?)) };
+    Ok(match cmd {
+        T::List { namespace } => http
+            .get(&format!("/admin/v2/namespaces/{namespace}/topics?mode=ALL"))?
+            .into(),
+        T::Create { topic } => {
+            http.send("PUT", &base(&topic)?, "")?;
+            Output::Done(format!("created {topic}"))
+        }
+        T::CreatePartitionedTopic { topic, partitions } => {
+            http.send(
+                "PUT",
+                &format!("{}/partitions", base(&topic)?),
+                &partitions.to_string(),
+            )?;
+            Output::Done(format!("created {topic} with {partitions} partitions"))
+        }
+        T::UpdatePartitionedTopic { topic, partitions } => {
+            http.send(
+                "POST",
+                &format!("{}/partitions", base(&topic)?),
+                &partitions.to_string(),
+            )?;
+            Output::Done(format!("{topic} now has {partitions} partitions"))
+        }
+        T::PartitionedMetadata { topic } => {
+            http.get(&format!("{}/partitions", base(&topic)?))?.into()
+        }
+        T::Stats { topic } => http.get(&format!("{}/stats", base(&topic)?))?.into(),
+        T::PartitionedStats { topic } => http
+            .get(&format!("{}/partitioned-stats", base(&topic)?))?
+            .into(),
+        T::InternalStats { topic } => http
+            .get(&format!("{}/internalStats", base(&topic)?))?
+            .into(),
+        T::Unload { topic } => {
+            http.send("PUT", &format!("{}/unload", base(&topic)?), "")?;
+            Output::Done(format!("unloaded {topic}"))
+        }
+        T::Subscriptions { topic } => http
+            .get(&format!("{}/subscriptions", base(&topic)?))?
+            .into(),
+        T::CreateSubscription {
+            topic,
+            subscription,
+        } => {
+            http.send(
+                "PUT",
+                &format!("{}/subscription/{subscription}", base(&topic)?),
+                "",
+            )?;
+            Output::Done(format!("created subscription {subscription} on {topic}"))
+        }
+        T::Unsubscribe {
+            topic,
+            subscription,
+        } => {
+            http.send(
+                "DELETE",
+                &format!("{}/subscription/{subscription}", base(&topic)?),
+                "",
+            )?;
+            Output::Done(format!("deleted subscription {subscription} of {topic}"))
+        }
+        T::Skip {
+            topic,
+            subscription,
+            count,
+        } => {
+            http.send(
+                "POST",
+                &format!("{}/subscription/{subscription}/skip/{count}", base(&topic)?),
+                "",
+            )?;
+            Output::Done(format!("skipped {count} messages on {subscription}"))
+        }
+        T::ResetCursor {
+            topic,
+            subscription,
+            time,
+            message_id,
+        } => {
+            let path = format!("{}/subscription/{subscription}/resetcursor", base(&topic)?);
+            match (time, message_id) {
+                (Some(t), None) => http.send("POST", &format!("{path}/{t}"), "")?,
+                (None, Some(id)) => {
+                    let (l, e) = id.split_once(':').context("--message-id is LEDGER:ENTRY")?;
+                    let body = serde_json::json!({ "ledgerId": l.parse::<i64>()?, "entryId": e.parse::<i64>()? });
+                    http.send("POST", &path, &body.to_string())?
+                }
+                _ => bail!("give --time or --message-id"),
+            };
+            Output::Done(format!("reset {subscription} on {topic}"))
+        }
+        T::ExpireMessages {
+            topic,
+            subscription,
+            expire_time,
+        } => {
+            let path = format!(
+                "{}/subscription/{subscription}/expireMessages/{expire_time}",
+                base(&topic)?
+            );
+            http.send("POST", &path, "")?;
+            Output::Done(format!(
+                "expired messages older than {expire_time} s on {subscription}"
+            ))
+        }
+        T::PeekMessages {
+            topic,
+            subscription,
+            count,
+        } => {
+            let mut shown = Vec::new();
+            for n in 1..=count {
+                let path = format!("{}/subscription/{subscription}/position/{n}", base(&topic)?);
+                match http.request("GET", &path, "") {
+                    Ok((200, headers, body)) => shown.push(serde_json::json!({
+                        "messageId": header(&headers, "x-pulsar-message-id"),
+                        "publishTime": header(&headers, "x-pulsar-publish-time"),
+                        "payload": String::from_utf8_lossy(&body),
+                    })),
+                    Ok((404, _, _)) => break,
+                    Ok((code, _, body)) => bail!("HTTP {code}: {}", String::from_utf8_lossy(&body)),
+                    Err(e) => return Err(e),
+                }
+            }
+            Output::Json(Value::Array(shown))
+        }
+    })
+}
+
+fn header(headers: &[(String, String)], name: &str) -> String {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default()
+}
+
+enum Output {
+    Json(Value),
+    Done(String),
+}
+
+impl From<Value> for Output {
+    fn from(v: Value) -> Self {
+        Output::Json(v)
+    }
+}
+
+impl Output {
+    fn print(self, json: bool) -> anyhow::Result<()> {
+        match self {
+            Output::Done(msg) => {
+                if json {
+                    println!("{}", serde_json::json!({ "ok": msg }));
+                } else {
+                    println!("{msg}");
+                }
+            }
+            Output::Json(v) if json => println!("{}", serde_json::to_string_pretty(&v)?),
+            Output::Json(Value::Array(items)) => {
+                for i in items {
+                    match i {
+                        Value::String(s) => println!("{s}"),
+                        other => println!("{other}"),
+                    }
+                }
+            }
+            Output::Json(Value::Object(map)) => {
+                let width = map.keys().map(String::len).max().unwrap_or(0);
+                for (k, v) in map {
+                    let shown = match v {
+                        Value::String(s) => s,
+                        Value::Object(_) | Value::Array(_) => serde_json::to_string(&v)?,
+                        other => other.to_string(),
+                    };
+                    println!("{k:width$}  {shown}");
+                }
+            }
+            Output::Json(v) => println!("{v}"),
+        }
+        Ok(())
+    }
+}
+
+/// Status, headers and body.
+type HttpResponse = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// A small HTTP/1.1 client: one request per connection, enough for the admin API.
+struct Http {
+    host: String,
+    port: u16,
+}
+
+impl Http {
+    fn new(url: &str) -> anyhow::Result<Http> {
+        let rest = url
+            .strip_prefix("http://")
+            .with_context(|| format!("{url}: only http:// URLs are supported"))?;
+        let hostport = rest.trim_end_matches('/');
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) => (
+                h.to_owned(),
+                p.parse().with_context(|| format!("port in {url}"))?,
+            ),
+            None => (hostport.to_owned(), 80),
+        };
+        Ok(Http { host, port })
+    }
+
+    fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let body = self.send("GET", path, "")?;
+        if body.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body).with_context(|| format!("GET {path}: the answer is not JSON"))
+    }
+
+    /// Sends and checks for a 2xx status; the body on success.
+    fn send(&self, method: &str, path: &str, body: &str) -> anyhow::Result<Vec<u8>> {
+        let (code, _, resp) = self.request(method, path, body)?;
+        if !(200..300).contains(&code) {
+            let reason = serde_json::from_slice::<Value>(&resp)
+                .ok()
+                .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&resp).into_owned());
+            bail!("{method} {path}: HTTP {code}: {reason}");
+        }
+        Ok(resp)
+    }
+
+    fn request(&self, method: &str, path: &str, body: &str) -> anyhow::Result<HttpResponse> {
+        let mut s = TcpStream::connect((self.host.as_str(), self.port))
+            .with_context(|| format!("connecting to {}:{}", self.host, self.port))?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.host,
+            self.port,
+            body.len()
+        )?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw)?;
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .context("malformed HTTP answer")?;
+        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let mut lines = head.lines();
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse().ok())
+            .context("malformed HTTP status line")?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| {
+                l.split_once(':')
+                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+            })
+            .collect();
+        let mut body = raw[split + 4..].to_vec();
+        if header(&headers, "transfer-encoding").eq_ignore_ascii_case("chunked") {
+            body = dechunk(&body);
+        }
+        Ok((status, headers, body))
+    }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        if size == 0 || b.len() < eol + 2 + size {
+            break;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
+        b = &b[(eol + 2 + size + 2).min(b.len())..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_paths() {
+        assert_eq!(topic_path("t").unwrap(), "persistent/public/default/t");
+        assert_eq!(topic_path("a/b/c").unwrap(), "persistent/a/b/c");
+        assert_eq!(
+            topic_path("non-persistent://a/b/c").unwrap(),
+            "non-persistent/a/b/c"
+        );
+        assert!(topic_path("a/b").is_err());
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        assert_eq!(dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"), b"abcde");
+    }
+}
