@@ -2,16 +2,11 @@
 import pulsar
 from pulsar import ConsumerType, InitialPosition
 
+from util import drain
+
 TM = 10000
 
 
-def drain(consumer, timeout_ms=300):
-    out = []
-    while True:
-        try:
-            out.append(consumer.receive(timeout_ms))
-        except pulsar.Timeout:
-            return out
 
 
 def test_acked_messages_are_not_redelivered_after_reconnect(client, topic):

@@ -6,17 +6,11 @@ import pulsar
 import pytest
 from pulsar import ConsumerType, InitialPosition
 
+from util import drain
+
 TM = 10000
 
 
-def drain(consumer, timeout_ms=300):
-    out = []
-    while True:
-        try:
-            m = consumer.receive(timeout_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(m)
 
 
 def test_exclusive_in_order_and_exclusive(client, topic):
