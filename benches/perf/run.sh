@@ -85,7 +85,8 @@ start_broker() { # name [keep: reuse the data dir]
   sleep 1
   IDLE_RSS=$(rss_kib "$PID")
   log "$name: pid $PID port $PORT, first connection after ${STARTUP_MS} ms, idle RSS $((IDLE_RSS / 1024)) MiB"
-  echo "{\"broker\":\"$name\",\"startup_ms\":$STARTUP_MS,\"idle_rss_kib\":$IDLE_RSS}" > "$OUT/$name-idle.json"
+  # A restart (keep) is not a cold start: keep the first figures.
+  [[ "${2:-}" == keep ]] || echo "{\"broker\":\"$name\",\"startup_ms\":$STARTUP_MS,\"idle_rss_kib\":$IDLE_RSS}" > "$OUT/$name-idle.json"
 }
 
 stop_broker() {
