@@ -608,3 +608,121 @@ async fn failover_has_one_active_consumer() {
         "one active consumer gets everything ({na}, {nb})"
     );
 }
+
+/// Drains two consumers until both stay quiet; returns (consumer index, message) pairs.
+async fn drain_two(
+    a: &mut strobe_client::Consumer,
+    b: &mut strobe_client::Consumer,
+) -> Vec<(usize, strobe_client::Message)> {
+    let mut got = Vec::new();
+    loop {
+        tokio::select! {
+            m = a.recv_timeout(Duration::from_millis(1500)) => match m.unwrap() {
+                Some(m) => { a.ack(&m).unwrap(); got.push((0, m)); }
+                None => break,
+            },
+            m = b.recv_timeout(Duration::from_millis(1500)) => match m.unwrap() {
+                Some(m) => { b.ack(&m).unwrap(); got.push((1, m)); }
+                None => break,
+            },
+        }
+    }
+    // One side timed out; the other may still hold messages.
+    while let Some(m) = a.recv_timeout(Duration::from_millis(300)).await.unwrap() {
+        a.ack(&m).unwrap();
+        got.push((0, m));
+    }
+    while let Some(m) = b.recv_timeout(Duration::from_millis(300)).await.unwrap() {
+        b.ack(&m).unwrap();
+        got.push((1, m));
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_shared_keeps_each_key_on_one_consumer() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let sub = |name: &str| {
+        c.consumer("ks", "ks")
+            .sub_type(SubType::KeyShared)
+            .consumer_name(name)
+            .subscribe()
+    };
+    let mut a = sub("a").await.unwrap();
+    let mut b = sub("b").await.unwrap();
+    let producer = c
+        .producer("ks")
+        .batching(Duration::from_millis(5), 50, 1 << 20)
+        .batching_type(BatchingType::KeyBased)
+        .create()
+        .await
+        .unwrap();
+    for i in 0..200 {
+        producer
+            .send(ProducerMessage::new(format!("k{i}")).with_key(format!("key-{}", i % 16)))
+            .await
+            .unwrap();
+    }
+    producer.flush().await.unwrap();
+    let got = drain_two(&mut a, &mut b).await;
+    assert_eq!(got.len(), 200);
+    let mut owner: std::collections::HashMap<String, usize> = Default::default();
+    for (who, m) in &got {
+        let k = m.key.clone().unwrap();
+        assert_eq!(
+            *owner.entry(k.clone()).or_insert(*who),
+            *who,
+            "{k} went to both consumers"
+        );
+    }
+    assert!(
+        owner.values().any(|w| *w == 0) && owner.values().any(|w| *w == 1),
+        "both consumers own keys"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entry_bucket_producer_and_consumers_against_the_broker() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let splits = strobe_client::equal_width_splits(4);
+    let sub = |name: &str| {
+        c.consumer("buckets", "eb")
+            .entry_bucket_dispatch(&splits)
+            .consumer_name(name)
+            .subscribe()
+    };
+    let mut a = sub("a").await.unwrap();
+    let mut b = sub("b").await.unwrap();
+    let producer = c
+        .producer("buckets")
+        .batching(Duration::from_millis(5), 50, 1 << 20)
+        .batching_type(BatchingType::EntryBucket {
+            splits: splits.clone(),
+        })
+        .create()
+        .await
+        .unwrap();
+    for i in 0..300 {
+        producer
+            .send(ProducerMessage::new(format!("e{i}")).with_key(format!("key-{}", i % 40)))
+            .await
+            .unwrap();
+    }
+    producer.flush().await.unwrap();
+    let got = drain_two(&mut a, &mut b).await;
+    assert_eq!(got.len(), 300);
+    let mut owner: std::collections::HashMap<u32, usize> = Default::default();
+    for (who, m) in &got {
+        let (lo, hi) = m.entry_hash_range.expect("every entry is stamped");
+        let bucket = strobe_client::entry_bucket_of(&splits, lo);
+        assert_eq!(bucket, strobe_client::entry_bucket_of(&splits, hi));
+        assert_eq!(
+            *owner.entry(bucket).or_insert(*who),
+            *who,
+            "bucket {bucket} went to both consumers"
+        );
+    }
+    assert!(owner.len() > 1);
+}
