@@ -71,8 +71,9 @@ pub async fn serve(
 
 pub fn router(service: Svc) -> Router {
     Router::new()
-        .route("/admin/v2/brokers/health", get(ok))
+        .route("/admin/v2/brokers/health", get(health))
         .route("/admin/v2/brokers/ready", get(ok))
+        .route("/admin/v2/brokers/live", get(ok))
         .route("/status.html", get(ok))
         .route("/metrics", get(metrics))
         .route("/metrics/", get(metrics))
@@ -184,8 +185,17 @@ pub fn router(service: Svc) -> Router {
         .with_state(service)
 }
 
+/// Liveness and readiness: the HTTP server answers only while the broker runs.
 async fn ok() -> &'static str {
     "ok"
+}
+
+/// Health: a metadata write and a storage round trip succeed.
+async fn health(State(s): State<Svc>) -> ApiResult<&'static str> {
+    s.health_check()
+        .await
+        .map_err(|e| ApiError(503, format!("unhealthy: {e}")))?;
+    Ok("ok")
 }
 
 // --- clusters and tenants ------------------------------------------------------

@@ -67,6 +67,8 @@ pub struct BrokerService {
     metadata: Arc<dyn MetadataStore>,
     /// Loaded topics. The async lock serialises loading, so a topic is opened once.
     topics: tokio::sync::Mutex<HashMap<String, Arc<Topic>>>,
+    /// The ledger the health check writes to (opened on first use).
+    health: tokio::sync::OnceCell<strobe_ledger::ManagedLedger>,
     /// Storage of non-persistent topics: memory, trimmed as it rolls over.
     non_persistent: strobe_ledger::MemoryBackend,
     /// Partition counts of partitioned topics, by full name.
@@ -119,6 +121,7 @@ impl BrokerService {
             metadata,
             topics: tokio::sync::Mutex::new(HashMap::new()),
             non_persistent: strobe_ledger::MemoryBackend::new(),
+            health: tokio::sync::OnceCell::new(),
             partitioned: Mutex::new(BTreeMap::new()),
             namespaces: Mutex::new(BTreeMap::new()),
             next_producer: AtomicU64::new(0),
@@ -428,6 +431,47 @@ impl BrokerService {
         topic.close().await;
         info!(topic = %name, "topic unloaded");
         Ok(())
+    }
+
+    /// Pulsar's broker health check, for real: the metadata store takes a
+    /// write, and storage takes an entry and gives it back. Returns how long it took.
+    pub async fn health_check(&self) -> Result<std::time::Duration, BrokerError> {
+        let started = std::time::Instant::now();
+        let stamp = format!(
+            "{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0)
+        );
+        self.metadata
+            .put(
+                &format!("/admin/health/{}", self.broker_port),
+                stamp.as_bytes(),
+                Expect::Any,
+            )
+            .await
+            .map_err(meta_err)?;
+        let ledger = self
+            .health
+            .get_or_try_init(|| async {
+                let config = LedgerConfig {
+                    max_entries_per_ledger: 100,
+                    trim_interval: Some(std::time::Duration::from_secs(60)),
+                    ..self.ledger_config.clone()
+                };
+                strobe_ledger::ManagedLedger::open(self.backend.as_ref(), "__health/check", config)
+                    .await
+            })
+            .await?;
+        let p = ledger.append(bytes::Bytes::from(stamp.clone())).await?;
+        let back = ledger.read(p, 1).await?;
+        match back.first() {
+            Some(e) if e.position == p && e.data == stamp.as_bytes() => Ok(started.elapsed()),
+            _ => Err(BrokerError::Persistence(
+                "the health-check entry did not read back".into(),
+            )),
+        }
     }
 
     /// Every loaded topic.
