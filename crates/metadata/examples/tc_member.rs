@@ -30,6 +30,9 @@ struct Args {
     /// Session TTL in milliseconds (etcd rounds up to whole seconds).
     #[arg(long, default_value_t = 2000)]
     ttl_ms: u64,
+    /// Ask the server for a lease this much shorter than the TTL (its expiry tick).
+    #[arg(long, default_value_t = 0)]
+    lease_slack_ms: u64,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -51,7 +54,10 @@ async fn main() -> anyhow::Result<()> {
             broker_service_url_tls: Some(format!("pulsar+ssl://{}:6651", args.broker_id)),
         },
         parallelism: args.parallelism,
-        session: SessionOptions::with_ttl(Duration::from_millis(args.ttl_ms)),
+        session: SessionOptions {
+            expiry_slack: Duration::from_millis(args.lease_slack_ms),
+            ..SessionOptions::with_ttl(Duration::from_millis(args.ttl_ms))
+        },
     };
     let member = match TcMember::start(store, config).await {
         Ok(m) => m,

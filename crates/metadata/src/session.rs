@@ -22,8 +22,14 @@ use crate::store::{LeaseId, MetadataStore};
 /// Session settings.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
-    /// The lease TTL asked of the server (etcd rounds up to whole seconds, at least its minimum).
+    /// How long others wait, at most, after this session's process dies before its ephemeral
+    /// keys vanish (and its leaderships move). See `expiry_slack`.
     pub ttl: Duration,
+    /// The lease asked of the server is `ttl - expiry_slack`, so that a server that expires
+    /// leases on a tick still deletes the keys within `ttl`. etcd checks expiry every 500 ms and
+    /// rounds TTLs up to whole seconds (at least 2 s): use 1 s there, with `ttl` ≥ 3 s. The
+    /// session's own deadline follows the granted lease, so it still steps down before expiry.
+    pub expiry_slack: Duration,
     /// Keep-alives are sent every `ttl / keepalive_divisor`.
     pub keepalive_divisor: u32,
     /// How much earlier than the server's earliest possible expiry the session declares itself
@@ -38,6 +44,7 @@ impl Default for SessionOptions {
     fn default() -> Self {
         SessionOptions {
             ttl: Duration::from_secs(10),
+            expiry_slack: Duration::ZERO,
             keepalive_divisor: 3,
             margin: None,
             reestablish: true,
@@ -46,6 +53,15 @@ impl Default for SessionOptions {
 }
 
 impl SessionOptions {
+    /// The lease TTL asked of the server.
+    pub fn lease_ttl(&self) -> Duration {
+        if self.expiry_slack < self.ttl {
+            self.ttl - self.expiry_slack
+        } else {
+            self.ttl
+        }
+    }
+
     /// Defaults with this TTL.
     pub fn with_ttl(ttl: Duration) -> Self {
         SessionOptions {
@@ -104,7 +120,7 @@ impl Session {
     /// Grants a lease and starts keeping it alive.
     pub async fn start(store: Arc<dyn MetadataStore>, opts: SessionOptions) -> Result<Session> {
         let sent = Instant::now();
-        let grant = store.grant_lease(opts.ttl).await?;
+        let grant = store.grant_lease(opts.lease_ttl()).await?;
         let shared = Arc::new(Shared {
             state: watch::channel(SessionState::Alive {
                 lease: grant.id,
@@ -305,7 +321,7 @@ async fn run(
                 continue;
             }
             let sent = Instant::now();
-            match shared.store.grant_lease(shared.opts.ttl).await {
+            match shared.store.grant_lease(shared.opts.lease_ttl()).await {
                 Ok(grant) => {
                     lease = grant.id;
                     ttl = grant.ttl;
