@@ -17,7 +17,7 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use strobe_ledger::InitialPosition;
@@ -63,7 +63,7 @@ pub(crate) async fn serve(
             state: State::AwaitingConnect,
             producers: HashMap::new(),
             consumers: HashMap::new(),
-            recently_closed: HashSet::new(),
+            recently_closed: HashMap::new(),
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
@@ -101,7 +101,7 @@ struct ServerCnx {
     producers: HashMap<u64, ProducerRef>,
     consumers: HashMap<u64, ConsumerRef>,
     /// Producers the client closed: SENDs still in flight for them are dropped quietly.
-    recently_closed: HashSet<u64>,
+    recently_closed: HashMap<u64, Instant>,
 }
 
 impl ServerCnx {
@@ -312,7 +312,12 @@ impl ServerCnx {
             Command::Send(c) => return self.handle_send(c, payload).await,
             Command::CloseProducer(c) => {
                 if let Some(p) = self.producers.remove(&c.producer_id) {
-                    self.recently_closed.insert(c.producer_id);
+                    // Remembered for one keep-alive interval, as Pulsar does, and bounded.
+                    let keep = self.service.config.keepalive_interval();
+                    self.recently_closed.retain(|_, at| at.elapsed() < keep);
+                    if self.recently_closed.len() < 10_000 {
+                        self.recently_closed.insert(c.producer_id, Instant::now());
+                    }
                     p.topic.remove_producer((self.id, c.producer_id));
                 }
                 self.send(commands::success(c.request_id)).await;
@@ -533,7 +538,7 @@ impl ServerCnx {
 
     async fn handle_send(&mut self, c: proto::CommandSend, payload: Option<Bytes>) -> Next {
         let Some(p) = self.producers.get(&c.producer_id) else {
-            if self.recently_closed.contains(&c.producer_id) {
+            if self.recently_closed.contains_key(&c.producer_id) {
                 // In flight when the producer closed; Pulsar drops these too.
                 return Next::Continue;
             }
