@@ -144,6 +144,10 @@ struct Stats {
     received: AtomicU64,
     received_bytes: AtomicU64,
     errors: AtomicU64,
+    /// Messages received again: a sequence id at or below the highest one
+    /// already seen from the same producer on the same consumer (exact
+    /// duplicates for Exclusive and Failover; may count reordering on Shared).
+    duplicates: AtomicU64,
     pub_lat: Mutex<(Histogram<u64>, Histogram<u64>)>,
     e2e_lat: Mutex<(Histogram<u64>, Histogram<u64>)>,
     stop_producing: AtomicBool,
@@ -163,6 +167,7 @@ impl Stats {
             received: AtomicU64::new(0),
             received_bytes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            duplicates: AtomicU64::new(0),
             pub_lat: Mutex::new((hist(), hist())),
             e2e_lat: Mutex::new((hist(), hist())),
             stop_producing: AtomicBool::new(false),
@@ -243,6 +248,8 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
                     .with_context(|| format!("subscribing to {t}"))?;
                 let stats = stats.clone();
                 consumer_tasks.push(tokio::spawn(async move {
+                    let mut highest: std::collections::HashMap<std::sync::Arc<str>, u64> =
+                        std::collections::HashMap::new();
                     loop {
                         if stats.stop_consuming.load(Ordering::Relaxed) {
                             break;
@@ -276,6 +283,15 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
                         } else {
                             (now / 1_000_000).saturating_sub(m.publish_time) * 1000
                         };
+                        match highest.get_mut(&m.producer_name) {
+                            Some(h) if m.sequence_id <= *h => {
+                                stats.duplicates.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Some(h) => *h = m.sequence_id,
+                            None => {
+                                highest.insert(m.producer_name.clone(), m.sequence_id);
+                            }
+                        }
                         record(&stats.e2e_lat, us);
                         stats.received.fetch_add(1, Ordering::Relaxed);
                         stats
@@ -603,6 +619,10 @@ fn status_line(
     if let Some(b) = backlog {
         s += &format!(" | backlog {b}");
     }
+    let d = stats.duplicates.load(Ordering::Relaxed);
+    if d > 0 {
+        s += &format!(" | duplicates {d}");
+    }
     let e = stats.errors.load(Ordering::Relaxed);
     if e > 0 {
         s += &format!(" | errors {e}");
@@ -624,6 +644,7 @@ fn summary(
     // Rates over the active window: from the start to the last receipt / receive.
     let pub_s = (stats.last_ack_us.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
     let recv_s = (stats.last_recv_us.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
+    let dups = stats.duplicates.load(Ordering::Relaxed);
     let pubp = pcts(&stats.pub_lat.lock().expect("histogram lock").1);
     let e2ep = pcts(&stats.e2e_lat.lock().expect("histogram lock").1);
     let lat = |p: [f64; 6]| serde_json::json!({"p50": p[0], "p95": p[1], "p99": p[2], "p99_9": p[3], "max": p[4], "mean": p[5]});
@@ -643,6 +664,8 @@ fn summary(
         "receive_rate": if consume { Some(received as f64 / recv_s) } else { None },
         "receive_mb_s": if consume { Some(stats.received_bytes.load(Ordering::Relaxed) as f64 / recv_s / 1e6) } else { None },
         "e2e_latency_ms": if consume { Some(lat(e2ep)) } else { None },
+        "duplicates": if consume { Some(dups) } else { None },
+        "unique_receive_rate": if consume { Some(received.saturating_sub(dups) as f64 / recv_s) } else { None },
         "errors": stats.errors.load(Ordering::Relaxed),
         "client_cpu_s": cpu,
     });
@@ -666,6 +689,9 @@ fn summary(
             stats.received_bytes.load(Ordering::Relaxed) as f64 / recv_s / 1e6,
             fmt_lat(e2ep)
         );
+    }
+    if consume && dups > 0 {
+        println!("duplicates (sequence id not above the producer's highest seen): {dups}");
     }
     let e = stats.errors.load(Ordering::Relaxed);
     if e > 0 {

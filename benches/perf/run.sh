@@ -146,7 +146,7 @@ srv = c1 - c0
 cli = d.get("client_cpu_s", 0.0) or 0.0
 # Unique messages: what was published (a broker that delivers duplicates
 # must not look cheaper per message), else what a catch-up read received.
-msgs = d.get("published") or d.get("received") or 0
+msgs = d.get("published") or ((d.get("received") or 0) - (d.get("duplicates") or 0))
 d.update(broker_cpu_s=srv, wall_s=wall, broker_cores=srv / wall, client_cores=cli / wall,
          other_cores=max(0.0, (m1 - m0 - srv - cli) / wall),
          broker_us_per_msg=(srv * 1e6 / msgs) if msgs else None)
@@ -202,11 +202,13 @@ for s in scen:
     for b in brokers:
         d = load(f"{b}-{s}.json")
         if d is None: continue
-        rate = d.get("publish_rate") if s == "produce" else d.get("receive_rate") if d.get("receive_rate") else d.get("publish_rate")
+        # Unique messages received per second (duplicates excluded), else published.
+        recv = d.get("unique_receive_rate", d.get("receive_rate"))
+        rate = d.get("publish_rate") if s == "produce" else recv if recv else d.get("publish_rate")
         rows.append([s, b, f(rate, 0), f(d.get("broker_us_per_msg"), 2), f(d.get("broker_cores"), 2),
                      f(d.get("client_cores"), 2), f(d.get("other_cores"), 2),
-                     lat(d, "publish_latency_ms"), lat(d, "e2e_latency_ms")])
-hdr = ["scenario", "broker", "msg/s", "brk us/msg", "brk cores", "cli cores", "other", "pub ms p50/p99/p99.9", "e2e ms p50/p99/p99.9"]
+                     lat(d, "publish_latency_ms"), lat(d, "e2e_latency_ms"), f(d.get("duplicates"))])
+hdr = ["scenario", "broker", "msg/s", "brk us/msg", "brk cores", "cli cores", "other", "pub ms p50/p99/p99.9", "e2e ms p50/p99/p99.9", "dups"]
 w = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
 line = lambda r: "  ".join(str(c).ljust(w[i]) for i, c in enumerate(r))
 print(line(hdr)); print("  ".join("-" * x for x in w))
