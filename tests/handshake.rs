@@ -326,3 +326,115 @@ async fn shutdown_closes_producers_and_consumers_before_the_connection() {
     );
     assert_eq!(strobe.wait_exit(Duration::from_secs(10)), Some(0));
 }
+
+#[tokio::test]
+async fn ack_receipts_and_consumer_stats() {
+    use strobe_wire::proto::{CommandConsumerStats, command_subscribe::SubType};
+    let strobe = Strobe::start();
+    let topic = "persistent://public/default/ack-receipts";
+    let mut c = RawClient::handshake(strobe.port).await;
+    c.send(Cmd::Subscribe(commands::subscribe(
+        1,
+        5,
+        topic,
+        "s",
+        SubType::Shared,
+    )))
+    .await;
+    assert!(matches!(
+        c.recv().await,
+        Some(Frame {
+            command: Cmd::Success(_),
+            ..
+        })
+    ));
+    c.send(commands::producer(2, 3, topic, Some("p"))).await;
+    assert!(matches!(
+        c.recv().await,
+        Some(Frame {
+            command: Cmd::ProducerSuccess(_),
+            ..
+        })
+    ));
+    let meta = MessageMetadata {
+        producer_name: "p".into(),
+        sequence_id: 0,
+        publish_time: 1,
+        ..Default::default()
+    };
+    c.send_frame(commands::send_frame(
+        3,
+        0,
+        1,
+        payload::encode(&meta, b"hello", false),
+    ))
+    .await;
+    let Some(Frame {
+        command: Cmd::SendReceipt(r),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no receipt")
+    };
+    let id = r.message_id.expect("the receipt names the position");
+    c.send(commands::flow(5, 10)).await;
+    let Some(Frame {
+        command: Cmd::Message(m),
+        payload: Some(p),
+    }) = c.recv().await
+    else {
+        panic!("no MESSAGE")
+    };
+    assert_eq!(
+        (m.message_id.ledger_id, m.message_id.entry_id),
+        (id.ledger_id, id.entry_id)
+    );
+    // Stored without a checksum by the producer, delivered with one.
+    assert!(payload::has_checksum(&p));
+    c.send(Cmd::ConsumerStats(CommandConsumerStats {
+        request_id: 9,
+        consumer_id: 5,
+    }))
+    .await;
+    let Some(Frame {
+        command: Cmd::ConsumerStatsResponse(st),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no stats")
+    };
+    assert_eq!(st.request_id, 9);
+    assert_eq!(st.unacked_messages, Some(1));
+    assert_eq!(st.r#type.as_deref(), Some("Shared"));
+    c.send(commands::ack(
+        5,
+        false,
+        vec![commands::message_id(id.ledger_id, id.entry_id)],
+        Some(11),
+    ))
+    .await;
+    let Some(Frame {
+        command: Cmd::AckResponse(a),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no ACK_RESPONSE")
+    };
+    assert_eq!((a.consumer_id, a.request_id, a.error), (5, Some(11), None));
+    // An ack for a consumer that does not exist gets an error receipt, not silence.
+    c.send(commands::ack(
+        77,
+        false,
+        vec![commands::message_id(1, 1)],
+        Some(12),
+    ))
+    .await;
+    let Some(Frame {
+        command: Cmd::AckResponse(a),
+        ..
+    }) = c.recv().await
+    else {
+        panic!("no ACK_RESPONSE")
+    };
+    assert_eq!(a.error, Some(ServerError::ConsumerNotFound as i32));
+}
