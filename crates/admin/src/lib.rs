@@ -336,92 +336,67 @@ fn parse_scalar<T: std::str::FromStr>(body: &Bytes, what: &str) -> ApiResult<T> 
         .map_err(|_| bad(format!("{what}: cannot read {:?}", text.trim())))
 }
 
-async fn get_dedup(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Value>> {
-    let p = policies(&s, &t, &ns)?;
-    Ok(axum::Json(json!(p.deduplication_enabled)))
-}
-
-async fn set_dedup(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-    body: Bytes,
+async fn update(
+    s: &Svc,
+    t: &str,
+    ns: &str,
+    f: impl FnOnce(&mut NamespacePolicies),
 ) -> ApiResult<Response> {
-    let on: bool = parse_scalar(&body, "deduplication")?;
-    s.update_policies(&format!("{t}/{ns}"), |p| p.deduplication_enabled = Some(on))
-        .await?;
+    s.update_policies(&format!("{t}/{ns}"), f).await?;
     Ok(no_content())
 }
 
-async fn remove_dedup(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    s.update_policies(&format!("{t}/{ns}"), |p| p.deduplication_enabled = None)
-        .await?;
-    Ok(no_content())
+/// GET, POST and DELETE of one namespace policy field.
+macro_rules! policy_field {
+    ($get:ident, $set:ident, $remove:ident, $field:ident, $parse:expr) => {
+        async fn $get(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+        ) -> ApiResult<axum::Json<Value>> {
+            Ok(axum::Json(json!(policies(&s, &t, &ns)?.$field)))
+        }
+
+        async fn $set(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+            body: Bytes,
+        ) -> ApiResult<Response> {
+            let v = ($parse)(&body)?;
+            update(&s, &t, &ns, move |p| p.$field = Some(v)).await
+        }
+
+        async fn $remove(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+        ) -> ApiResult<Response> {
+            update(&s, &t, &ns, |p| p.$field = None).await
+        }
+    };
 }
 
-async fn get_ttl(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Value>> {
-    Ok(axum::Json(json!(
-        policies(&s, &t, &ns)?.message_ttl_in_seconds
-    )))
-}
-
-async fn set_ttl(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    let secs: u64 = parse_scalar(&body, "messageTTL")?;
-    s.update_policies(&format!("{t}/{ns}"), |p| {
-        p.message_ttl_in_seconds = Some(secs)
-    })
-    .await?;
-    Ok(no_content())
-}
-
-async fn remove_ttl(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    s.update_policies(&format!("{t}/{ns}"), |p| p.message_ttl_in_seconds = None)
-        .await?;
-    Ok(no_content())
-}
-
-async fn get_retention(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Value>> {
-    Ok(axum::Json(json!(policies(&s, &t, &ns)?.retention_policies)))
-}
-
-async fn set_retention(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    let r: RetentionPolicies =
-        serde_json::from_slice(&body).map_err(|e| bad(format!("retention: {e}")))?;
-    s.update_policies(&format!("{t}/{ns}"), |p| p.retention_policies = Some(r))
-        .await?;
-    Ok(no_content())
-}
-
-async fn remove_retention(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    s.update_policies(&format!("{t}/{ns}"), |p| p.retention_policies = None)
-        .await?;
-    Ok(no_content())
-}
+policy_field!(
+    get_dedup,
+    set_dedup,
+    remove_dedup,
+    deduplication_enabled,
+    |b: &Bytes| { parse_scalar::<bool>(b, "deduplication") }
+);
+policy_field!(
+    get_ttl,
+    set_ttl,
+    remove_ttl,
+    message_ttl_in_seconds,
+    |b: &Bytes| { parse_scalar::<u64>(b, "messageTTL") }
+);
+policy_field!(
+    get_retention,
+    set_retention,
+    remove_retention,
+    retention_policies,
+    |b: &Bytes| {
+        serde_json::from_slice::<RetentionPolicies>(b).map_err(|e| bad(format!("retention: {e}")))
+    }
+);
 
 const STRATEGIES: &[&str] = &[
     "UNDEFINED",
