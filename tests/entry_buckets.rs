@@ -265,3 +265,39 @@ async fn a_slow_acker_delays_only_the_buckets_it_gives_up() {
             .collect::<Vec<_>>()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joiner_with_other_boundaries_is_refused() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let _first = subscribe(&c, "layout", &strobe_client::equal_width_splits(4), "a").await;
+    let stale = c
+        .consumer("layout", "eb")
+        .entry_bucket_dispatch(&strobe_client::equal_width_splits(8))
+        .consumer_name("b")
+        .subscribe()
+        .await;
+    let err = stale
+        .err()
+        .expect("a stale layout must be refused")
+        .to_string();
+    assert!(
+        err.contains("ConsumerAssignError") || err.to_lowercase().contains("boundar"),
+        "{err}"
+    );
+    // Boundaries that do not tile [0, 65535] are refused too.
+    let broken = c
+        .consumer("layout-broken", "eb")
+        .key_shared(strobe_client::proto::KeySharedMeta {
+            key_shared_mode: strobe_client::proto::KeySharedMode::Sticky as i32,
+            hash_ranges: vec![strobe_client::proto::IntRange { start: 0, end: 100 }],
+            allow_out_of_order_delivery: Some(false),
+            entry_bucket_dispatch: Some(true),
+        })
+        .subscribe()
+        .await;
+    assert!(
+        broken.is_err(),
+        "a boundary list that does not cover the ring is refused"
+    );
+}
