@@ -30,7 +30,7 @@ use strobe_wire::{Command, Frame, FrameCodec, OutFrame, WireError, commands};
 use crate::BrokerError;
 use crate::service::BrokerService;
 use crate::subscription::{
-    ConsumerSpec, KeySharedSpec, SeekTarget, StartPosition, SubscriptionHandle,
+    AdminOp, AdminReply, ConsumerSpec, KeySharedSpec, SeekTarget, StartPosition, SubscriptionHandle,
 };
 use crate::topic::{AddProducer, Published, Topic};
 use strobe_dispatch::key_shared::HashRange;
@@ -424,28 +424,40 @@ impl ServerCnx {
                 self.send(reply).await;
             }
             Command::ConsumerStats(c) => {
-                let reply = match self.consumers.get(&c.consumer_id) {
-                    Some(k) => match k.sub.stats(self.id, c.consumer_id).await {
-                        Ok(s) => CommandConsumerStatsResponse {
-                            request_id: c.request_id,
-                            consumer_name: Some(k.name.clone()),
-                            available_permits: Some(s.permits),
-                            unacked_messages: Some(s.unacked),
-                            msg_backlog: Some(s.backlog),
-                            r#type: s.sub_type.map(|t| t.as_str().to_owned()),
-                            ..Default::default()
-                        }
-                        .into(),
-                        Err(e) => commands::consumer_stats_error(
-                            c.request_id,
-                            e.server_error(),
-                            e.to_string(),
-                        ),
+                let info = match self.consumers.get(&c.consumer_id) {
+                    Some(k) => match k.sub.admin(AdminOp::Info).await {
+                        Ok(AdminReply::Info(info)) => Ok(info),
+                        Ok(_) => Err(BrokerError::ServiceNotReady("no stats".into())),
+                        Err(e) => Err(e),
                     },
-                    None => commands::consumer_stats_error(
+                    None => Err(BrokerError::ConsumerNotFound("consumer not found".into())),
+                };
+                let mine = info.and_then(|i| {
+                    let me = i
+                        .consumers
+                        .iter()
+                        .find(|k| (k.conn_id, k.consumer_id) == (self.id, c.consumer_id))
+                        .cloned()
+                        .ok_or_else(|| {
+                            BrokerError::ConsumerNotFound("consumer not found".into())
+                        })?;
+                    Ok((i, me))
+                });
+                let reply = match mine {
+                    Ok((i, me)) => CommandConsumerStatsResponse {
+                        request_id: c.request_id,
+                        consumer_name: Some(me.name),
+                        available_permits: Some(me.permits.max(0) as u64),
+                        unacked_messages: Some(me.unacked_messages),
+                        msg_backlog: Some(i.backlog),
+                        r#type: i.sub_type.map(|t| t.as_str().to_owned()),
+                        ..Default::default()
+                    }
+                    .into(),
+                    Err(e) => commands::consumer_stats_error(
                         c.request_id,
-                        ServerError::ConsumerNotFound,
-                        "consumer not found",
+                        e.server_error(),
+                        e.to_string(),
                     ),
                 };
                 self.send(reply).await;
@@ -642,7 +654,7 @@ impl ServerCnx {
         let spec = ConsumerSpec {
             conn_id: self.id,
             consumer_id: c.consumer_id,
-            name: name.clone(),
+            name,
             priority_level: c.priority_level.unwrap_or(0),
             sub_type,
             tx: self.tx.clone(),
@@ -669,7 +681,6 @@ impl ServerCnx {
             ConsumerRef {
                 topic,
                 sub,
-                name,
                 closed_by_broker,
             },
         );
@@ -737,7 +748,6 @@ struct ProducerRef {
 struct ConsumerRef {
     topic: Arc<Topic>,
     sub: SubscriptionHandle,
-    name: String,
     closed_by_broker: Arc<std::sync::atomic::AtomicBool>,
 }
 

@@ -112,15 +112,6 @@ pub enum SeekTarget {
     PublishTime(u64),
 }
 
-/// Figures for CONSUMER_STATS.
-#[derive(Debug, Clone, Default)]
-pub struct ConsumerStats {
-    pub permits: u64,
-    pub unacked: u64,
-    pub backlog: u64,
-    pub sub_type: Option<SubType>,
-}
-
 type Reply<T> = oneshot::Sender<Result<T, BrokerError>>;
 
 enum Cmd {
@@ -156,11 +147,6 @@ enum Cmd {
         conn_id: u64,
         consumer_id: u64,
         reply: Reply<()>,
-    },
-    Stats {
-        conn_id: u64,
-        consumer_id: u64,
-        reply: Reply<ConsumerStats>,
     },
     Admin(AdminOp, Reply<AdminReply>),
     Close(oneshot::Sender<()>),
@@ -200,6 +186,8 @@ pub struct SubscriptionInfo {
 #[derive(Debug, Clone, Default)]
 pub struct ConsumerInfo {
     pub name: String,
+    /// The connection it came on, and the id the client gave it there.
+    pub conn_id: u64,
     pub consumer_id: u64,
     pub permits: i64,
     pub unacked_messages: u64,
@@ -333,19 +321,6 @@ impl SubscriptionHandle {
 
     pub async fn unsubscribe(&self, conn_id: u64, consumer_id: u64) -> Result<(), BrokerError> {
         self.call(|reply| Cmd::Unsubscribe {
-            conn_id,
-            consumer_id,
-            reply,
-        })
-        .await
-    }
-
-    pub async fn stats(
-        &self,
-        conn_id: u64,
-        consumer_id: u64,
-    ) -> Result<ConsumerStats, BrokerError> {
-        self.call(|reply| Cmd::Stats {
             conn_id,
             consumer_id,
             reply,
@@ -588,24 +563,6 @@ impl Subscription {
                 self.consumers.clear();
                 let _ = reply.send(Ok(()));
                 return Break(());
-            }
-            Cmd::Stats {
-                conn_id,
-                consumer_id,
-                reply,
-            } => {
-                let backlog = self.cursor.backlog();
-                let sub_type = self.sub_type;
-                let r = match self.find_mut(conn_id, consumer_id) {
-                    Some(c) => Ok(ConsumerStats {
-                        permits: c.permits.max(0) as u64,
-                        unacked: c.unacked_messages,
-                        backlog,
-                        sub_type,
-                    }),
-                    None => Err(BrokerError::ConsumerNotFound("consumer not found".into())),
-                };
-                let _ = reply.send(r);
             }
             Cmd::Admin(op, reply) => {
                 let r = self.admin(op).await;
@@ -1222,6 +1179,7 @@ impl Subscription {
             .map(|c| {
                 let mut info = ConsumerInfo {
                     name: c.name.clone(),
+                    conn_id: c.conn_id,
                     consumer_id: c.consumer_id,
                     permits: c.permits,
                     unacked_messages: c.unacked_messages,
