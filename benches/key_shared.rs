@@ -9,7 +9,6 @@
 //! 16 buckets) or plain (Shared).
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,64 +16,12 @@ use std::time::{Duration, Instant};
 use strobe_client::{BatchingType, Client, Consumer, InitialPosition, ProducerMessage, SubType};
 use tokio::sync::Mutex;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 const KEYS: usize = 10_000;
 const CONSUMERS: usize = 10;
 const BUCKETS: u32 = 16;
-
-struct Broker {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_broker() -> Broker {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_strobe"))
-        .args(["standalone", "--data-dir"])
-        .arg(dir.path())
-        .args([
-            "--broker-port",
-            &port.to_string(),
-            "--http-port",
-            &free_port().to_string(),
-        ])
-        .args([
-            "--bind-address",
-            "127.0.0.1",
-            "--advertised-address",
-            "127.0.0.1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn strobe");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "strobe did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Broker {
-        child,
-        port,
-        _dir: dir,
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Mode {
@@ -269,7 +216,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let broker = start_broker();
+    let broker = common::Strobe::start();
     println!(
         "# key_shared bench: {n} x 1 KiB messages, {KEYS} keys, {CONSUMERS} consumers, durable storage"
     );
