@@ -1,0 +1,2 @@
+//! Authentication and authorization for Strobe (mirrors Pulsar's
+//! `AuthenticationProvider*` classes and `PulsarAuthorizationProvider`).
