@@ -1,0 +1,2 @@
+//! Strobe's schema registry decisions (Pulsar's `SchemaRegistryServiceImpl`
+//! and its compatibility checks). Pure decisions, no I/O.
