@@ -1,2 +1,20 @@
-//! Authentication and authorization for Strobe (mirrors Pulsar's
-//! `AuthenticationProvider*` classes and `PulsarAuthorizationProvider`).
+//! Authentication and authorization for Strobe: one crate for what Pulsar spreads over
+//! `AuthenticationProviderToken`, `AuthenticationProviderBasic`,
+//! `AuthenticationProviderTls`, `PulsarAuthorizationProvider` and `AuthorizationService`.
+//!
+//! Everything here is pure and synchronous (file reads at configuration time aside);
+//! the broker owns sockets and sessions. The TLS part builds `rustls` configurations
+//! (with the `ring` provider) whose client-certificate verifier accepts the X.509 v1
+//! certificates Pulsar's own test suites use. Debug output never shows secrets.
+
+mod der;
+mod error;
+mod keys;
+pub mod token;
+
+pub use error::{Error, Result};
+pub use keys::read_key_material;
+pub use token::{
+    SigningKey, TokenAlgorithm, TokenConfig, TokenVerifier, VerifiedToken, create_secret_key,
+    create_token, create_token_with_claims, parse_relative_time,
+};
