@@ -7,11 +7,13 @@
 //! (with the `ring` provider) whose client-certificate verifier accepts the X.509 v1
 //! certificates Pulsar's own test suites use. Debug output never shows secrets.
 
+pub mod basic;
 mod der;
 mod error;
 mod keys;
 pub mod token;
 
+pub use basic::{BASIC_METHOD_NAME, BasicAuthProvider, Credentials, apr1_crypt};
 pub use error::{Error, Result};
 pub use keys::read_key_material;
 pub use token::{
