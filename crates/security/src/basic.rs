@@ -120,11 +120,10 @@ impl PasswordHash {
 
     fn matches(&self, password: &str) -> bool {
         match self {
-            Self::Apr1 { salt, full } => {
-                let computed = apr1_crypt(password.as_bytes(), salt);
-                ring::constant_time::verify_slices_are_equal(computed.as_bytes(), full.as_bytes())
-                    .is_ok()
-            }
+            Self::Apr1 { salt, full } => constant_time_eq(
+                apr1_crypt(password.as_bytes(), salt).as_bytes(),
+                full.as_bytes(),
+            ),
             Self::Bcrypt(hash) => bcrypt::verify(password, hash).unwrap_or(false),
         }
     }
@@ -217,6 +216,11 @@ impl BasicAuthProvider {
     pub fn authenticate_http_header(&self, header: &str) -> Result<String> {
         self.authenticate(&Credentials::from_http_header(header)?)
     }
+}
+
+/// Equality whose time depends only on the lengths, not on where the bytes differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 const ITOA64: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

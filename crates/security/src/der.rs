@@ -6,8 +6,11 @@
 const SEQUENCE: u8 = 0x30;
 const BIT_STRING: u8 = 0x03;
 
-/// Reads one TLV from the front of `input`: (tag, contents, whole TLV, rest).
-fn read_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+/// One TLV read from the front of some input: (tag, contents, whole TLV, rest of input).
+type Tlv<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
+
+/// Reads one TLV from the front of `input`.
+fn read_tlv(input: &[u8]) -> Option<Tlv<'_>> {
     let (&tag, after_tag) = input.split_first()?;
     let (&first, mut after_len) = after_tag.split_first()?;
     let len = if first < 0x80 {

@@ -11,11 +11,13 @@ pub mod basic;
 mod der;
 mod error;
 mod keys;
+pub mod tls;
 pub mod token;
 
 pub use basic::{BASIC_METHOD_NAME, BasicAuthProvider, Credentials, apr1_crypt};
 pub use error::{Error, Result};
 pub use keys::read_key_material;
+pub use tls::{ClientAuth, acceptor, client_config, peer_role, server_config};
 pub use token::{
     SigningKey, TokenAlgorithm, TokenConfig, TokenVerifier, VerifiedToken, create_secret_key,
     create_token, create_token_with_claims, parse_relative_time,

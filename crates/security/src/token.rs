@@ -412,10 +412,10 @@ impl TokenVerifier {
                 return Err(Error::Expired { expired_at: exp });
             }
         }
-        if let Some(nbf) = numeric_date(&claims, "nbf")? {
-            if now_ms.saturating_add(skew_ms) < millis_since_epoch(nbf) {
-                return Err(Error::NotYetValid);
-            }
+        if let Some(nbf) = numeric_date(&claims, "nbf")?
+            && now_ms.saturating_add(skew_ms) < millis_since_epoch(nbf)
+        {
+            return Err(Error::NotYetValid);
         }
         if let Some((claim, audience)) = &self.audience {
             let ok = match claims.get(claim) {
