@@ -7,6 +7,7 @@
 //! (with the `ring` provider) whose client-certificate verifier accepts the X.509 v1
 //! certificates Pulsar's own test suites use. Debug output never shows secrets.
 
+pub mod authz;
 pub mod basic;
 mod der;
 mod error;
@@ -14,6 +15,9 @@ mod keys;
 pub mod tls;
 pub mod token;
 
+pub use authz::{
+    AuthAction, AuthorizationConfig, Authorizer, NamespaceAuthPolicies, Scope, SubscriptionAuthMode,
+};
 pub use basic::{BASIC_METHOD_NAME, BasicAuthProvider, Credentials, apr1_crypt};
 pub use error::{Error, Result};
 pub use keys::read_key_material;
