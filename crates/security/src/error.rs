@@ -26,7 +26,7 @@ pub enum Error {
     #[error("malformed token: {0}")]
     Malformed(String),
     /// The token names an algorithm this verifier does not accept (`none`, or another key family).
-    #[error("token algorithm {0:?} is not accepted by this broker's key")]
+    #[error("token algorithm {0:?} is not accepted for the configured key")]
     AlgorithmNotAllowed(String),
     /// The token's signature does not verify with the configured key.
     #[error("token signature does not verify")]

@@ -42,6 +42,11 @@ pub fn read_key_material(setting: &str) -> Result<Vec<u8>> {
     })
 }
 
+/// Standard padded base64, as Pulsar's `AuthTokenUtils.encodeKeyBase64` writes keys.
+pub fn encode_key_base64(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes)
+}
+
 /// Reads a whole file, naming it in the error.
 pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|source| Error::Io {

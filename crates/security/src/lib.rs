@@ -20,9 +20,9 @@ pub use authz::{
 };
 pub use basic::{BASIC_METHOD_NAME, BasicAuthProvider, Credentials, apr1_crypt};
 pub use error::{Error, Result};
-pub use keys::read_key_material;
+pub use keys::{encode_key_base64, read_key_material};
 pub use tls::{ClientAuth, acceptor, client_config, peer_role, server_config};
 pub use token::{
     SigningKey, TokenAlgorithm, TokenConfig, TokenVerifier, VerifiedToken, create_secret_key,
-    create_token, create_token_with_claims, parse_relative_time,
+    create_token, create_token_with_claims, decode_unverified, parse_relative_time,
 };

@@ -376,6 +376,17 @@ impl TokenVerifier {
     /// Verifies a token at time `now` and returns its role and expiry.
     /// Surrounding whitespace (a token read from a file keeps its newline) is ignored.
     pub fn verify(&self, token: &str, now: SystemTime) -> Result<VerifiedToken> {
+        self.verify_with_claims(token, now)
+            .map(|(verified, _)| verified)
+    }
+
+    /// Like [`verify`](Self::verify), also returning all the claims (for
+    /// `strobe tokens validate`, and for callers that want more than the role).
+    pub fn verify_with_claims(
+        &self,
+        token: &str,
+        now: SystemTime,
+    ) -> Result<(VerifiedToken, Map<String, Value>)> {
         let token = token.trim();
         if token.is_empty() {
             return Err(Error::Malformed("blank token".into()));
@@ -435,7 +446,7 @@ impl TokenVerifier {
         }
         .filter(|r| !r.is_empty())
         .ok_or_else(|| Error::MissingClaim(self.role_claim.clone()))?;
-        Ok(VerifiedToken { role, expires_at })
+        Ok((VerifiedToken { role, expires_at }, claims))
     }
 
     /// Verifies CONNECT/AUTH_RESPONSE `auth_data` for method `token`: the token's UTF-8 text.
@@ -452,6 +463,19 @@ impl TokenVerifier {
         })?;
         self.verify(token, now)
     }
+}
+
+/// The header and claims of a token, **without verifying it** (like `pulsar tokens show`).
+/// Never base a decision on this.
+pub fn decode_unverified(token: &str) -> Result<(Map<String, Value>, Map<String, Value>)> {
+    let mut parts = token.trim().split('.');
+    let (Some(h64), Some(c64)) = (parts.next(), parts.next()) else {
+        return Err(Error::Malformed("a token has at least two parts".into()));
+    };
+    Ok((
+        json_object(&b64url(h64, "header")?, "header")?,
+        json_object(&b64url(c64, "claims")?, "claims")?,
+    ))
 }
 
 /// A token that verified: whose it is and until when.

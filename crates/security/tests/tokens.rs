@@ -581,3 +581,27 @@ fn relative_times_like_pulsar() {
         assert!(parse_relative_time(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn claims_come_back_and_show_does_not_verify() {
+    let secret = create_secret_key();
+    let key = SigningKey::hmac(&secret).unwrap();
+    let token = create_token_with_claims(
+        &claims(json!({"sub": "a", "tenant": "t1", "exp": 50})),
+        &key,
+    )
+    .unwrap();
+    let verifier = TokenVerifier::from_secret(&secret).unwrap();
+    let (ok, all) = verifier.verify_with_claims(&token, at(10)).unwrap();
+    assert_eq!(ok.role, "a");
+    assert_eq!(all.get("tenant"), Some(&json!("t1")));
+    // decode_unverified reads even a token whose signature is broken, and says nothing about it.
+    let (header, body) = strobe_security::decode_unverified(&flip_signature(&token)).unwrap();
+    assert_eq!(header.get("alg"), Some(&json!("HS256")));
+    assert_eq!(body.get("sub"), Some(&json!("a")));
+    assert!(strobe_security::decode_unverified("nodots").is_err());
+    assert_eq!(
+        strobe_security::encode_key_base64(&[1, 2, 3, 0xff]),
+        "AQID/w=="
+    );
+}
