@@ -20,9 +20,10 @@
 use std::collections::HashMap;
 
 use strobe_schema::{
-    ConsumerOutcome, PutOutcome, RegistryPolicy, SchemaCompatibilityStrategy, SchemaData, SchemaError, SchemaType,
-    SchemaVersion, StoredSchema, ValidationOptions, avro::AvroSchema, avro::ParseOptions, check_consumer,
-    get_or_create, producer_without_schema, validate_schema_data,
+    ConsumerOutcome, PutOutcome, RegistryPolicy, SchemaCompatibilityStrategy, SchemaData,
+    SchemaError, SchemaType, SchemaVersion, StoredSchema, ValidationOptions, avro::AvroSchema,
+    avro::ParseOptions, check_consumer, get_or_create, producer_without_schema,
+    validate_schema_data,
 };
 
 fn fixtures() -> HashMap<String, SchemaData> {
@@ -34,7 +35,10 @@ fn fixtures() -> HashMap<String, SchemaData> {
         // The generator writes one newline after each definition.
         let body = body.strip_suffix('\n').unwrap_or(body);
         let schema_type = SchemaType::from_name(kind).expect("a schema type");
-        out.insert(format!("{name} {kind}"), SchemaData::new(schema_type, body.as_bytes()));
+        out.insert(
+            format!("{name} {kind}"),
+            SchemaData::new(schema_type, body.as_bytes()),
+        );
     }
     out
 }
@@ -135,7 +139,10 @@ fn test_schema_version_first_schema_is_version_zero() {
     let v = topic.producer(&example).unwrap();
     assert_eq!(v, SchemaVersion(0));
     assert_eq!(v.to_bytes(), *b"\x00\x00\x00\x00\x00\x00\x00\x00");
-    assert_eq!(topic.subscribe(&example).unwrap(), ConsumerOutcome::Compatible);
+    assert_eq!(
+        topic.subscribe(&example).unwrap(),
+        ConsumerOutcome::Compatible
+    );
     topic.send();
     // A second producer with the same schema reuses the version.
     assert_eq!(topic.producer(&example).unwrap(), SchemaVersion(0));
@@ -152,10 +159,16 @@ fn test_json_schema() {
     assert!(reason.contains("at a:"), "{reason}");
     // StringSchema: a STRING schema on a JSON topic.
     let reason = assert_incompatible(topic.subscribe(&fx("string STRING")));
-    assert_eq!(reason, "Incompatible schema: exists schema type JSON, new schema type STRING");
+    assert_eq!(
+        reason,
+        "Incompatible schema: exists schema type JSON, new schema type STRING"
+    );
     // AvroSchema(BadExample): AVRO on a JSON topic.
     let reason = assert_incompatible(topic.subscribe(&fx("bad_example AVRO")));
-    assert_eq!(reason, "Incompatible schema: exists schema type JSON, new schema type AVRO");
+    assert_eq!(
+        reason,
+        "Incompatible schema: exists schema type JSON, new schema type AVRO"
+    );
     assert_eq!(
         topic.subscribe(&fx("example_ab JSON")).unwrap(),
         ConsumerOutcome::Compatible
@@ -165,14 +178,25 @@ fn test_json_schema() {
 #[test]
 fn test_string_schema() {
     let mut topic = Topic::default();
-    assert_eq!(topic.producer(&fx("string STRING")).unwrap(), SchemaVersion(0));
+    assert_eq!(
+        topic.producer(&fx("string STRING")).unwrap(),
+        SchemaVersion(0)
+    );
     let reason = assert_incompatible(topic.producer(&fx("example_ab JSON")));
-    assert_eq!(reason, "Incompatible schema: exists schema type STRING, new schema type JSON");
-    assert_eq!(topic.subscribe(&fx("string STRING")).unwrap(), ConsumerOutcome::Compatible);
+    assert_eq!(
+        reason,
+        "Incompatible schema: exists schema type STRING, new schema type JSON"
+    );
+    assert_eq!(
+        topic.subscribe(&fx("string STRING")).unwrap(),
+        ConsumerOutcome::Compatible
+    );
     // A Java StringSchema sends an empty definition: the same type, another
     // hash, and STRING has no evolution rule, so it is a new version.
     assert_eq!(
-        topic.producer(&SchemaData::new(SchemaType::String, "")).unwrap(),
+        topic
+            .producer(&SchemaData::new(SchemaType::String, ""))
+            .unwrap(),
         SchemaVersion(1)
     );
 }
@@ -184,7 +208,10 @@ fn test_bytes_schema() {
     // Pulsar accepts a JSON producer here: the topic has no schema and a
     // producer's schema is only checked against stored schemas (only a
     // *consumer* schema on an active schema-less topic is refused).
-    assert_eq!(topic.producer(&fx("example_ab JSON")).unwrap(), SchemaVersion(0));
+    assert_eq!(
+        topic.producer(&fx("example_ab JSON")).unwrap(),
+        SchemaVersion(0)
+    );
     // BytesSchema consumers send no schema: nothing to decide. Schema-less
     // producers stay welcome unless validation is enforced.
     topic.bytes_producer().unwrap();
@@ -209,7 +236,10 @@ fn test_avro_schema() {
     topic.producer(&fx("example_ab AVRO")).unwrap();
     assert_incompatible(topic.subscribe(&fx("bad_example AVRO")));
     let reason = assert_incompatible(topic.subscribe(&fx("example_ab JSON")));
-    assert_eq!(reason, "Incompatible schema: exists schema type AVRO, new schema type JSON");
+    assert_eq!(
+        reason,
+        "Incompatible schema: exists schema type AVRO, new schema type JSON"
+    );
     assert_eq!(
         topic.subscribe(&fx("example_ab AVRO")).unwrap(),
         ConsumerOutcome::Compatible
@@ -222,7 +252,11 @@ fn test_json_enum_and_test_avro_enum() {
         let mut topic = Topic::default();
         let schema = fx(name);
         assert_eq!(topic.producer(&schema).unwrap(), SchemaVersion(0), "{name}");
-        assert_eq!(topic.subscribe(&schema).unwrap(), ConsumerOutcome::Compatible, "{name}");
+        assert_eq!(
+            topic.subscribe(&schema).unwrap(),
+            ConsumerOutcome::Compatible,
+            "{name}"
+        );
     }
     // The two differ only in the default of `x` (A vs B): another schema, and
     // compatible both ways, so a topic takes both.
@@ -234,11 +268,20 @@ fn test_json_enum_and_test_avro_enum() {
 
 #[test]
 fn test_avro_map_array() {
-    for name in ["maparray AVRO", "mapmap AVRO", "arraymap AVRO", "arrayarray AVRO"] {
+    for name in [
+        "maparray AVRO",
+        "mapmap AVRO",
+        "arraymap AVRO",
+        "arrayarray AVRO",
+    ] {
         let mut topic = Topic::default();
         let schema = fx(name);
         assert_eq!(topic.producer(&schema).unwrap(), SchemaVersion(0), "{name}");
-        assert_eq!(topic.subscribe(&schema).unwrap(), ConsumerOutcome::Compatible, "{name}");
+        assert_eq!(
+            topic.subscribe(&schema).unwrap(),
+            ConsumerOutcome::Compatible,
+            "{name}"
+        );
     }
     // Map(Array(int)) and Map(Map(int)) are not interchangeable.
     let mut topic = Topic::default();
@@ -258,7 +301,12 @@ fn test_avro_required_default() {
     // record names), the fields resolve both ways.
     let mut topic = Topic::default();
     assert_eq!(topic.policy.strategy, SchemaCompatibilityStrategy::Full);
-    assert_eq!(topic.producer(&fx("required_default_example AVRO")).unwrap(), SchemaVersion(0));
+    assert_eq!(
+        topic
+            .producer(&fx("required_default_example AVRO"))
+            .unwrap(),
+        SchemaVersion(0)
+    );
     assert_eq!(
         topic
             .producer(&fx("required_default_example_required_default AVRO"))
@@ -267,7 +315,8 @@ fn test_avro_required_default() {
     );
     // By the letter of the Avro specification the names would have to match.
     let a = AvroSchema::parse(&fx("required_default_example AVRO").data_text()).unwrap();
-    let b = AvroSchema::parse(&fx("required_default_example_required_default AVRO").data_text()).unwrap();
+    let b = AvroSchema::parse(&fx("required_default_example_required_default AVRO").data_text())
+        .unwrap();
     let e = strobe_schema::avro::can_read(&b, &a).unwrap_err();
     assert!(e.reason.contains("names differ"), "{e}");
 }
@@ -277,7 +326,10 @@ fn test_default_value() {
     let mut topic = Topic::default();
     let schema = fx("default_value JSON");
     assert_eq!(topic.producer(&schema).unwrap(), SchemaVersion(0));
-    assert_eq!(topic.subscribe(&schema).unwrap(), ConsumerOutcome::Compatible);
+    assert_eq!(
+        topic.subscribe(&schema).unwrap(),
+        ConsumerOutcome::Compatible
+    );
 }
 
 #[test]
@@ -286,7 +338,11 @@ fn test_produce_and_consume_complex_schema_data() {
         let mut topic = Topic::default();
         let schema = fx(name);
         assert_eq!(topic.producer(&schema).unwrap(), SchemaVersion(0), "{name}");
-        assert_eq!(topic.subscribe(&schema).unwrap(), ConsumerOutcome::Compatible, "{name}");
+        assert_eq!(
+            topic.subscribe(&schema).unwrap(),
+            ConsumerOutcome::Compatible,
+            "{name}"
+        );
     }
 }
 
@@ -300,14 +356,23 @@ fn test_schema_evolve_under_forward() {
     let user2 = fx("evolve_user2 AVRO");
     assert_eq!(topic.producer(&user1).unwrap(), SchemaVersion(0));
     // The consumer and the reader with User1.
-    assert_eq!(topic.subscribe(&user1).unwrap(), ConsumerOutcome::Compatible);
-    assert_eq!(topic.subscribe(&user1).unwrap(), ConsumerOutcome::Compatible);
+    assert_eq!(
+        topic.subscribe(&user1).unwrap(),
+        ConsumerOutcome::Compatible
+    );
+    assert_eq!(
+        topic.subscribe(&user1).unwrap(),
+        ConsumerOutcome::Compatible
+    );
     // User2 makes `age` required: data written with it is readable with User1.
     assert_eq!(topic.producer(&user2).unwrap(), SchemaVersion(1));
     // Running the test again on the same topic: both producers find their
     // versions, the User1 consumer still reads the latest (User2) data.
     assert_eq!(topic.producer(&user1).unwrap(), SchemaVersion(0));
-    assert_eq!(topic.subscribe(&user1).unwrap(), ConsumerOutcome::Compatible);
+    assert_eq!(
+        topic.subscribe(&user1).unwrap(),
+        ConsumerOutcome::Compatible
+    );
     assert_eq!(topic.producer(&user2).unwrap(), SchemaVersion(1));
 }
 

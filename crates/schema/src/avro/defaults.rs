@@ -10,6 +10,18 @@ use super::parse::{AvroSchema, NamedDef, Node, Primitive};
 /// the record itself could loop, so stop somewhere.
 const MAX_DEPTH: usize = 64;
 
+/// Avro turns a string default of a float or double field into a double when
+/// it parses the field (`"NaN"`, `"Infinity"`); the finite ones became numbers
+/// in the parser, the others stay strings here and count as numbers.
+pub(crate) fn is_special_float_default(node: &Node, value: &Value) -> bool {
+    matches!(
+        node,
+        Node::Primitive(Primitive::Float | Primitive::Double, _)
+    ) && value
+        .as_str()
+        .is_some_and(|s| s.trim().parse::<f64>().is_ok())
+}
+
 /// Avro 1.12's `Schema.isValidDefault`.
 pub(crate) fn is_valid_default(
     schema: &AvroSchema,

@@ -263,6 +263,7 @@ impl AvroSchema {
         for named in &self.named {
             for field in named.fields() {
                 if let Some(default) = &field.default
+                    && !super::defaults::is_special_float_default(&field.schema, default)
                     && !super::defaults::is_valid_default(self, &field.schema, default, 0)
                 {
                     return err(format!(

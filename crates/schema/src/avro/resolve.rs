@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use super::defaults::check_default;
+use super::defaults::{check_default, is_special_float_default};
 use super::parse::{AvroSchema, Field, NamedDef, Node, Primitive};
 
 /// Which rules [`can_read_with`] applies.
@@ -380,6 +380,7 @@ impl<'a> Resolver<'a> {
                 continue;
             }
             if let Some(default) = &rf.default
+                && !is_special_float_default(&rf.schema, default)
                 && let Err(why) = check_default(self.reader, &rf.schema, default, any_branch, 0)
             {
                 self.path.push(rf.name.clone());
