@@ -47,6 +47,9 @@ pub enum Error {
     #[error("token audience does not include {0:?}")]
     AudienceMismatch(String),
 
+    /// No credentials that any configured provider accepts, and no anonymous role to fall back to.
+    #[error("authentication failed: {0}")]
+    Unauthenticated(String),
     /// Basic auth: unknown user or wrong password (one message for both, like Pulsar).
     #[error("unknown user or invalid password")]
     BadCredentials,

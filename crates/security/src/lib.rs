@@ -7,6 +7,7 @@
 //! (with the `ring` provider) whose client-certificate verifier accepts the X.509 v1
 //! certificates Pulsar's own test suites use. Debug output never shows secrets.
 
+pub mod authn;
 pub mod authz;
 pub mod basic;
 mod der;
@@ -15,6 +16,7 @@ mod keys;
 pub mod tls;
 pub mod token;
 
+pub use authn::{AuthMethod, Authenticated, Authenticator};
 pub use authz::{
     AuthAction, AuthorizationConfig, Authorizer, NamespaceAuthPolicies, Scope, SubscriptionAuthMode,
 };
