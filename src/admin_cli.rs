@@ -105,6 +105,60 @@ enum NamespacesCmd {
         #[arg(long, allow_hyphen_values = true)]
         size: i64,
     },
+    /// Backlog quotas of a namespace.
+    GetBacklogQuotas {
+        namespace: String,
+    },
+    SetBacklogQuota {
+        namespace: String,
+        /// Size limit in bytes (destination_storage).
+        #[arg(long, conflicts_with = "limit_time")]
+        limit_size: Option<i64>,
+        /// Age limit in seconds (message_age).
+        #[arg(long)]
+        limit_time: Option<i64>,
+        /// producer_request_hold, producer_exception or consumer_backlog_eviction.
+        #[arg(short, long)]
+        policy: String,
+    },
+    RemoveBacklogQuota {
+        namespace: String,
+        /// destination_storage or message_age.
+        #[arg(long, default_value = "destination_storage")]
+        backlog_quota_type: String,
+    },
+    /// Roles and the actions they may take on a namespace.
+    Permissions {
+        namespace: String,
+    },
+    GrantPermission {
+        namespace: String,
+        #[arg(long)]
+        role: String,
+        /// Comma separated: produce, consume, functions, sources, sinks, packages.
+        #[arg(long)]
+        actions: String,
+    },
+    RevokePermission {
+        namespace: String,
+        #[arg(long)]
+        role: String,
+    },
+    /// Bundles (hash ranges) of a namespace.
+    Bundles {
+        namespace: String,
+    },
+    /// Unloads a namespace's topics, or one bundle's.
+    Unload {
+        namespace: String,
+        #[arg(short, long)]
+        bundle: Option<String>,
+    },
+    SplitBundle {
+        namespace: String,
+        #[arg(short, long)]
+        bundle: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -139,6 +193,21 @@ enum TopicsCmd {
         topic: String,
     },
     Unload {
+        topic: String,
+    },
+    Delete {
+        topic: String,
+        /// Disconnect producers and consumers first.
+        #[arg(short, long)]
+        force: bool,
+    },
+    DeletePartitionedTopic {
+        topic: String,
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// No more messages are accepted; consumers get REACHED_END_OF_TOPIC at the end.
+    Terminate {
         topic: String,
     },
     Subscriptions {
@@ -286,6 +355,91 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                     "retention of {namespace} set to {time} min / {size} MB"
                 ))
             }
+            NamespacesCmd::GetBacklogQuotas { namespace } => http
+                .get(&format!("/admin/v2/namespaces/{namespace}/backlogQuotaMap"))?
+                .into(),
+            NamespacesCmd::SetBacklogQuota {
+                namespace,
+                limit_size,
+                limit_time,
+                policy,
+            } => {
+                let (kind, body) = match (limit_size, limit_time) {
+                    (Some(b), None) => (
+                        "destination_storage",
+                        serde_json::json!({ "limitSize": b, "policy": policy }),
+                    ),
+                    (None, Some(t)) => (
+                        "message_age",
+                        serde_json::json!({ "limitTime": t, "policy": policy }),
+                    ),
+                    _ => bail!("give --limit-size or --limit-time"),
+                };
+                http.send(
+                    "POST",
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType={kind}"
+                    ),
+                    &body.to_string(),
+                )?;
+                Output::Done(format!("{kind} quota of {namespace} set ({policy})"))
+            }
+            NamespacesCmd::RemoveBacklogQuota {
+                namespace,
+                backlog_quota_type,
+            } => {
+                http.send(
+                    "DELETE",
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType={backlog_quota_type}"
+                    ),
+                    "",
+                )?;
+                Output::Done(format!("{backlog_quota_type} quota of {namespace} removed"))
+            }
+            NamespacesCmd::Permissions { namespace } => http
+                .get(&format!("/admin/v2/namespaces/{namespace}/permissions"))?
+                .into(),
+            NamespacesCmd::GrantPermission {
+                namespace,
+                role,
+                actions,
+            } => {
+                let list: Vec<&str> = actions.split(',').filter(|a| !a.is_empty()).collect();
+                http.send(
+                    "POST",
+                    &format!("/admin/v2/namespaces/{namespace}/permissions/{role}"),
+                    &serde_json::json!(list).to_string(),
+                )?;
+                Output::Done(format!("granted {actions} on {namespace} to {role}"))
+            }
+            NamespacesCmd::RevokePermission { namespace, role } => {
+                http.send(
+                    "DELETE",
+                    &format!("/admin/v2/namespaces/{namespace}/permissions/{role}"),
+                    "",
+                )?;
+                Output::Done(format!("revoked the permissions of {role} on {namespace}"))
+            }
+            NamespacesCmd::Bundles { namespace } => http
+                .get(&format!("/admin/v2/namespaces/{namespace}/bundles"))?
+                .into(),
+            NamespacesCmd::Unload { namespace, bundle } => {
+                let path = match &bundle {
+                    Some(b) => format!("/admin/v2/namespaces/{namespace}/{b}/unload"),
+                    None => format!("/admin/v2/namespaces/{namespace}/unload"),
+                };
+                http.send("PUT", &path, "")?;
+                Output::Done(format!("unloaded {namespace}"))
+            }
+            NamespacesCmd::SplitBundle { namespace, bundle } => {
+                http.send(
+                    "PUT",
+                    &format!("/admin/v2/namespaces/{namespace}/{bundle}/split"),
+                    "",
+                )?;
+                Output::Done(format!("split bundle {bundle} of {namespace}"))
+            }
         },
         A::Topics { cmd } => topics(&http, cmd)?,
     };
@@ -332,6 +486,30 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
         T::Unload { topic } => {
             http.send("PUT", &format!("{}/unload", base(&topic)?), "")?;
             Output::Done(format!("unloaded {topic}"))
+        }
+        T::Delete { topic, force } => {
+            http.send("DELETE", &format!("{}?force={force}", base(&topic)?), "")?;
+            Output::Done(format!("deleted {topic}"))
+        }
+        T::DeletePartitionedTopic { topic, force } => {
+            http.send(
+                "DELETE",
+                &format!("{}/partitions?force={force}", base(&topic)?),
+                "",
+            )?;
+            Output::Done(format!("deleted partitioned topic {topic}"))
+        }
+        T::Terminate { topic } => {
+            let (code, _, body) =
+                http.request("POST", &format!("{}/terminate", base(&topic)?), "")?;
+            if code != 200 {
+                bail!("HTTP {code}: {}", String::from_utf8_lossy(&body));
+            }
+            let id: Value = serde_json::from_slice(&body)?;
+            Output::Done(format!(
+                "terminated {topic}; last message id {}:{}",
+                id["ledgerId"], id["entryId"]
+            ))
         }
         T::Subscriptions { topic } => http
             .get(&format!("{}/subscriptions", base(&topic)?))?

@@ -28,6 +28,7 @@ pub fn free_port() -> u16 {
 pub struct Strobe {
     pub child: Child,
     pub port: u16,
+    pub http_port: u16,
     pub data_dir: tempfile::TempDir,
     pub log: PathBuf,
 }
@@ -46,6 +47,7 @@ impl Strobe {
             .write_all(toml.as_bytes())
             .unwrap();
         let port = free_port();
+        let http_port = free_port();
         let log = data_dir.path().join("strobe.log");
         let child = Command::new(env!("CARGO_BIN_EXE_strobe"))
             .args(["standalone", "--config"])
@@ -56,7 +58,7 @@ impl Strobe {
                 "--broker-port",
                 &port.to_string(),
                 "--http-port",
-                &free_port().to_string(),
+                &http_port.to_string(),
             ])
             .args([
                 "--bind-address",
@@ -71,11 +73,37 @@ impl Strobe {
         let s = Strobe {
             child,
             port,
+            http_port,
             data_dir,
             log,
         };
         s.wait_listening();
         s
+    }
+
+    /// Waits for the process to end (it was signalled or killed), then starts
+    /// it again on the same data directory and ports.
+    pub fn restart(&mut self) {
+        let _ = self.child.wait();
+        self.child = Command::new(env!("CARGO_BIN_EXE_strobe"))
+            .args(["standalone", "--config"])
+            .arg(self.data_dir.path().join("strobe.toml"))
+            .arg("--data-dir")
+            .arg(self.data_dir.path().join("data"))
+            .args(["--broker-port", &self.port.to_string()])
+            .args(["--http-port", &self.http_port.to_string()])
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--advertised-address", "127.0.0.1"])
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&self.log)
+                    .unwrap(),
+            )
+            .spawn()
+            .expect("spawn strobe");
+        self.wait_listening();
     }
 
     fn wait_listening(&self) {
@@ -91,6 +119,31 @@ impl Strobe {
             self.port,
             self.log_text()
         );
+    }
+
+    /// One HTTP/1.1 request to the admin port: (status, body).
+    pub fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.http_port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let status = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        (status, body)
     }
 
     pub fn log_text(&self) -> String {

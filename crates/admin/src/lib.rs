@@ -19,8 +19,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use strobe_broker::BrokerError;
-use strobe_broker::service::{BrokerService, NamespacePolicies, RetentionPolicies, TenantInfo};
+use strobe_broker::service::{
+    AUTH_ACTIONS, BacklogQuotaJson, BrokerService, NamespacePolicies, RetentionPolicies, TenantInfo,
+};
 use strobe_broker::subscription::{AdminOp, AdminReply, SeekTarget, StartPosition};
 use strobe_broker::topic::Topic;
 use strobe_model::TopicName;
@@ -119,6 +122,47 @@ pub fn router(service: Svc) -> Router {
             "/admin/v2/namespaces/{tenant}/{ns}/schemaCompatibilityStrategy",
             get(get_schema_strategy).put(set_schema_strategy),
         )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/backlogQuotaMap",
+            get(get_backlog_quotas),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/backlogQuota",
+            axum::routing::post(set_backlog_quota).delete(remove_backlog_quota),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/permissions",
+            get(get_permissions),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/permissions/{role}",
+            axum::routing::post(grant_permission).delete(revoke_permission),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/permissions/subscription",
+            get(get_subscription_permissions),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/permissions/subscription/{sub}",
+            axum::routing::post(grant_subscription_permission),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/permissions/{sub}/{role}",
+            axum::routing::delete(revoke_subscription_permission),
+        )
+        .route("/admin/v2/namespaces/{tenant}/{ns}/bundles", get(bundles))
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/unload",
+            axum::routing::put(unload_namespace),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload",
+            axum::routing::put(unload_bundle),
+        )
+        .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/{bundle}/split",
+            axum::routing::put(split_bundle),
+        )
         .route("/admin/v2/{domain}/{tenant}/{ns}", get(domain_topics))
         .route(
             "/admin/v2/{domain}/{tenant}/{ns}/partitioned",
@@ -126,13 +170,30 @@ pub fn router(service: Svc) -> Router {
         )
         .route(
             "/admin/v2/{domain}/{tenant}/{ns}/{topic}",
-            axum::routing::put(create_topic),
+            axum::routing::put(create_topic).delete(delete_topic),
         )
         .route(
             "/admin/v2/{domain}/{tenant}/{ns}/{topic}/partitions",
             get(get_partitions)
                 .put(create_partitions)
-                .post(update_partitions),
+                .post(update_partitions)
+                .delete(delete_partitioned),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate",
+            axum::routing::post(terminate),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate/partitions",
+            axum::routing::post(terminate_partitioned),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/permissions",
+            get(get_topic_permissions),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/permissions/{role}",
+            axum::routing::post(grant_topic_permission).delete(revoke_topic_permission),
         )
         .route(
             "/admin/v2/{domain}/{tenant}/{ns}/{topic}/stats",
@@ -181,6 +242,10 @@ pub fn router(service: Svc) -> Router {
         .route(
             "/lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}",
             get(lookup),
+        )
+        .route(
+            "/lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}/bundle",
+            get(topic_bundle),
         )
         .with_state(service)
 }
@@ -442,6 +507,255 @@ fn policies(s: &Svc, t: &str, ns: &str) -> ApiResult<NamespacePolicies> {
         .ok_or_else(|| ApiError(404, format!("namespace {t}/{ns} does not exist")))
 }
 
+// --- backlog quotas, permissions, bundles ------------------------------------
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QuotaQuery {
+    backlog_quota_type: Option<String>,
+}
+
+fn quota_type(q: &QuotaQuery) -> ApiResult<String> {
+    let t = q
+        .backlog_quota_type
+        .clone()
+        .unwrap_or_else(|| "destination_storage".into());
+    if !matches!(t.as_str(), "destination_storage" | "message_age") {
+        return Err(bad(format!(
+            "backlogQuotaType must be destination_storage or message_age, not {t:?}"
+        )));
+    }
+    Ok(t)
+}
+
+async fn get_backlog_quotas(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(policies(&s, &t, &ns)?.backlog_quota_map)))
+}
+
+async fn set_backlog_quota(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    Query(q): Query<QuotaQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let kind = quota_type(&q)?;
+    let quota: BacklogQuotaJson =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("backlog quota: {e}")))?;
+    if !matches!(
+        quota.policy.as_str(),
+        "producer_request_hold" | "producer_exception" | "consumer_backlog_eviction"
+    ) {
+        return Err(bad(format!(
+            "policy must be producer_request_hold, producer_exception or consumer_backlog_eviction, not {:?}",
+            quota.policy
+        )));
+    }
+    if kind == "message_age" && quota.limit_time.is_none() {
+        return Err(bad("a message_age quota needs limitTime (seconds)"));
+    }
+    if kind == "destination_storage" && quota.limit_size.or(quota.limit).is_none() {
+        return Err(bad("a destination_storage quota needs limitSize (bytes)"));
+    }
+    update(&s, &t, &ns, move |p| {
+        p.backlog_quota_map.insert(kind, quota);
+    })
+    .await
+}
+
+async fn remove_backlog_quota(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    Query(q): Query<QuotaQuery>,
+) -> ApiResult<Response> {
+    let kind = quota_type(&q)?;
+    update(&s, &t, &ns, move |p| {
+        p.backlog_quota_map.remove(&kind);
+    })
+    .await
+}
+
+fn parse_actions(body: &Bytes) -> ApiResult<BTreeSet<String>> {
+    let actions: BTreeSet<String> =
+        serde_json::from_slice(body).map_err(|e| bad(format!("actions: {e}")))?;
+    if let Some(a) = actions.iter().find(|a| !AUTH_ACTIONS.contains(&a.as_str())) {
+        return Err(bad(format!(
+            "unknown action {a:?}: expected some of {}",
+            AUTH_ACTIONS.join(", ")
+        )));
+    }
+    Ok(actions)
+}
+
+async fn get_permissions(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(
+        policies(&s, &t, &ns)?.auth_policies.namespace_auth
+    )))
+}
+
+async fn grant_permission(
+    State(s): State<Svc>,
+    Path((t, ns, role)): Path<(String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let actions = parse_actions(&body)?;
+    update(&s, &t, &ns, move |p| {
+        p.auth_policies.namespace_auth.insert(role, actions);
+    })
+    .await
+}
+
+async fn revoke_permission(
+    State(s): State<Svc>,
+    Path((t, ns, role)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    update(&s, &t, &ns, move |p| {
+        p.auth_policies.namespace_auth.remove(&role);
+    })
+    .await
+}
+
+async fn get_subscription_permissions(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(
+        policies(&s, &t, &ns)?.auth_policies.subscription_auth_roles
+    )))
+}
+
+async fn grant_subscription_permission(
+    State(s): State<Svc>,
+    Path((t, ns, sub)): Path<(String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let roles: BTreeSet<String> =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("roles: {e}")))?;
+    update(&s, &t, &ns, move |p| {
+        p.auth_policies.subscription_auth_roles.insert(sub, roles);
+    })
+    .await
+}
+
+async fn revoke_subscription_permission(
+    State(s): State<Svc>,
+    Path((t, ns, sub, role)): Path<(String, String, String, String)>,
+) -> ApiResult<Response> {
+    update(&s, &t, &ns, move |p| {
+        if let Some(roles) = p.auth_policies.subscription_auth_roles.get_mut(&sub) {
+            roles.remove(&role);
+        }
+    })
+    .await
+}
+
+async fn get_topic_permissions(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let p = policies(&s, &t, &ns)?;
+    // A topic's permissions: the namespace's, plus those granted on the topic.
+    let mut all = p.auth_policies.namespace_auth.clone();
+    if let Some(own) = p.auth_policies.destination_auth.get(&name.to_string()) {
+        for (role, actions) in own {
+            all.entry(role.clone())
+                .or_default()
+                .extend(actions.iter().cloned());
+        }
+    }
+    Ok(axum::Json(json!(all)))
+}
+
+async fn grant_topic_permission(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, role)): Path<(String, String, String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?.to_string();
+    let actions = parse_actions(&body)?;
+    update(&s, &t, &ns, move |p| {
+        p.auth_policies
+            .destination_auth
+            .entry(name)
+            .or_default()
+            .insert(role, actions);
+    })
+    .await
+}
+
+async fn revoke_topic_permission(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, role)): Path<(String, String, String, String, String)>,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?.to_string();
+    let p = policies(&s, &t, &ns)?;
+    if !p
+        .auth_policies
+        .destination_auth
+        .get(&name)
+        .is_some_and(|m| m.contains_key(&role))
+    {
+        return Err(ApiError(
+            412,
+            format!("role {role} has no permission granted on {name}"),
+        ));
+    }
+    update(&s, &t, &ns, move |p| {
+        if let Some(m) = p.auth_policies.destination_auth.get_mut(&name) {
+            m.remove(&role);
+            if m.is_empty() {
+                p.auth_policies.destination_auth.remove(&name);
+            }
+        }
+    })
+    .await
+}
+
+async fn bundles(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(s.bundles(&format!("{t}/{ns}"))?)))
+}
+
+async fn unload_namespace(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    s.unload_namespace(&format!("{t}/{ns}"), None).await?;
+    Ok(no_content())
+}
+
+async fn unload_bundle(
+    State(s): State<Svc>,
+    Path((t, ns, bundle)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    s.unload_namespace(&format!("{t}/{ns}"), Some(&bundle))
+        .await?;
+    Ok(no_content())
+}
+
+async fn split_bundle(
+    State(s): State<Svc>,
+    Path((t, ns, bundle)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    s.split_bundle(&format!("{t}/{ns}"), &bundle).await?;
+    Ok(no_content())
+}
+
+async fn topic_bundle(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<String> {
+    Ok(s.bundle_of(&topic_name(&domain, &t, &ns, &topic)?)?)
+}
+
 // --- topics -------------------------------------------------------------------
 
 fn topic_name(domain: &str, t: &str, ns: &str, topic: &str) -> ApiResult<TopicName> {
@@ -483,6 +797,73 @@ async fn create_topic(
     }
     s.topic(&name, true).await?;
     Ok(no_content())
+}
+
+#[derive(Deserialize)]
+struct ForceQuery {
+    force: Option<bool>,
+}
+
+async fn delete_topic(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    Query(q): Query<ForceQuery>,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    s.delete_topic(&name, q.force.unwrap_or(false)).await?;
+    Ok(no_content())
+}
+
+async fn delete_partitioned(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    Query(q): Query<ForceQuery>,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    s.delete_partitioned(&name, q.force.unwrap_or(false))
+        .await?;
+    Ok(no_content())
+}
+
+fn message_id_json(p: Option<strobe_model::Position>, partition: i32) -> Value {
+    match p {
+        Some(p) => {
+            json!({ "ledgerId": p.ledger_id, "entryId": p.entry_id, "partitionIndex": partition })
+        }
+        None => json!({ "ledgerId": -1, "entryId": -1, "partitionIndex": partition }),
+    }
+}
+
+async fn terminate(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    if s.partitioned_metadata(&name, false).await? > 0 {
+        return Err(ApiError(
+            405,
+            format!("{name} is a partitioned topic: terminate it through terminate/partitions"),
+        ));
+    }
+    let last = s.terminate(&name).await?;
+    Ok(axum::Json(message_id_json(last, -1)))
+}
+
+async fn terminate_partitioned(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let n = s.partitioned_metadata(&name, false).await?;
+    if n == 0 {
+        return Err(ApiError(404, format!("{name} is not a partitioned topic")));
+    }
+    let mut out = serde_json::Map::new();
+    for i in 0..n {
+        let last = s.terminate(&name.partition_name(i)).await?;
+        out.insert(i.to_string(), message_id_json(last, i as i32));
+    }
+    Ok(axum::Json(Value::Object(out)))
 }
 
 async fn get_partitions(
@@ -595,7 +976,13 @@ async fn stats_json(topic: &Arc<Topic>) -> Value {
             }),
         );
     }
+    let rates = *c.rates.lock();
     json!({
+        "msgRateIn": rates.msg_in,
+        "msgThroughputIn": rates.bytes_in,
+        "msgRateOut": rates.msg_out,
+        "msgThroughputOut": rates.bytes_out,
+        "backlogSize": topic.backlog_bytes(),
         "msgInCounter": c.msg_in.load(Relaxed),
         "bytesInCounter": c.bytes_in.load(Relaxed),
         "msgOutCounter": c.msg_out.load(Relaxed),
@@ -664,6 +1051,7 @@ async fn internal_stats(
         "totalSize": ls.bytes,
         "currentLedgerEntries": Value::Null,
         "lastConfirmedEntry": ls.last_confirmed.map(|p| p.to_string()),
+        "state": if topic.terminated().is_some() { "Terminated" } else { "LedgerOpened" },
         "ledgers": topic.ledger.ledger_ids().iter().map(|id| json!({ "ledgerId": id })).collect::<Vec<_>>(),
         "cursors": cursors,
     })))
@@ -929,6 +1317,56 @@ async fn metrics(State(s): State<Svc>) -> Response {
             );
         }
     }
+    let rates: [(&str, &str); 4] = [
+        (
+            "pulsar_rate_in",
+            "Messages per second published to the topic",
+        ),
+        (
+            "pulsar_rate_out",
+            "Messages per second dispatched from the topic",
+        ),
+        (
+            "pulsar_throughput_in",
+            "Bytes per second published to the topic",
+        ),
+        (
+            "pulsar_throughput_out",
+            "Bytes per second dispatched from the topic",
+        ),
+    ];
+    for (name, help) in rates {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for t in &topics {
+            let r = *t.counters.rates.lock();
+            let v = match name {
+                "pulsar_rate_in" => r.msg_in,
+                "pulsar_rate_out" => r.msg_out,
+                "pulsar_throughput_in" => r.bytes_in,
+                _ => r.bytes_out,
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {v:.3}",
+                t.name.namespace(),
+                t.name
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP pulsar_storage_backlog_size Estimated bytes not yet acknowledged by the slowest subscription\n# TYPE pulsar_storage_backlog_size gauge"
+    );
+    for t in &topics {
+        let _ = writeln!(
+            out,
+            "pulsar_storage_backlog_size{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {}",
+            t.name.namespace(),
+            t.name,
+            t.backlog_bytes()
+        );
+    }
+    storage_latency_metrics(&mut out, cluster, &topics);
     let _ = writeln!(
         out,
         "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"
@@ -940,6 +1378,56 @@ async fn metrics(State(s): State<Svc>) -> Response {
     );
     process_metrics(&mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// Pulsar's storage write latency buckets (publish to durable), per topic:
+/// `pulsar_storage_write_latency_le_0_5` … `_le_1000`, `_overflow`, `_count`
+/// and `_sum` (milliseconds).
+fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>]) {
+    use strobe_broker::topic::LATENCY_BOUNDS_MS;
+    let mut names: Vec<String> = LATENCY_BOUNDS_MS
+        .iter()
+        .map(|b| {
+            format!(
+                "pulsar_storage_write_latency_le_{}",
+                format!("{b}").replace('.', "_")
+            )
+        })
+        .collect();
+    names.push("pulsar_storage_write_latency_overflow".into());
+    for (i, name) in names.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "# HELP {name} Entries whose publish-to-durable latency fell in this bucket\n# TYPE {name} gauge"
+        );
+        for t in topics {
+            let _ = writeln!(
+                out,
+                "{name}{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {}",
+                t.name.namespace(),
+                t.name,
+                t.counters.write_latency.buckets[i].load(Relaxed)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# TYPE pulsar_storage_write_latency_count gauge\n# TYPE pulsar_storage_write_latency_sum gauge"
+    );
+    for t in topics {
+        let l = &t.counters.write_latency;
+        let labels = format!(
+            "cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"",
+            t.name.namespace(),
+            t.name
+        );
+        let _ = writeln!(
+            out,
+            "pulsar_storage_write_latency_count{{{labels}}} {}\npulsar_storage_write_latency_sum{{{labels}}} {:.3}",
+            l.count.load(Relaxed),
+            l.sum_micros.load(Relaxed) as f64 / 1000.0
+        );
+    }
 }
 
 /// Resident memory and CPU time, read from /proc (Linux).

@@ -64,6 +64,7 @@ pub(crate) async fn serve(
             producers: HashMap::new(),
             consumers: HashMap::new(),
             recently_closed: HashMap::new(),
+            end_of_topic_ok: true,
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
@@ -102,6 +103,17 @@ struct ServerCnx {
     consumers: HashMap<u64, ConsumerRef>,
     /// Producers the client closed: SENDs still in flight for them are dropped quietly.
     recently_closed: HashMap<u64, Instant>,
+    /// Whether the client understands REACHED_END_OF_TOPIC (see [`understands_end_of_topic`]).
+    end_of_topic_ok: bool,
+}
+
+/// Pulsar sends REACHED_END_OF_TOPIC to clients of protocol v9 and later. The
+/// C++ client (and the Python, Node.js and other clients built on it, which all
+/// announce `Pulsar-CPP-v…`) has no handler for it up to 4.2 and answers it by
+/// dropping the connection, so a terminated topic would make it reconnect over
+/// and over; those clients learn the end from has_message_available instead.
+fn understands_end_of_topic(client_version: &str, protocol: i32) -> bool {
+    protocol >= 9 && !client_version.starts_with("Pulsar-CPP-v")
 }
 
 impl ServerCnx {
@@ -186,6 +198,8 @@ impl ServerCnx {
                     flags,
                 );
                 let protocol_version = client_protocol.clamp(0, strobe_wire::PROTOCOL_VERSION);
+                self.end_of_topic_ok =
+                    understands_end_of_topic(&connect.client_version, protocol_version);
                 self.state = State::Connected { protocol_version };
                 info!(client_version = %connect.client_version, protocol_version, "connected");
                 self.send(reply).await;
@@ -589,7 +603,7 @@ impl ServerCnx {
                             u64::from(c.num_messages.unwrap_or(1).max(1) as u32),
                             stored.len() as u64,
                         );
-                        Ok(p.topic.publish(&p.name, highest as i64, stored))
+                        p.topic.publish(&p.name, highest as i64, stored)
                     } else {
                         Err(BrokerError::ProducerFenced(
                             "the producer was closed by the broker".into(),
@@ -602,6 +616,7 @@ impl ServerCnx {
             sequence_id: c.sequence_id,
             highest_sequence_id: highest,
             outcome,
+            queued_at: std::time::Instant::now(),
         };
         if p.pending.send(pending).await.is_err() {
             return Next::Close("producer task ended");
@@ -660,6 +675,7 @@ impl ServerCnx {
             tx: self.tx.clone(),
             keep_entry_metadata: false,
             protocol_version,
+            end_of_topic_ok: self.end_of_topic_ok,
             closed_by_broker: closed_by_broker.clone(),
             key_shared: c.key_shared_meta.as_ref().map(|m| KeySharedSpec {
                 sticky: m.key_shared_mode() == proto::KeySharedMode::Sticky,
@@ -755,6 +771,8 @@ struct Pending {
     sequence_id: u64,
     highest_sequence_id: u64,
     outcome: Result<Published, BrokerError>,
+    /// When the append was queued (for the storage write latency metric).
+    queued_at: std::time::Instant,
 }
 
 /// Answers one producer's sends in the order they arrived, each once it is durable.
@@ -765,10 +783,12 @@ async fn producer_task(
     mut rx: mpsc::Receiver<Pending>,
     tx: mpsc::Sender<OutFrame>,
 ) {
+    let mut connected = true;
     while let Some(p) = rx.recv().await {
         let reply = match p.outcome {
             Ok(Published::Stored(fut)) => match fut.await {
                 Ok(pos) => {
+                    topic.counters.write_latency.record(p.queued_at.elapsed());
                     topic.published(&name, p.highest_sequence_id as i64, true);
                     commands::send_receipt(
                         producer_id,
@@ -800,8 +820,10 @@ async fn producer_task(
                 commands::send_error(producer_id, p.sequence_id, e.server_error(), e.to_string())
             }
         };
-        if tx.send(OutFrame::command(reply)).await.is_err() {
-            return;
+        // With the connection gone, the rest are still awaited (and their
+        // outcome recorded) but not answered.
+        if connected && tx.send(OutFrame::command(reply)).await.is_err() {
+            connected = false;
         }
     }
 }

@@ -60,6 +60,15 @@ pub struct BrokerConfig {
     /// Seconds after which unacknowledged messages expire, for namespaces that
     /// set no TTL (Pulsar: ttlDurationDefaultInSeconds; 0 = never).
     pub message_ttl_secs: u64,
+    /// Bundles of a namespace created without its own count
+    /// (Pulsar: defaultNumberOfNamespaceBundles).
+    pub default_number_of_namespace_bundles: u32,
+    /// Seconds between updates of the rates in topic stats and /metrics
+    /// (Pulsar: statsUpdateFrequencyInSecs).
+    pub stats_update_interval_secs: u64,
+    /// Seconds between backlog quota checks (evictions, producer disconnects)
+    /// (Pulsar: backlogQuotaCheckIntervalInSeconds).
+    pub backlog_quota_check_interval_secs: u64,
 }
 
 impl Default for BrokerConfig {
@@ -87,6 +96,9 @@ impl Default for BrokerConfig {
             dispatcher_max_read_batch: 100,
             key_shared_use_consistent_hashing: true,
             message_ttl_secs: 0,
+            default_number_of_namespace_bundles: 4,
+            stats_update_interval_secs: 15,
+            backlog_quota_check_interval_secs: 60,
         }
     }
 }
@@ -131,6 +143,18 @@ impl BrokerConfig {
                 "max_message_size must be between 1 and {} bytes, not {}",
                 (i32::MAX as usize) - strobe_wire::FRAME_PADDING,
                 self.max_message_size
+            )));
+        }
+        if self.stats_update_interval_secs == 0 || self.backlog_quota_check_interval_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "stats_update_interval_secs and backlog_quota_check_interval_secs must be at least 1"
+                    .into(),
+            ));
+        }
+        if !(1..=1024).contains(&self.default_number_of_namespace_bundles) {
+            return Err(ConfigError::Invalid(format!(
+                "default_number_of_namespace_bundles must be between 1 and 1024, not {}",
+                self.default_number_of_namespace_bundles
             )));
         }
         if self.keepalive_interval_secs == 0 {

@@ -37,6 +37,13 @@ pub enum BrokerError {
     AlreadyExists(String),
     #[error("{0}")]
     Conflict(String),
+    /// A failed precondition (HTTP 412), e.g. deleting a topic that still has clients.
+    #[error("{0}")]
+    Precondition(String),
+    /// The topic's backlog quota is exceeded; `exception` says whether the
+    /// policy is producer_exception (else producer_request_hold).
+    #[error("{message}")]
+    BacklogQuotaExceeded { message: String, exception: bool },
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -61,6 +68,13 @@ impl BrokerError {
             BrokerError::AlreadyExists(_) | BrokerError::Conflict(_) => {
                 ServerError::NotAllowedError
             }
+            BrokerError::Precondition(_) => ServerError::NotAllowedError,
+            BrokerError::BacklogQuotaExceeded {
+                exception: true, ..
+            } => ServerError::ProducerBlockedQuotaExceededException,
+            BrokerError::BacklogQuotaExceeded { .. } => {
+                ServerError::ProducerBlockedQuotaExceededError
+            }
             BrokerError::Io(_) => ServerError::UnknownError,
         }
     }
@@ -75,7 +89,10 @@ impl BrokerError {
             | BrokerError::ConsumerNotFound(_) => 404,
             BrokerError::AlreadyExists(_) | BrokerError::Conflict(_) => 409,
             BrokerError::NotAllowed(_) | BrokerError::InvalidTopicName(_) => 400,
-            BrokerError::ConsumerBusy(_) | BrokerError::ProducerBusy(_) => 412,
+            BrokerError::ConsumerBusy(_)
+            | BrokerError::ProducerBusy(_)
+            | BrokerError::Precondition(_) => 412,
+            BrokerError::TopicTerminated(_) => 405,
             BrokerError::ServiceNotReady(_) => 503,
             _ => 500,
         }

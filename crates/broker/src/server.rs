@@ -87,6 +87,7 @@ impl Broker {
         let tracker = TaskTracker::new();
         let addr = self.local_addr();
         let service = self.service.clone();
+        tokio::spawn(self.service.clone().run_background(stop_accepting.clone()));
         let accept = tokio::spawn(accept_loop(
             self.service.clone(),
             self.listener,

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use strobe_ledger::Position;
 use strobe_ledger::{LedgerBackend, LedgerConfig};
 use strobe_metadata::{Expect, MetadataStore};
 use strobe_model::{Domain, TopicName};
@@ -34,10 +35,130 @@ pub struct NamespacePolicies {
     pub retention_policies: Option<RetentionPolicies>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_compatibility_strategy: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub auth_policies: Option<serde_json::Value>,
+    pub auth_policies: AuthPolicies,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replication_clusters: Option<Vec<String>>,
+    /// Quotas by type: `destination_storage` (bytes) and `message_age` (seconds).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub backlog_quota_map: BTreeMap<String, BacklogQuotaJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundles: Option<BundlesData>,
+}
+
+/// Pulsar's `AuthPolicies`: permissions by role on the namespace, on single
+/// topics, and the roles allowed on each subscription.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AuthPolicies {
+    pub namespace_auth: BTreeMap<String, std::collections::BTreeSet<String>>,
+    pub destination_auth: BTreeMap<String, BTreeMap<String, std::collections::BTreeSet<String>>>,
+    pub subscription_auth_roles: BTreeMap<String, std::collections::BTreeSet<String>>,
+}
+
+/// The actions a role may be granted (Pulsar's `AuthAction`).
+pub const AUTH_ACTIONS: &[&str] = &[
+    "produce",
+    "consume",
+    "functions",
+    "sources",
+    "sinks",
+    "packages",
+];
+
+/// Pulsar's `BacklogQuota` JSON.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BacklogQuotaJson {
+    /// Deprecated alias of `limitSize`, still written by older clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_size: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_time: Option<i64>,
+    pub policy: String,
+}
+
+/// Pulsar's `BundlesData`: the hash-range boundaries of a namespace's bundles.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BundlesData {
+    pub boundaries: Vec<String>,
+    pub num_bundles: u32,
+}
+
+impl BundlesData {
+    /// `n` bundles of equal width over the 32-bit hash range (Pulsar's default split).
+    pub fn even(n: u32) -> BundlesData {
+        let n = n.max(1);
+        let step = 0x1_0000_0000u64 / u64::from(n);
+        let mut boundaries: Vec<String> = (0..n)
+            .map(|i| format!("0x{:08x}", u64::from(i) * step))
+            .collect();
+        boundaries.push("0xffffffff".into());
+        BundlesData {
+            boundaries,
+            num_bundles: n,
+        }
+    }
+
+    /// The boundaries as numbers (validated: at least two, increasing, 0 to 0xffffffff).
+    pub fn parsed(&self) -> Result<Vec<u64>, BrokerError> {
+        let v: Result<Vec<u64>, _> = self
+            .boundaries
+            .iter()
+            .map(|b| u64::from_str_radix(b.trim_start_matches("0x"), 16))
+            .collect();
+        let v = v.map_err(|_| {
+            BrokerError::NotAllowed(format!("invalid bundle boundaries {:?}", self.boundaries))
+        })?;
+        if v.len() < 2
+            || v[0] != 0
+            || *v.last().unwrap_or(&0) != 0xffff_ffff
+            || v.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err(BrokerError::NotAllowed(format!(
+                "bundle boundaries must rise from 0x00000000 to 0xffffffff: {:?}",
+                self.boundaries
+            )));
+        }
+        Ok(v)
+    }
+
+    /// The bundle (`0xLOW_0xHIGH`) holding topic `name` (Pulsar hashes the
+    /// topic name with CRC-32).
+    pub fn bundle_of(&self, name: &str) -> Option<String> {
+        let v = self.parsed().ok()?;
+        let h = u64::from(crc32fast::hash(name.as_bytes()));
+        let i = v
+            .windows(2)
+            .position(|w| h >= w[0] && (h < w[1] || w[1] == 0xffff_ffff))?;
+        Some(format!("0x{:08x}_0x{:08x}", v[i], v[i + 1]))
+    }
+}
+
+/// The quotas a topic enforces, from a namespace's policies.
+pub fn quotas_of(p: &NamespacePolicies) -> crate::topic::BacklogQuotas {
+    use crate::topic::{BacklogQuota, BacklogQuotas, RetentionPolicy};
+    let one = |key: &str, size: bool| {
+        p.backlog_quota_map.get(key).and_then(|q| {
+            let policy = match q.policy.as_str() {
+                "producer_exception" => RetentionPolicy::ProducerException,
+                "consumer_backlog_eviction" => RetentionPolicy::ConsumerBacklogEviction,
+                _ => RetentionPolicy::ProducerRequestHold,
+            };
+            let limit = if size {
+                q.limit_size.or(q.limit).unwrap_or(-1)
+            } else {
+                q.limit_time.unwrap_or(-1)
+            };
+            (limit >= 0).then_some(BacklogQuota { limit, policy })
+        })
+    };
+    BacklogQuotas {
+        size: one("destination_storage", true),
+        age: one("message_age", false),
+    }
 }
 
 /// Pulsar's `RetentionPolicies`.
@@ -299,6 +420,23 @@ impl BrokerService {
             )));
         };
         validate_name(local)?;
+        let mut policies = policies;
+        match &policies.bundles {
+            Some(b) if !b.boundaries.is_empty() => {
+                b.parsed()?;
+            }
+            Some(b) if b.num_bundles > 0 => {
+                policies.bundles = Some(BundlesData::even(b.num_bundles.min(1024)));
+            }
+            _ => {
+                policies.bundles = Some(BundlesData::even(
+                    self.config.default_number_of_namespace_bundles,
+                ));
+            }
+        }
+        for (role, actions) in &policies.auth_policies.namespace_auth {
+            validate_actions(role, actions)?;
+        }
         if !self
             .metadata
             .exists(&format!("/admin/policies/{tenant}"))
@@ -370,9 +508,11 @@ impl BrokerService {
             .filter(|t| t.name.namespace() == ns)
             .cloned()
             .collect();
+        let quotas = quotas_of(&p);
         for t in loaded {
             t.set_deduplication(dedup).await?;
             t.set_message_ttl(ttl);
+            t.set_backlog_quota(quotas);
         }
         Ok(p)
     }
@@ -582,8 +722,13 @@ impl BrokerService {
             return Ok(t.clone());
         }
         let key = format!("/managed-ledgers/{}", topic_key(name));
-        let exists = self.metadata.exists(&key).await.map_err(meta_err)?;
-        if !exists {
+        let stored = self.metadata.get(&key).await.map_err(meta_err)?;
+        let terminated = stored.as_ref().and_then(|v| {
+            serde_json::from_slice::<TopicMeta>(&v.value)
+                .ok()
+                .and_then(|m| m.terminated)
+        });
+        if stored.is_none() {
             let parent_is_partitioned = name.partition().is_some_and(|_| {
                 self.partitioned
                     .lock()
@@ -623,6 +768,10 @@ impl BrokerService {
         )
         .await?;
         topic.set_message_ttl(self.message_ttl_secs(name.namespace()));
+        topic.set_backlog_quota(quotas_of(&policies));
+        if let Some(t) = terminated {
+            topic.restore_terminated(t.position());
+        }
         topics.insert(name.to_string(), topic.clone());
         Ok(topic)
     }
@@ -717,6 +866,248 @@ impl BrokerService {
         Ok(names)
     }
 
+    /// A namespace's bundles (namespaces from before bundles were recorded get
+    /// the default split).
+    pub fn bundles(&self, ns: &str) -> Result<BundlesData, BrokerError> {
+        let p = self
+            .namespace_policies(ns)
+            .ok_or_else(|| BrokerError::TopicNotFound(format!("namespace {ns} does not exist")))?;
+        Ok(p.bundles
+            .unwrap_or_else(|| BundlesData::even(self.config.default_number_of_namespace_bundles)))
+    }
+
+    /// The bundle a topic belongs to, `0xLOW_0xHIGH`.
+    pub fn bundle_of(&self, topic: &TopicName) -> Result<String, BrokerError> {
+        self.bundles(topic.namespace())?
+            .bundle_of(&topic.to_string())
+            .ok_or_else(|| BrokerError::Metadata(format!("no bundle holds {topic}")))
+    }
+
+    /// Unloads every loaded topic of a namespace, or of one of its bundles.
+    pub async fn unload_namespace(
+        &self,
+        ns: &str,
+        bundle: Option<&str>,
+    ) -> Result<(), BrokerError> {
+        let bundles = self.bundles(ns)?;
+        if let Some(b) = bundle {
+            self.check_bundle(&bundles, b)?;
+        }
+        let names: Vec<TopicName> = self
+            .topics
+            .lock()
+            .await
+            .values()
+            .filter(|t| t.name.namespace() == ns)
+            .filter(|t| {
+                bundle.is_none() || bundles.bundle_of(&t.name.to_string()).as_deref() == bundle
+            })
+            .map(|t| t.name.clone())
+            .collect();
+        for n in names {
+            // A topic unloaded meanwhile is no error.
+            let _ = self.unload(&n).await;
+        }
+        Ok(())
+    }
+
+    fn check_bundle(&self, bundles: &BundlesData, bundle: &str) -> Result<(u64, u64), BrokerError> {
+        let v = bundles.parsed()?;
+        let (lo, hi) = bundle
+            .split_once('_')
+            .and_then(|(a, b)| {
+                Some((
+                    u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()?,
+                    u64::from_str_radix(b.trim_start_matches("0x"), 16).ok()?,
+                ))
+            })
+            .ok_or_else(|| {
+                BrokerError::NotAllowed(format!("invalid bundle {bundle:?}: expected 0xLOW_0xHIGH"))
+            })?;
+        if !v.windows(2).any(|w| w[0] == lo && w[1] == hi) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "bundle {bundle} is not one of the namespace's bundles"
+            )));
+        }
+        Ok((lo, hi))
+    }
+
+    /// Splits a bundle into two halves (Pulsar's range_equally_divide).
+    pub async fn split_bundle(&self, ns: &str, bundle: &str) -> Result<(), BrokerError> {
+        let mut bundles = self.bundles(ns)?;
+        let (lo, hi) = self.check_bundle(&bundles, bundle)?;
+        if hi - lo < 2 {
+            return Err(BrokerError::Precondition(format!(
+                "bundle {bundle} is too small to split"
+            )));
+        }
+        let mid = lo + (hi - lo) / 2;
+        let mut v = bundles.parsed()?;
+        let at = v.iter().position(|x| *x == hi).unwrap_or(v.len());
+        v.insert(at, mid);
+        bundles.boundaries = v.iter().map(|x| format!("0x{x:08x}")).collect();
+        bundles.num_bundles = (v.len() - 1) as u32;
+        self.update_policies(ns, move |p| p.bundles = Some(bundles))
+            .await?;
+        info!(namespace = ns, bundle, "bundle split");
+        Ok(())
+    }
+
+    /// Deletes a topic: its data, its subscriptions and its record. Refused
+    /// (412) while producers or consumers are connected unless `force`, which
+    /// disconnects them first (Pulsar's `deleteTopic`).
+    pub async fn delete_topic(&self, name: &TopicName, force: bool) -> Result<(), BrokerError> {
+        if name.partition().is_none() && self.partitioned.lock().contains_key(&name.to_string()) {
+            return Err(BrokerError::Conflict(format!(
+                "{name} is a partitioned topic: delete it through its partitions path"
+            )));
+        }
+        let mut topics = self.topics.lock().await;
+        let loaded = topics.get(&name.to_string()).cloned();
+        if let Some(t) = &loaded
+            && !force
+        {
+            let producers = t.producer_names().len();
+            let consumers: usize = t.subscriptions().iter().map(|s| s.consumer_count()).sum();
+            if producers > 0 || consumers > 0 {
+                return Err(BrokerError::Precondition(format!(
+                    "topic {name} has {producers} producer(s) and {consumers} consumer(s) connected"
+                )));
+            }
+        }
+        if !name.is_persistent() {
+            let t = loaded.ok_or_else(|| {
+                BrokerError::TopicNotFound(format!("topic {name} does not exist"))
+            })?;
+            topics.remove(&name.to_string());
+            drop(topics);
+            t.close().await;
+            info!(topic = %name, "topic deleted");
+            return Ok(());
+        }
+        let key = format!("/managed-ledgers/{}", topic_key(name));
+        if loaded.is_none() && !self.metadata.exists(&key).await.map_err(meta_err)? {
+            return Err(BrokerError::TopicNotFound(format!(
+                "topic {name} does not exist"
+            )));
+        }
+        if let Some(t) = topics.remove(&name.to_string()) {
+            t.close().await;
+        }
+        // Reopen the log alone, without retention, and drop every cursor and ledger.
+        let config = LedgerConfig {
+            retention: strobe_ledger::Retention::default(),
+            trim_interval: None,
+            ..self.ledger_config.clone()
+        };
+        let ledger =
+            strobe_ledger::ManagedLedger::open(self.backend.as_ref(), &name.to_string(), config)
+                .await?;
+        for c in ledger.cursor_names() {
+            ledger.delete_cursor(&c).await?;
+        }
+        ledger.rollover();
+        ledger.trim().await?;
+        ledger.close().await?;
+        self.metadata.delete(&key, None).await.map_err(meta_err)?;
+        drop(topics);
+        info!(topic = %name, "topic deleted");
+        Ok(())
+    }
+
+    /// Deletes a partitioned topic: every partition, then its record.
+    pub async fn delete_partitioned(
+        &self,
+        name: &TopicName,
+        force: bool,
+    ) -> Result<(), BrokerError> {
+        let n = self
+            .partitioned
+            .lock()
+            .get(&name.to_string())
+            .copied()
+            .ok_or_else(|| {
+                BrokerError::TopicNotFound(format!("partitioned topic {name} does not exist"))
+            })?;
+        if !force {
+            for i in 0..n {
+                if let Some(t) = self.loaded_topic(&name.partition_name(i)).await {
+                    let consumers: usize =
+                        t.subscriptions().iter().map(|s| s.consumer_count()).sum();
+                    if !t.producer_names().is_empty() || consumers > 0 {
+                        return Err(BrokerError::Precondition(format!(
+                            "partition {i} of {name} has producers or consumers connected"
+                        )));
+                    }
+                }
+            }
+        }
+        for i in 0..n {
+            match self.delete_topic(&name.partition_name(i), true).await {
+                Ok(()) | Err(BrokerError::TopicNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let key = format!("/admin/partitioned-topics/{}", topic_key(name));
+        self.metadata.delete(&key, None).await.map_err(meta_err)?;
+        self.partitioned.lock().remove(&name.to_string());
+        info!(topic = %name, partitions = n, "partitioned topic deleted");
+        Ok(())
+    }
+
+    /// Terminates a topic (see [`Topic::terminate`]) and records it, so it
+    /// stays terminated across restarts. Returns the last message's position.
+    pub async fn terminate(&self, name: &TopicName) -> Result<Option<Position>, BrokerError> {
+        if !name.is_persistent() {
+            return Err(BrokerError::NotAllowed(
+                "only persistent topics can be terminated".into(),
+            ));
+        }
+        // A partition of a partitioned topic exists even before its first use.
+        let topic = self.topic(name, name.partition().is_some()).await?;
+        let last = topic.terminate().await;
+        let meta = TopicMeta {
+            terminated: Some(Terminated::at(last)),
+        };
+        self.metadata
+            .put(
+                &format!("/managed-ledgers/{}", topic_key(name)),
+                &serde_json::to_vec(&meta).expect("json"),
+                Expect::Any,
+            )
+            .await
+            .map_err(meta_err)?;
+        Ok(last)
+    }
+
+    /// The broker's periodic work: rates for stats and metrics, and backlog
+    /// quota enforcement. Runs until `shutdown`.
+    pub async fn run_background(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+        let mut stats = tokio::time::interval(std::time::Duration::from_secs(
+            self.config.stats_update_interval_secs,
+        ));
+        let mut quota = tokio::time::interval(std::time::Duration::from_secs(
+            self.config.backlog_quota_check_interval_secs,
+        ));
+        stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        quota.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = stats.tick() => {
+                    for t in self.loaded_topics().await {
+                        t.counters.update_rates();
+                    }
+                }
+                _ = quota.tick() => {
+                    for t in self.loaded_topics().await {
+                        enforce_quota(&t).await;
+                    }
+                }
+            }
+        }
+    }
+
     /// Closes every topic: producers and consumers get CLOSE_PRODUCER and
     /// CLOSE_CONSUMER, cursors and ledgers are flushed.
     pub async fn shutdown(&self) {
@@ -725,6 +1116,95 @@ impl BrokerService {
             t.close().await;
         }
     }
+}
+
+/// What the metadata store records of a topic at `/managed-ledgers/...`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct TopicMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    terminated: Option<Terminated>,
+}
+
+/// A terminated topic's last message (entry -1 of ledger -1 if it had none).
+#[derive(Debug, Serialize, Deserialize)]
+struct Terminated {
+    ledger_id: i64,
+    entry_id: i64,
+}
+
+impl Terminated {
+    fn at(p: Option<Position>) -> Terminated {
+        match p {
+            Some(p) => Terminated {
+                ledger_id: p.ledger_id as i64,
+                entry_id: p.entry_id as i64,
+            },
+            None => Terminated {
+                ledger_id: -1,
+                entry_id: -1,
+            },
+        }
+    }
+
+    fn position(&self) -> Option<Position> {
+        (self.ledger_id >= 0 && self.entry_id >= 0)
+            .then(|| Position::new(self.ledger_id as u64, self.entry_id as u64))
+    }
+}
+
+/// One backlog quota check of a topic (Pulsar's `BacklogQuotaManager`):
+/// consumer_backlog_eviction skips the oldest messages of subscriptions over
+/// the limit; producer_exception disconnects the producers.
+async fn enforce_quota(t: &Arc<Topic>) {
+    use crate::subscription::AdminOp;
+    use crate::topic::RetentionPolicy;
+    let q = t.backlog_quota();
+    if let Some(size) = q.size {
+        let backlog = t.backlog_bytes();
+        if size.limit >= 0 && backlog > size.limit as u64 {
+            match size.policy {
+                RetentionPolicy::ConsumerBacklogEviction => {
+                    let ls = t.ledger.stats();
+                    let mean = ls.bytes.checked_div(ls.entries).unwrap_or(1).max(1);
+                    let keep = size.limit as u64 / mean;
+                    for s in t.subscriptions().iter().filter(|s| s.durable) {
+                        let over = s.cursor.backlog().saturating_sub(keep);
+                        if over > 0 {
+                            info!(topic = %t.name, subscription = %s.name, skipped = over, "backlog quota exceeded: oldest messages evicted");
+                            let _ = s.admin(AdminOp::Skip(over)).await;
+                        }
+                    }
+                }
+                RetentionPolicy::ProducerException => {
+                    info!(topic = %t.name, backlog, limit = size.limit, "backlog quota exceeded: producers disconnected");
+                    t.disconnect_producers();
+                }
+                RetentionPolicy::ProducerRequestHold => {}
+            }
+        }
+    }
+    if let Some(age) = q.age
+        && age.limit >= 0
+        && age.policy == RetentionPolicy::ConsumerBacklogEviction
+    {
+        for s in t.subscriptions().iter().filter(|s| s.durable) {
+            let _ = s.admin(AdminOp::ExpireOlderThan(age.limit as u64)).await;
+        }
+    }
+}
+
+fn validate_actions(
+    role: &str,
+    actions: &std::collections::BTreeSet<String>,
+) -> Result<(), BrokerError> {
+    if let Some(a) = actions.iter().find(|a| !AUTH_ACTIONS.contains(&a.as_str())) {
+        return Err(BrokerError::NotAllowed(format!(
+            "unknown action {a:?} for role {role}: expected one of {}",
+            AUTH_ACTIONS.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// Pulsar's retention policy as the ledger applies it: -1 is "no limit", and

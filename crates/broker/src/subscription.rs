@@ -87,6 +87,8 @@ pub struct ConsumerSpec {
     pub keep_entry_metadata: bool,
     /// ACTIVE_CONSUMER_CHANGE needs protocol v12.
     pub protocol_version: i32,
+    /// The client takes REACHED_END_OF_TOPIC.
+    pub end_of_topic_ok: bool,
     /// Set when the broker closes the consumer (seek, topic close), so the
     /// connection lets the client subscribe again with the same id.
     pub closed_by_broker: Arc<AtomicBool>,
@@ -150,6 +152,8 @@ enum Cmd {
     },
     Admin(AdminOp, Reply<AdminReply>),
     Close(oneshot::Sender<()>),
+    /// Something outside changed (the topic was terminated): look again.
+    Wake,
 }
 
 /// What the admin API asks of a subscription.
@@ -211,6 +215,7 @@ pub struct SubscriptionHandle {
     tx: mpsc::Sender<Cmd>,
     closed: Arc<AtomicBool>,
     sub_type: Arc<Mutex<Option<SubType>>>,
+    consumer_count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for SubscriptionHandle {
@@ -232,6 +237,11 @@ impl SubscriptionHandle {
 
     pub fn sub_type(&self) -> Option<SubType> {
         *self.sub_type.lock()
+    }
+
+    /// Consumers connected now.
+    pub fn consumer_count(&self) -> usize {
+        self.consumer_count.load(Ordering::Acquire)
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, BrokerError> {
@@ -346,6 +356,11 @@ impl SubscriptionHandle {
         }
     }
 
+    /// Makes the subscription look at its topic again (it was terminated).
+    pub async fn wake(&self) {
+        let _ = self.tx.send(Cmd::Wake).await;
+    }
+
     /// Stops an unused subscription actor without waiting.
     pub fn shutdown(&self) {
         let (tx, _) = oneshot::channel();
@@ -367,6 +382,8 @@ struct Consumer {
     /// Delivered, not yet acknowledged: position -> messages in the entry.
     unacked: BTreeMap<Position, u32>,
     unacked_messages: u64,
+    /// REACHED_END_OF_TOPIC was sent (the topic is terminated and read to its end).
+    told_end: bool,
 }
 
 /// The actor.
@@ -377,6 +394,7 @@ pub(crate) struct Subscription {
     cursor: ManagedCursor,
     sub_type: Option<SubType>,
     shared_type: Arc<Mutex<Option<SubType>>>,
+    consumer_count: Arc<std::sync::atomic::AtomicUsize>,
     consumers: Vec<Consumer>,
     next_seq: u64,
     selector: SharedSelector,
@@ -406,7 +424,9 @@ impl Subscription {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let closed = Arc::new(AtomicBool::new(false));
         let shared_type = Arc::new(Mutex::new(None));
+        let consumer_count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let handle = SubscriptionHandle {
+            consumer_count: consumer_count.clone(),
             name: name.clone(),
             durable,
             cursor: cursor.clone(),
@@ -423,6 +443,7 @@ impl Subscription {
             cursor,
             sub_type: None,
             shared_type,
+            consumer_count,
             consumers: Vec::new(),
             next_seq: 0,
             selector: SharedSelector::default(),
@@ -460,6 +481,9 @@ impl Subscription {
                 warn!(error = %e, "dispatch failed; retrying shortly");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            self.tell_end_of_topic();
+            self.consumer_count
+                .store(self.consumers.len(), Ordering::Release);
             let next_due = self.delayed.keys().next().copied();
             tokio::select! {
                 cmd = rx.recv() => match cmd {
@@ -568,6 +592,7 @@ impl Subscription {
                 let r = self.admin(op).await;
                 let _ = reply.send(r);
             }
+            Cmd::Wake => {}
             Cmd::Close(done) => {
                 for c in self.consumers.drain(..) {
                     c.closed_by_broker.store(true, Ordering::Release);
@@ -641,6 +666,7 @@ impl Subscription {
             permits: 0,
             unacked: BTreeMap::new(),
             unacked_messages: 0,
+            told_end: !spec.end_of_topic_ok,
         });
         if self.consumers.len() == 1 {
             // A fresh start: everything not acknowledged is delivered again.
@@ -828,6 +854,30 @@ impl Subscription {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// On a terminated topic read to its end, each consumer hears
+    /// REACHED_END_OF_TOPIC once (Pulsar: `Consumer.reachedEndOfTopic`).
+    fn tell_end_of_topic(&mut self) {
+        if self.topic.terminated().is_none()
+            || self.cursor.has_more()
+            || !self.replay.is_empty()
+            || self.consumers.iter().all(|c| c.told_end)
+        {
+            return;
+        }
+        if let Some(ks) = &self.ks
+            && !ks.replay().is_empty()
+        {
+            return;
+        }
+        for c in self.consumers.iter_mut().filter(|c| !c.told_end) {
+            c.told_end = true;
+            let _ =
+                c.tx.try_send(OutFrame::command(commands::reached_end_of_topic(
+                    c.consumer_id,
+                )));
         }
     }
 

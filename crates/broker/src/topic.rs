@@ -76,6 +76,9 @@ struct TopicState {
     dedup: Option<Dedup>,
     subscriptions: HashMap<String, SubscriptionHandle>,
     closed: bool,
+    /// Set once the topic is terminated: the last message it will ever hold
+    /// (None inside: terminated while empty).
+    terminated: Option<Option<Position>>,
 }
 
 /// The outcome of a publish.
@@ -105,7 +108,34 @@ pub struct Topic {
     pub counters: TopicCounters,
     /// Message TTL in seconds (0: none), from the namespace's policy.
     message_ttl_secs: std::sync::atomic::AtomicU64,
+    /// The namespace's backlog quotas.
+    backlog_quota: Mutex<BacklogQuotas>,
+    /// Appends queued and not yet answered (terminate waits for them).
+    in_flight: std::sync::atomic::AtomicU64,
     state: Mutex<TopicState>,
+}
+
+/// Pulsar's `BacklogQuota`: a limit and what happens when a backlog exceeds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BacklogQuota {
+    /// Bytes (destination_storage) or seconds (message_age); negative: no limit.
+    pub limit: i64,
+    pub policy: RetentionPolicy,
+}
+
+/// Pulsar's `BacklogQuota.RetentionPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetentionPolicy {
+    ProducerRequestHold,
+    ProducerException,
+    ConsumerBacklogEviction,
+}
+
+/// The two quota types Pulsar has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BacklogQuotas {
+    pub size: Option<BacklogQuota>,
+    pub age: Option<BacklogQuota>,
 }
 
 /// Totals since the topic was loaded, for stats and metrics.
@@ -115,6 +145,49 @@ pub struct TopicCounters {
     pub bytes_in: std::sync::atomic::AtomicU64,
     pub msg_out: std::sync::atomic::AtomicU64,
     pub bytes_out: std::sync::atomic::AtomicU64,
+    /// Publish-to-durable latency, in Pulsar's storage write latency buckets.
+    pub write_latency: LatencyBuckets,
+    /// Rates over the last stats interval, updated by the broker's stats task.
+    pub rates: Mutex<Rates>,
+}
+
+/// Messages and bytes per second in and out, over the last stats interval.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rates {
+    pub msg_in: f64,
+    pub bytes_in: f64,
+    pub msg_out: f64,
+    pub bytes_out: f64,
+    /// The counters at the start of the interval, and when it started.
+    last: (u64, u64, u64, u64),
+    last_at: Option<std::time::Instant>,
+}
+
+/// Upper bounds (ms) of Pulsar's `pulsar_storage_write_latency_le_*` buckets;
+/// the last bucket is the overflow.
+pub const LATENCY_BOUNDS_MS: [f64; 9] = [0.5, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1000.0];
+
+/// A fixed-bucket latency histogram (non-cumulative counts, as Pulsar exports
+/// them), plus a count and a sum.
+#[derive(Debug, Default)]
+pub struct LatencyBuckets {
+    pub buckets: [std::sync::atomic::AtomicU64; 10],
+    pub count: std::sync::atomic::AtomicU64,
+    pub sum_micros: std::sync::atomic::AtomicU64,
+}
+
+impl LatencyBuckets {
+    pub fn record(&self, d: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ms = d.as_secs_f64() * 1000.0;
+        let i = LATENCY_BOUNDS_MS
+            .iter()
+            .position(|b| ms <= *b)
+            .unwrap_or(LATENCY_BOUNDS_MS.len());
+        self.buckets[i].fetch_add(1, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(d.as_micros() as u64, Relaxed);
+    }
 }
 
 impl TopicCounters {
@@ -127,6 +200,28 @@ impl TopicCounters {
         use std::sync::atomic::Ordering::Relaxed;
         self.msg_out.fetch_add(messages, Relaxed);
         self.bytes_out.fetch_add(bytes, Relaxed);
+    }
+
+    /// Recomputes the rates from the counters' change since the last call.
+    pub fn update_rates(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = std::time::Instant::now();
+        let cur = (
+            self.msg_in.load(Relaxed),
+            self.bytes_in.load(Relaxed),
+            self.msg_out.load(Relaxed),
+            self.bytes_out.load(Relaxed),
+        );
+        let mut r = self.rates.lock();
+        if let Some(at) = r.last_at {
+            let secs = now.duration_since(at).as_secs_f64().max(1e-3);
+            r.msg_in = cur.0.saturating_sub(r.last.0) as f64 / secs;
+            r.bytes_in = cur.1.saturating_sub(r.last.1) as f64 / secs;
+            r.msg_out = cur.2.saturating_sub(r.last.2) as f64 / secs;
+            r.bytes_out = cur.3.saturating_sub(r.last.3) as f64 / secs;
+        }
+        r.last = cur;
+        r.last_at = Some(now);
     }
 }
 
@@ -157,6 +252,8 @@ impl Topic {
             settings,
             counters: TopicCounters::default(),
             message_ttl_secs: std::sync::atomic::AtomicU64::new(0),
+            backlog_quota: Mutex::new(BacklogQuotas::default()),
+            in_flight: std::sync::atomic::AtomicU64::new(0),
             state: Mutex::new(state),
         });
         info!(topic = %topic.name, "topic loaded");
@@ -165,10 +262,20 @@ impl Topic {
 
     /// Registers a producer, applying its access mode.
     pub fn add_producer(&self, req: AddProducer<'_>) -> Result<ProducerGrant, BrokerError> {
+        // Before taking the state lock: the backlog reads the subscriptions.
+        if let Some(e) = self.quota_refusal() {
+            return Err(e);
+        }
         let mut st = self.state.lock();
         if st.closed {
             return Err(BrokerError::ServiceNotReady(format!(
                 "topic {} is closing",
+                self.name
+            )));
+        }
+        if st.terminated.is_some() {
+            return Err(BrokerError::TopicTerminated(format!(
+                "topic {} is terminated: it takes no more messages",
                 self.name
             )));
         }
@@ -322,23 +429,38 @@ impl Topic {
     /// Stores one entry (the metadata-and-payload bytes as received). With
     /// deduplication on, a sequence id at or below the producer's highest is
     /// dropped.
-    pub fn publish(&self, producer: &str, highest_sequence_id: i64, section: Bytes) -> Published {
+    pub fn publish(
+        &self,
+        producer: &str,
+        highest_sequence_id: i64,
+        section: Bytes,
+    ) -> Result<Published, BrokerError> {
         let mut st = self.state.lock();
+        if st.terminated.is_some() {
+            return Err(BrokerError::TopicTerminated(format!(
+                "topic {} is terminated",
+                self.name
+            )));
+        }
         if let Some(d) = st.dedup.as_mut() {
             let last = d.pushed.get(producer).copied().unwrap_or(-1);
             if highest_sequence_id <= last {
-                return Published::Duplicate;
+                return Ok(Published::Duplicate);
             }
             d.pushed.insert(producer.to_owned(), highest_sequence_id);
         }
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         // The append is queued under the lock so positions follow the order of
         // the dedup decisions.
-        Published::Stored(self.ledger.append(section))
+        Ok(Published::Stored(self.ledger.append(section)))
     }
 
     /// After a publish completes: record the persisted sequence id, or on
     /// failure forget what was pushed but not stored.
     pub fn published(&self, producer: &str, highest_sequence_id: i64, ok: bool) {
+        self.in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
         let mut st = self.state.lock();
         if let Some(d) = st.dedup.as_mut() {
             if ok {
@@ -515,6 +637,105 @@ impl Topic {
             .values()
             .map(|p| p.name.clone())
             .collect()
+    }
+
+    pub fn set_backlog_quota(&self, q: BacklogQuotas) {
+        *self.backlog_quota.lock() = q;
+    }
+
+    pub fn backlog_quota(&self) -> BacklogQuotas {
+        *self.backlog_quota.lock()
+    }
+
+    /// The estimated backlog in bytes of the subscription furthest behind
+    /// (entries not acknowledged × the topic's mean entry size), as Pulsar
+    /// estimates it for its size quota.
+    pub fn backlog_bytes(&self) -> u64 {
+        let ls = self.ledger.stats();
+        let mean = ls.bytes.checked_div(ls.entries).unwrap_or(0);
+        let worst = self
+            .subscriptions()
+            .iter()
+            .filter(|s| s.durable)
+            .map(|s| s.cursor.backlog())
+            .max()
+            .unwrap_or(0);
+        worst * mean
+    }
+
+    /// A new producer's refusal when the size quota is exceeded and its policy
+    /// holds or refuses producers.
+    fn quota_refusal(&self) -> Option<BrokerError> {
+        let q = self.backlog_quota().size?;
+        if q.limit < 0 || q.policy == RetentionPolicy::ConsumerBacklogEviction {
+            return None;
+        }
+        let backlog = self.backlog_bytes();
+        (backlog > q.limit as u64).then(|| BrokerError::BacklogQuotaExceeded {
+            message: format!(
+                "cannot create producer on topic {}: backlog of {backlog} bytes exceeds the quota of {} bytes",
+                self.name, q.limit
+            ),
+            exception: q.policy == RetentionPolicy::ProducerException,
+        })
+    }
+
+    /// Disconnects every producer (a quota with producer_exception is exceeded).
+    pub fn disconnect_producers(&self) {
+        let mut st = self.state.lock();
+        for ((_, pid), p) in st.producers.drain() {
+            let _ =
+                p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+        }
+        st.exclusive = None;
+    }
+
+    /// The terminated state: `None` if the topic takes messages; `Some(last)`
+    /// once terminated (`last` is the final message, None if there is none).
+    pub fn terminated(&self) -> Option<Option<Position>> {
+        self.state.lock().terminated
+    }
+
+    /// Restores the terminated state recorded in the metadata store.
+    pub fn restore_terminated(&self, last: Option<Position>) {
+        self.state.lock().terminated = Some(last);
+    }
+
+    /// Pulsar's terminate: no more messages are accepted, producers are
+    /// disconnected (re-creating them fails with TopicTerminatedError), and
+    /// consumers that reach the end get REACHED_END_OF_TOPIC. Waits for the
+    /// appends in flight, then returns the last message's position.
+    pub async fn terminate(&self) -> Option<Position> {
+        let subs = {
+            let mut st = self.state.lock();
+            if let Some(last) = st.terminated {
+                return last;
+            }
+            st.terminated = Some(None);
+            for ((_, pid), p) in st.producers.drain() {
+                let _ =
+                    p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+            }
+            st.exclusive = None;
+            for (_, _, w) in st.waiting.drain(..) {
+                let _ = w.send(Err(BrokerError::TopicTerminated("topic terminated".into())));
+            }
+            st.subscriptions.values().cloned().collect::<Vec<_>>()
+        };
+        // Appends already queued finish (bounded: they complete or fail).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let last = self.ledger.last_confirmed();
+        self.state.lock().terminated = Some(last);
+        info!(topic = %self.name, last = ?last, "topic terminated");
+        for s in subs {
+            s.wake().await;
+        }
+        last
     }
 
     /// Closes the topic: producers get CLOSE_PRODUCER, subscriptions close
