@@ -142,6 +142,12 @@ pub fn next_version(history: &[StoredSchema]) -> SchemaVersion {
 /// GET_SCHEMA and `GET /admin/v2/schemas/.../schema[/{version}]`: the latest
 /// schema, or the one with the given version if it is still active (versions
 /// before the latest deletion are gone).
+///
+/// One difference from Pulsar: when the latest entry is a deletion marker,
+/// Pulsar's GET_SCHEMA without a version answers with the marker itself (type
+/// NONE, no definition, the marker's version) while its REST API answers 404;
+/// this answers [`SchemaError::SchemaNotFound`] for both, which Java clients
+/// treat as "no schema" either way.
 pub fn lookup(
     history: &[StoredSchema],
     version: Option<SchemaVersion>,
@@ -230,7 +236,8 @@ fn same_schema_version(
 ///
 /// With auto update disabled: only a schema the topic already has is accepted
 /// ([`SchemaError::AutoUpdateDisabled`] otherwise, even on a topic without
-/// schema).
+/// schema). Admin uploads (`POST .../schema`) ignore that setting: pass a
+/// policy with `allow_auto_update` set.
 pub fn get_or_create(
     history: &[StoredSchema],
     schema: &SchemaData,
@@ -250,6 +257,21 @@ pub fn get_or_create(
     let refs: Vec<&SchemaData> = active.iter().map(|(_, s)| *s).collect();
     check_refs(schema, &refs, policy.strategy)?;
     Ok(PutOutcome::Create(next_version(history)))
+}
+
+/// PRODUCER and GET_OR_CREATE_SCHEMA: `schema` is the command's schema, `None`
+/// when it has none (BYTES producers) or, for GET_OR_CREATE_SCHEMA only, when
+/// its type is NONE (`ServerCnx.tryAddSchema`). `Ok(None)`: the producer
+/// carries no schema version (an empty `schema_version` in the response).
+pub fn producer_schema(
+    history: &[StoredSchema],
+    schema: Option<&SchemaData>,
+    policy: &RegistryPolicy,
+) -> Result<Option<PutOutcome>, SchemaError> {
+    match schema {
+        Some(schema) => get_or_create(history, schema, policy).map(Some),
+        None => producer_without_schema(history, policy).map(|()| None),
+    }
 }
 
 /// A producer without a schema (BYTES, which clients do not send, or a

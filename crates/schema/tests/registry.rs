@@ -16,8 +16,8 @@ use strobe_schema::{
     RegistryPolicy, SchemaCompatibilityStrategy as S, SchemaData, SchemaError, SchemaType,
     SchemaVersion, StoredSchema, ValidationOptions, active_schemas, check_compatibility,
     check_consumer, check_consumer_compatibility, decode_key_value, encode_key_value, find_version,
-    get_or_create, has_schema, latest, lookup, next_version, producer_without_schema,
-    resolve_strategy, test_compatibility, validate_schema_data,
+    get_or_create, has_schema, latest, lookup, next_version, producer_schema,
+    producer_without_schema, resolve_strategy, test_compatibility, validate_schema_data,
 };
 
 fn avro(v: serde_json::Value) -> SchemaData {
@@ -592,6 +592,23 @@ fn producers_without_schema() {
         r,
         "Producers cannot connect or send message without a schema to topics with a schema"
     );
+}
+
+#[test]
+fn producer_command() {
+    let a = avro(rec(json!([{"name": "a", "type": "int"}])));
+    let p = RegistryPolicy::default();
+    assert_eq!(producer_schema(&[], None, &p).unwrap(), None);
+    assert_eq!(
+        producer_schema(&[], Some(&a), &p).unwrap(),
+        Some(PutOutcome::Create(SchemaVersion(0)))
+    );
+    let h = history(&[a.clone()]);
+    assert_eq!(
+        producer_schema(&h, Some(&a), &p).unwrap(),
+        Some(PutOutcome::Existing(SchemaVersion(0)))
+    );
+    assert_eq!(producer_schema(&h, None, &p).unwrap(), None);
 }
 
 #[test]
