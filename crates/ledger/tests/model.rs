@@ -254,6 +254,12 @@ proptest! {
     }
 
     #[test]
+    fn file_backend_write_once_matches_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let mut h = File::with(SyncMode::Always, 64 << 10, false, |c| c.direct_write_bytes = 1);
+        rt().block_on(run(&mut h, ops));
+    }
+
+    #[test]
     fn file_backend_never_mode_matches_model(ops in proptest::collection::vec(op(), 1..30)) {
         let mut h = File::new(SyncMode::Never, 64 << 10, false);
         rt().block_on(run(&mut h, ops));

@@ -38,3 +38,48 @@ async fn file_backend_sync_interval() {
 async fn file_backend_sync_never() {
     run(&mut File::new(SyncMode::Never, 1 << 20, false)).await;
 }
+
+/// A file harness that counts the entries written once, across restarts.
+struct CountingFile(File, u64);
+
+impl CountingFile {
+    fn direct_entries(&self) -> u64 {
+        self.1 + self.0.backend.as_ref().unwrap().stats().direct_entries
+    }
+}
+
+impl Harness for CountingFile {
+    fn backend(&self) -> std::sync::Arc<dyn strobe_ledger::LedgerBackend> {
+        self.0.backend()
+    }
+    fn crash_restart(&mut self) {
+        self.1 += self.0.backend.as_ref().unwrap().stats().direct_entries;
+        self.0.crash_restart();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_backend_write_once() {
+    // Every group commit of a topic goes straight to its segment.
+    let mut h = CountingFile(
+        File::with(SyncMode::Always, 64 << 10, true, |c| {
+            c.direct_write_bytes = 1
+        }),
+        0,
+    );
+    run(&mut h).await;
+    assert!(h.direct_entries() > 50, "{}", h.direct_entries());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_backend_write_once_threshold() {
+    // Some group commits go straight to the segment, some through the journal.
+    let mut h = CountingFile(
+        File::with(SyncMode::Always, 1 << 20, false, |c| {
+            c.direct_write_bytes = 64
+        }),
+        0,
+    );
+    run(&mut h).await;
+    assert!(h.direct_entries() > 0);
+}

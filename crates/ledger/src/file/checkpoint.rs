@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::flusher::{K_CURSOR, K_CURSOR_DELETE, K_DECLARE, K_ENTRY, K_TRIM};
+use super::flusher::{K_CURSOR, K_CURSOR_DELETE, K_DECLARE, K_ENTRY, K_SEGREF, K_TRIM, SEGREF_LEN};
 use super::format::{self, Decoded};
 use super::segment::{ScanStop, Segment};
 use super::topic::{CORRUPT_MARKER, TopicShared};
@@ -192,23 +192,30 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
         if !seen.insert(t.id) {
             continue;
         }
-        let work: Vec<SyncWork> = {
+        // Segments with unsynced bytes are synced here; those the write-once
+        // path already synced only need their entry counts recorded.
+        let (work, already): (Vec<SyncWork>, Vec<(u64, u64)>) = {
             let mut f = t.files.lock();
             for seg in f.ledgers.values_mut() {
                 seg.flush_pending()?;
             }
-            f.ledgers
-                .iter()
-                .filter(|(_, s)| s.synced_len < s.len || s.new_file)
-                .map(|(&id, s)| SyncWork {
-                    ledger: id,
-                    file: s.file.clone(),
-                    path: s.path.clone(),
-                    len: s.len,
-                    entries: s.offsets.len() as u64,
-                    new_file: s.new_file,
-                })
-                .collect()
+            let mut work = Vec::new();
+            let mut already = Vec::new();
+            for (&id, s) in &f.ledgers {
+                if s.synced_len < s.len || s.new_file {
+                    work.push(SyncWork {
+                        ledger: id,
+                        file: s.file.clone(),
+                        path: s.path.clone(),
+                        len: s.len,
+                        entries: s.offsets.len() as u64,
+                        new_file: s.new_file,
+                    });
+                } else {
+                    already.push((id, s.offsets.len() as u64));
+                }
+            }
+            (work, already)
         };
         for w in &work {
             let t0 = std::time::Instant::now();
@@ -227,25 +234,29 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
         }
         {
             let mut f = t.files.lock();
-            let newest = f.ledgers.keys().next_back().copied();
             for w in &work {
                 if let Some(seg) = f.ledgers.get_mut(&w.ledger) {
                     seg.synced_len = seg.synced_len.max(w.len);
                     if w.new_file {
                         seg.new_file = false;
                     }
-                    if Some(w.ledger) != newest && seg.synced_len == seg.len && !seg.indexed {
-                        seg.write_index(&w.path.with_extension("idx"))?;
-                        seg.indexed = true;
-                    }
+                }
+            }
+            // Sealed (not the newest) and fully synced: index it.
+            let newest = f.ledgers.keys().next_back().copied();
+            for (&id, seg) in f.ledgers.iter_mut() {
+                if Some(id) != newest && seg.synced_len == seg.len && !seg.indexed {
+                    seg.write_index(&seg.path.with_extension("idx"))?;
+                    seg.indexed = true;
                 }
             }
         }
         sh.topic_meta_entry(&t.name, |m| {
-            for w in &work {
-                if w.ledger >= m.first_kept {
-                    let e = m.ledgers.entry(w.ledger).or_default();
-                    *e = (*e).max(w.entries);
+            let counts = work.iter().map(|w| (w.ledger, w.entries)).chain(already);
+            for (ledger, entries) in counts {
+                if ledger >= m.first_kept {
+                    let e = m.ledgers.entry(ledger).or_default();
+                    *e = (*e).max(entries);
                 }
             }
         });
@@ -355,15 +366,44 @@ pub fn zero_filled_file(sh: &Shared) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// What the journal since the checkpoint says as a whole, gathered before
+/// the replay.
+#[derive(Debug, Default)]
+struct JournalFacts {
+    /// (topic, ledger) -> entries `0..n` of the segment were synced there by
+    /// the write-once path (the end of its last reference).
+    referenced: HashMap<(String, u64), u64>,
+    /// Each topic's trim point at the end of the journal.
+    first_kept: HashMap<String, u64>,
+}
+
 /// A segment being checked against the journal during recovery.
 struct Repair {
     dir: PathBuf,
-    seg: Segment,
+    path: PathBuf,
+    /// `None` when the file is missing (then `corrupt` says why).
+    seg: Option<Segment>,
+    /// Where the scan stopped short of the file's end; cut once the journal
+    /// shows the stop is past everything synced.
     stop: Option<ScanStop>,
-    checked: bool,
+    /// No journal record applied to it yet.
+    fresh: bool,
     corrupt: Option<String>,
     created: bool,
     touched: bool,
+}
+
+/// The valid records of journal file `seq`, in order, up to a torn tail.
+fn journal_records(data: &[u8], seq: u64) -> impl Iterator<Item = &[u8]> {
+    let seed = format::journal_seed(seq);
+    let mut at = 0usize;
+    std::iter::from_fn(move || match format::decode(&data[at..], seed) {
+        Decoded::Record(body, n) => {
+            at += n;
+            Some(body)
+        }
+        _ => None,
+    })
 }
 
 /// Replays the journal from `start_seq`, repairs segments, writes a fresh
@@ -384,46 +424,84 @@ pub fn recover(sh: &Shared, start_seq: u64) -> Result<u64> {
     sh.next_pool_id
         .store(max_pool.map_or(0, |m| m + 1), Ordering::Relaxed);
     *sh.pool.lock() = pool;
+    let files: Vec<&(u64, PathBuf)> = js.iter().filter(|(s, _)| *s >= start_seq).collect();
+    let read = |path: &PathBuf| std::fs::read(path).map_err(|e| LedgerError::io("read", path, e));
+
+    // Pass 1: what segments must already hold (write-once references) and
+    // which ledgers end up trimmed. Files are read twice rather than all
+    // held in memory.
+    let mut facts = JournalFacts::default();
+    for (seq, path) in &files {
+        let data = read(path)?;
+        let mut names: HashMap<u32, String> = HashMap::new();
+        for body in journal_records(&data, *seq) {
+            if body.len() < 5 {
+                continue;
+            }
+            let tid = format::u32_at(body, 1);
+            if body[0] == K_DECLARE {
+                names.insert(tid, String::from_utf8_lossy(&body[5..]).into_owned());
+                continue;
+            }
+            let Some(name) = names.get(&tid) else {
+                continue;
+            };
+            match body[0] {
+                K_SEGREF if body.len() >= SEGREF_LEN => {
+                    let ledger = format::u64_at(body, 5);
+                    let end = format::u64_at(body, 13) + format::u64_at(body, 21);
+                    let e = facts.referenced.entry((name.clone(), ledger)).or_default();
+                    *e = (*e).max(end);
+                }
+                K_TRIM if body.len() >= 13 => {
+                    let e = facts.first_kept.entry(name.clone()).or_default();
+                    *e = (*e).max(format::u64_at(body, 5));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // Pass 2: replay.
     let mut repairs: HashMap<(String, u64), Repair> = HashMap::new();
     let mut next_seq = start_seq;
     let mut replayed = 0u64;
-    for (seq, path) in js.iter().filter(|(s, _)| *s >= start_seq) {
-        let data = std::fs::read(path).map_err(|e| LedgerError::io("read", path, e))?;
-        let seed = format::journal_seed(*seq);
+    for (seq, path) in &files {
+        let data = read(path)?;
         let mut names: HashMap<u32, String> = HashMap::new();
-        let mut at = 0usize;
-        while let Decoded::Record(body, n) = format::decode(&data[at..], seed) {
-            at += n;
+        for body in journal_records(&data, *seq) {
             replayed += 1;
-            replay_record(sh, body, &mut names, &mut repairs)?;
+            replay_record(sh, &facts, body, &mut names, &mut repairs)?;
         }
         next_seq = seq + 1;
     }
     let mut meta = sh.meta.lock();
     for ((name, ledger), r) in repairs {
-        if let Some(reason) = r.corrupt {
-            tracing::error!(topic = %name, path = %r.seg.path.display(), %reason, "segment cannot be repaired");
-            let marker = r.dir.join(CORRUPT_MARKER);
-            let msg = format!("{}: {reason}\n", r.seg.path.display());
-            std::fs::write(&marker, msg).map_err(|e| LedgerError::io("write", &marker, e))?;
-            sync_dir(&r.dir)?;
-            continue;
-        }
+        let seg = match (r.corrupt, r.seg) {
+            (None, Some(seg)) => seg,
+            (reason, _) => {
+                let reason = reason.unwrap_or_else(|| "missing segment file".into());
+                tracing::error!(topic = %name, path = %r.path.display(), %reason, "segment cannot be repaired");
+                let marker = r.dir.join(CORRUPT_MARKER);
+                let msg = format!("{}: {reason}\n", r.path.display());
+                std::fs::write(&marker, msg).map_err(|e| LedgerError::io("write", &marker, e))?;
+                sync_dir(&r.dir)?;
+                continue;
+            }
+        };
         if r.touched || r.created {
-            r.seg
-                .file
+            seg.file
                 .sync_data()
-                .map_err(|e| LedgerError::io("fdatasync", &r.seg.path, e))?;
+                .map_err(|e| LedgerError::io("fdatasync", &seg.path, e))?;
         }
         if r.created {
             sync_dir(&r.dir)?;
         }
         // After a restart every stored ledger is sealed: index it.
-        r.seg
-            .write_index(&super::segment::idx_path(&r.dir, ledger))?;
+        seg.write_index(&super::segment::idx_path(&r.dir, ledger))?;
         let m = meta.entry(name).or_default();
         if ledger >= m.first_kept {
-            m.ledgers.insert(ledger, r.seg.offsets.len() as u64);
+            m.ledgers.insert(ledger, seg.offsets.len() as u64);
         }
     }
     let snapshot = meta.clone();
@@ -436,8 +514,90 @@ pub fn recover(sh: &Shared, start_seq: u64) -> Result<u64> {
     Ok(next_seq)
 }
 
+/// The repair state of a segment, opened (or created) on first use; `None`
+/// if the ledger is trimmed by the end of the journal or the segment is
+/// already known to be corrupt.
+fn repair_for<'a>(
+    sh: &Shared,
+    facts: &JournalFacts,
+    repairs: &'a mut HashMap<(String, u64), Repair>,
+    name: &str,
+    ledger: u64,
+) -> Result<Option<&'a mut Repair>> {
+    let (first_kept, checkpointed) = {
+        let meta = sh.meta.lock();
+        let m = meta.get(name);
+        (
+            m.map_or(0, |m| m.first_kept),
+            m.and_then(|m| m.ledgers.get(&ledger).copied()).unwrap_or(0),
+        )
+    };
+    let first_kept = first_kept.max(facts.first_kept.get(name).copied().unwrap_or(0));
+    if ledger < first_kept {
+        // Deleted by a trim the journal records; the open removes its files.
+        return Ok(None);
+    }
+    let key = (name.to_string(), ledger);
+    if !repairs.contains_key(&key) {
+        let dir = sh.topic_dir(name);
+        std::fs::create_dir_all(&dir).map_err(|e| LedgerError::io("create directory", &dir, e))?;
+        let path = super::segment::seg_path(&dir, ledger);
+        // Entries 0..need were synced in the segment itself (by a checkpoint
+        // or the write-once path): the journal cannot restore them.
+        let need = checkpointed.max(facts.referenced.get(&key).copied().unwrap_or(0));
+        let mut r = Repair {
+            dir,
+            path,
+            seg: None,
+            stop: None,
+            fresh: true,
+            corrupt: None,
+            created: false,
+            touched: false,
+        };
+        if r.path.exists() {
+            let (seg, stop) = Segment::open(&r.dir, ledger)?;
+            let n = seg.offsets.len() as u64;
+            if n < need {
+                let at = stop.as_ref().map_or(String::new(), |s| {
+                    format!(" (damaged at byte {}: {})", s.offset, s.reason)
+                });
+                r.corrupt = Some(format!(
+                    "holds entries 0..{n}{at} but entries 0..{need} were synced there"
+                ));
+            }
+            r.seg = Some(seg);
+            r.stop = stop;
+        } else if need > 0 {
+            r.corrupt = Some(format!(
+                "missing segment file (entries 0..{need} were synced there)"
+            ));
+        } else {
+            r.seg = Some(Segment::create(&r.dir, ledger)?);
+            r.created = true;
+        }
+        repairs.insert(key.clone(), r);
+    }
+    let r = repairs.get_mut(&key).expect("inserted");
+    Ok(if r.corrupt.is_some() { None } else { Some(r) })
+}
+
+impl Repair {
+    /// Cuts a torn tail once it is known to lie past every synced entry.
+    fn cut_torn_tail(&mut self) -> Result<()> {
+        if self.stop.take().is_some() {
+            let seg = self.seg.as_mut().expect("not corrupt");
+            let valid = seg.len;
+            seg.truncate(valid)?;
+            self.touched = true;
+        }
+        Ok(())
+    }
+}
+
 fn replay_record(
     sh: &Shared,
+    facts: &JournalFacts,
     body: &[u8],
     names: &mut HashMap<u32, String>,
     repairs: &mut HashMap<(String, u64), Repair>,
@@ -460,71 +620,70 @@ fn replay_record(
             let ledger = format::u64_at(body, 5);
             let entry = format::u64_at(body, 13);
             let ts = format::u64_at(body, 21);
-            let first_kept = sh.meta.lock().get(&name).map_or(0, |m| m.first_kept);
-            if ledger < first_kept {
+            let Some(r) = repair_for(sh, facts, repairs, &name, ledger)? else {
                 return Ok(());
-            }
-            let key = (name.clone(), ledger);
-            if !repairs.contains_key(&key) {
-                let dir = sh.topic_dir(&name);
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| LedgerError::io("create directory", &dir, e))?;
-                let path = super::segment::seg_path(&dir, ledger);
-                let (seg, stop, created) = if path.exists() {
-                    let (s, stop) = Segment::open(&dir, ledger)?;
-                    (s, stop, false)
-                } else {
-                    (Segment::create(&dir, ledger)?, None, true)
-                };
-                repairs.insert(
-                    key.clone(),
-                    Repair {
-                        dir,
-                        seg,
-                        stop,
-                        checked: false,
-                        corrupt: None,
-                        created,
-                        touched: false,
-                    },
-                );
-            }
-            let r = repairs.get_mut(&key).expect("inserted");
-            if r.corrupt.is_some() {
-                return Ok(());
-            }
-            let n = r.seg.offsets.len() as u64;
-            if !r.checked {
-                r.checked = true;
-                if entry > n {
+            };
+            let n = r.seg.as_ref().expect("not corrupt").offsets.len() as u64;
+            if entry > n {
+                r.corrupt = Some(if r.fresh {
                     let at = r.stop.as_ref().map_or(String::new(), |s| {
                         format!(" (damaged at byte {}: {})", s.offset, s.reason)
                     });
-                    r.corrupt = Some(format!(
+                    format!(
                         "holds entries 0..{n}{at} but the journal resumes at entry {entry}: synced data is missing"
-                    ));
-                    return Ok(());
-                }
-                if r.stop.take().is_some() {
-                    let valid = r.seg.len;
-                    r.seg.truncate(valid)?;
-                    r.touched = true;
-                }
-            }
-            if entry < n {
+                    )
+                } else {
+                    format!("journal skips from entry {n} to {entry}")
+                });
                 return Ok(());
             }
-            if entry > n {
-                r.corrupt = Some(format!("journal skips from entry {n} to {entry}"));
+            r.fresh = false;
+            r.cut_torn_tail()?;
+            if entry < n {
                 return Ok(());
             }
             let data = &body[29..];
             let mut rec = Vec::with_capacity(data.len() + 24);
             format::put_segment_record(&mut rec, entry, ts, data);
-            let base = r.seg.len;
-            r.seg.append(&rec, 0)?;
-            r.seg.push(base, ts, data.len() as u64, rec.len() as u64);
+            let seg = r.seg.as_mut().expect("not corrupt");
+            let base = seg.len;
+            seg.append(&rec, 0)?;
+            seg.push(base, ts, data.len() as u64, rec.len() as u64);
             r.touched = true;
+        }
+        K_SEGREF if body.len() >= SEGREF_LEN => {
+            let ledger = format::u64_at(body, 5);
+            let first = format::u64_at(body, 13);
+            let count = format::u64_at(body, 21);
+            let offset = format::u64_at(body, 29);
+            let len = format::u64_at(body, 37);
+            let Some(r) = repair_for(sh, facts, repairs, &name, ledger)? else {
+                return Ok(());
+            };
+            // The referenced entries were synced before this record was
+            // written, and `repair_for` checked that the valid prefix holds
+            // them: whatever follows the prefix is a torn tail.
+            r.fresh = false;
+            r.cut_torn_tail()?;
+            let seg = r.seg.as_ref().expect("not corrupt");
+            let n = seg.offsets.len() as u64;
+            let end = first.saturating_add(count);
+            let placed = (count > 0 && end <= n).then(|| {
+                (
+                    seg.offsets[first as usize],
+                    seg.record_end(end as usize - 1),
+                )
+            });
+            if placed != Some((offset, offset + len)) {
+                let held = match placed {
+                    Some((a, b)) => format!("at bytes {a}..{b}"),
+                    None => format!("only entries 0..{n}"),
+                };
+                r.corrupt = Some(format!(
+                    "the journal references entries {first}..{end} synced at bytes {offset}..{}, but the segment holds {held}",
+                    offset + len
+                ));
+            }
         }
         K_CURSOR | K_CURSOR_DELETE if body.len() >= 7 => {
             let nlen = u16::from_le_bytes([body[5], body[6]]) as usize;

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::format;
 use super::segment::Segment;
-use super::topic::{TopicShared, ensure_dir};
+use super::topic::{TopicFiles, TopicShared, ensure_dir};
 use super::{Shared, sync_dir};
 use crate::backend::AppendCallback;
 use crate::{LedgerError, Result, SyncMode};
@@ -24,6 +24,11 @@ pub const K_ENTRY: u8 = 2;
 pub const K_CURSOR: u8 = 3;
 pub const K_CURSOR_DELETE: u8 = 4;
 pub const K_TRIM: u8 = 5;
+/// A reference to entries written once, straight to a segment, and synced
+/// there before this record was written: `[kind][topic u32][ledger u64]
+/// [first entry u64][count u64][segment offset u64][byte length u64]`.
+pub const K_SEGREF: u8 = 6;
+pub const SEGREF_LEN: usize = 45;
 
 pub enum Req {
     Entry {
@@ -145,16 +150,11 @@ pub struct Flusher {
     last_sync: Instant,
     last_rotate: Instant,
     unsynced: bool,
+    /// The group commit's journal records.
     buf: Vec<u8>,
-}
-
-struct Chunk {
-    topic: Arc<TopicShared>,
-    ledger: u64,
-    buf: Vec<u8>,
-    /// (offset in buf, record length, ts, data length)
+    /// One chunk's segment records (reused).
+    seg_buf: Vec<u8>,
     recs: Vec<(u64, u64, u64, u64)>,
-    result: Result<()>,
 }
 
 impl Flusher {
@@ -174,6 +174,8 @@ impl Flusher {
             last_rotate: Instant::now(),
             unsynced: false,
             buf: Vec::with_capacity(2 << 20),
+            seg_buf: Vec::with_capacity(2 << 20),
+            recs: Vec::new(),
         })
     }
 
@@ -267,16 +269,166 @@ impl Flusher {
         }
     }
 
-    fn encode(&mut self, reqs: &[Req]) {
+    /// Groups the batch's entries by (topic, ledger) and picks the chunks
+    /// that are written once, straight to their segment: `sync = always`, at
+    /// least `direct_write_bytes` of data, and the topic's only chunk in this
+    /// batch (so a torn write can only cut the topic's last ledger, and what
+    /// survives a crash stays a prefix of what was queued).
+    fn plan(&self, reqs: &[Req]) -> Plan {
+        let mut chunks: Vec<Chunk> = Vec::new();
+        let mut index: HashMap<(u32, u64), usize> = HashMap::new();
+        let mut per_topic: HashMap<u32, u32> = HashMap::new();
+        let mut slot = Vec::with_capacity(reqs.len());
+        for (i, r) in reqs.iter().enumerate() {
+            let Req::Entry {
+                topic,
+                ledger,
+                data,
+                ..
+            } = r
+            else {
+                slot.push(None);
+                continue;
+            };
+            let c = *index.entry((topic.id, *ledger)).or_insert_with(|| {
+                *per_topic.entry(topic.id).or_default() += 1;
+                chunks.push(Chunk {
+                    topic: topic.clone(),
+                    ledger: *ledger,
+                    reqs: Vec::new(),
+                    bytes: 0,
+                    direct: false,
+                    placed: None,
+                    result: Ok(()),
+                });
+                chunks.len() - 1
+            });
+            chunks[c].reqs.push(i);
+            chunks[c].bytes += data.len();
+            slot.push(Some(c));
+        }
+        let min = self.sh.cfg.direct_write_bytes;
+        if self.sh.cfg.sync == SyncMode::Always && min > 0 {
+            for c in &mut chunks {
+                c.direct = c.bytes >= min && per_topic[&c.topic.id] == 1;
+            }
+        }
+        Plan { chunks, slot }
+    }
+
+    /// The write-once path: writes each direct chunk to its segment, then
+    /// fdatasyncs those segments (and the directory of a new one). Runs before
+    /// the journal write, so a journal reference never reaches the disk
+    /// before the bytes it points at.
+    fn write_direct(&mut self, reqs: &[Req], plan: &mut Plan) {
+        let mut synced: Vec<(usize, Arc<File>, PathBuf, u64, bool)> = Vec::new();
+        for (ci, c) in plan.chunks.iter_mut().enumerate() {
+            if !c.direct {
+                continue;
+            }
+            self.seg_buf.clear();
+            self.recs.clear();
+            for &i in &c.reqs {
+                let Req::Entry {
+                    entry, ts, data, ..
+                } = &reqs[i]
+                else {
+                    unreachable!("chunks hold entries")
+                };
+                let at = self.seg_buf.len() as u64;
+                format::put_segment_record(&mut self.seg_buf, *entry, *ts, data);
+                self.recs
+                    .push((at, self.seg_buf.len() as u64 - at, *ts, data.len() as u64));
+            }
+            match place_direct(&self.sh, c, &self.seg_buf, &self.recs) {
+                Ok((offset, end, file, path, new_file)) => {
+                    c.placed = Some((offset, self.seg_buf.len() as u64));
+                    synced.push((ci, file, path, end, new_file));
+                    self.dirty.insert(c.topic.id, c.topic.clone());
+                }
+                Err(e) => c.result = Err(e),
+            }
+        }
+        for (ci, file, path, end, new_file) in synced {
+            let c = &mut plan.chunks[ci];
+            let r = file
+                .sync_data()
+                .map_err(|e| LedgerError::io("fdatasync", &path, e))
+                .and_then(|()| {
+                    self.sh
+                        .counters
+                        .segment_syncs
+                        .fetch_add(1, Ordering::Relaxed);
+                    // A new segment's name must be durable before its entries are.
+                    if new_file {
+                        sync_dir(&c.topic.dir)?;
+                    }
+                    Ok(())
+                });
+            let mut f = c.topic.files.lock();
+            match r {
+                Ok(()) => {
+                    if let Some(seg) = f.ledgers.get_mut(&c.ledger) {
+                        seg.synced_len = seg.synced_len.max(end);
+                        if new_file {
+                            seg.new_file = false;
+                        }
+                    }
+                    let c_ = &self.sh.counters;
+                    c_.direct_entries
+                        .fetch_add(c.reqs.len() as u64, Ordering::Relaxed);
+                    c_.direct_bytes
+                        .fetch_add(c.placed.map_or(0, |p| p.1), Ordering::Relaxed);
+                }
+                Err(e) => {
+                    // After a failed fsync the page cache may hold bytes that
+                    // never reach the disk: the topic stops here.
+                    tracing::error!(topic = %c.topic.name, error = %e, "segment sync failed; the topic refuses service");
+                    f.corrupt = Some(e.clone());
+                    c.result = Err(e);
+                    c.placed = None;
+                }
+            }
+        }
+    }
+
+    fn encode(&mut self, reqs: &[Req], plan: &Plan) {
         let seed = format::journal_seed(self.jf.seq);
         self.buf.clear();
-        for r in reqs {
+        for (i, r) in reqs.iter().enumerate() {
+            // An entry of a direct chunk: the chunk's first entry stands for
+            // all of them with one reference; a failed chunk leaves nothing.
+            let mut segref = None;
+            if let Some(ci) = plan.slot[i] {
+                let c = &plan.chunks[ci];
+                if c.direct {
+                    match c.placed {
+                        Some(p) if c.reqs[0] == i => segref = Some((c, p)),
+                        _ => continue,
+                    }
+                }
+            }
             if let Some(t) = r.topic()
                 && self.declared.insert(t.id)
             {
                 let mut h = vec![K_DECLARE];
                 h.extend_from_slice(&t.id.to_le_bytes());
                 format::put_record(&mut self.buf, seed, &[&h, t.name.as_bytes()]);
+            }
+            if let Some((c, (offset, len))) = segref {
+                let Req::Entry { entry, .. } = r else {
+                    unreachable!("chunks hold entries")
+                };
+                let mut h = [0u8; SEGREF_LEN];
+                h[0] = K_SEGREF;
+                h[1..5].copy_from_slice(&c.topic.id.to_le_bytes());
+                h[5..13].copy_from_slice(&c.ledger.to_le_bytes());
+                h[13..21].copy_from_slice(&entry.to_le_bytes());
+                h[21..29].copy_from_slice(&(c.reqs.len() as u64).to_le_bytes());
+                h[29..37].copy_from_slice(&offset.to_le_bytes());
+                h[37..45].copy_from_slice(&len.to_le_bytes());
+                format::put_record(&mut self.buf, seed, &[&h]);
+                continue;
             }
             match r {
                 Req::Entry {
@@ -350,72 +502,49 @@ impl Flusher {
             }
             return;
         }
-        self.encode(&reqs);
+        let mut plan = self.plan(&reqs);
+        if plan.chunks.iter().any(|c| c.direct) {
+            self.write_direct(&reqs, &mut plan);
+        }
+        self.encode(&reqs, &plan);
         if self.jf.offset > 0
             && (rotate_due || self.jf.offset + self.buf.len() as u64 > cfg.journal_file_bytes)
         {
             if let Err(e) = self.rotate() {
                 return self.fail_all(reqs, e);
             }
-            self.encode(&reqs);
+            self.encode(&reqs, &plan);
         }
-        if let Err(e) = self.jf.file.write_all_at(&self.buf, self.jf.offset) {
-            let e = LedgerError::io("write", &self.jf.path, e);
-            return self.fail_all(reqs, e);
+        if !self.buf.is_empty() {
+            if let Err(e) = self.jf.file.write_all_at(&self.buf, self.jf.offset) {
+                let e = LedgerError::io("write", &self.jf.path, e);
+                return self.fail_all(reqs, e);
+            }
+            self.jf.offset += self.buf.len() as u64;
+            self.unsynced = true;
+            let c = &self.sh.counters;
+            c.batches.fetch_add(1, Ordering::Relaxed);
+            c.journal_bytes
+                .fetch_add(self.buf.len() as u64, Ordering::Relaxed);
+            if cfg.sync == SyncMode::Always
+                && let Err(e) = self.sync()
+            {
+                return self.fail_all(reqs, e);
+            }
         }
-        self.jf.offset += self.buf.len() as u64;
-        self.unsynced = true;
-        let c = &self.sh.counters;
-        c.batches.fetch_add(1, Ordering::Relaxed);
-        c.journal_bytes
-            .fetch_add(self.buf.len() as u64, Ordering::Relaxed);
-        if cfg.sync == SyncMode::Always
-            && let Err(e) = self.sync()
-        {
-            return self.fail_all(reqs, e);
-        }
-        let results = self.apply(&reqs);
+        let results = self.apply(&reqs, &mut plan);
         for (r, res) in reqs.into_iter().zip(results) {
             r.complete(res);
         }
     }
 
-    /// Writes entries to their segments and applies metadata; the result per request.
-    fn apply(&mut self, reqs: &[Req]) -> Vec<Result<()>> {
-        let mut chunks: Vec<Chunk> = Vec::new();
-        let mut index: HashMap<(u32, u64), usize> = HashMap::new();
-        let mut slot: Vec<Option<usize>> = Vec::with_capacity(reqs.len());
-        let mut results: Vec<Result<()>> = Vec::with_capacity(reqs.len());
+    /// Writes the journal-path entries to their segments and applies
+    /// metadata; the result per request.
+    fn apply(&mut self, reqs: &[Req], plan: &mut Plan) -> Vec<Result<()>> {
         let mut entries = 0u64;
         for r in reqs {
             match r {
-                Req::Entry {
-                    topic,
-                    ledger,
-                    entry,
-                    ts,
-                    data,
-                    ..
-                } => {
-                    entries += 1;
-                    let i = *index.entry((topic.id, *ledger)).or_insert_with(|| {
-                        chunks.push(Chunk {
-                            topic: topic.clone(),
-                            ledger: *ledger,
-                            buf: Vec::new(),
-                            recs: Vec::new(),
-                            result: Ok(()),
-                        });
-                        chunks.len() - 1
-                    });
-                    let c = &mut chunks[i];
-                    let at = c.buf.len() as u64;
-                    format::put_segment_record(&mut c.buf, *entry, *ts, data);
-                    c.recs
-                        .push((at, c.buf.len() as u64 - at, *ts, data.len() as u64));
-                    slot.push(Some(i));
-                    results.push(Ok(()));
-                }
+                Req::Entry { .. } => entries += 1,
                 Req::Cursor {
                     topic,
                     name,
@@ -430,8 +559,6 @@ impl Flusher {
                             m.cursors.remove(name);
                         }
                     });
-                    slot.push(None);
-                    results.push(Ok(()));
                 }
                 Req::Trim {
                     topic,
@@ -450,56 +577,88 @@ impl Flusher {
                             let _ = std::fs::remove_file(seg.path.with_extension("idx"));
                         }
                     }
-                    slot.push(None);
-                    results.push(Ok(()));
                 }
-                Req::Barrier { .. } => {
-                    slot.push(None);
-                    results.push(Ok(()));
-                }
+                Req::Barrier { .. } => {}
             }
         }
         self.sh
             .counters
             .entries
             .fetch_add(entries, Ordering::Relaxed);
-        for c in &mut chunks {
-            c.result = write_chunk(&self.sh, c);
+        for c in plan.chunks.iter_mut().filter(|c| !c.direct) {
+            self.seg_buf.clear();
+            self.recs.clear();
+            for &i in &c.reqs {
+                let Req::Entry {
+                    entry, ts, data, ..
+                } = &reqs[i]
+                else {
+                    unreachable!("chunks hold entries")
+                };
+                let at = self.seg_buf.len() as u64;
+                format::put_segment_record(&mut self.seg_buf, *entry, *ts, data);
+                self.recs
+                    .push((at, self.seg_buf.len() as u64 - at, *ts, data.len() as u64));
+            }
+            c.result = write_chunk(&self.sh, c, &self.seg_buf, &self.recs);
             self.dirty.insert(c.topic.id, c.topic.clone());
         }
-        slot.into_iter()
-            .zip(results)
-            .map(|(s, r)| match s {
-                Some(i) => chunks[i].result.clone(),
-                None => r,
+        plan.slot
+            .iter()
+            .map(|s| match s {
+                Some(ci) => plan.chunks[*ci].result.clone(),
+                None => Ok(()),
             })
             .collect()
     }
 }
 
+/// A (topic, ledger) run of one group commit's entries.
+struct Chunk {
+    topic: Arc<TopicShared>,
+    ledger: u64,
+    /// Indices of its entries in the batch, in order.
+    reqs: Vec<usize>,
+    /// Sum of the entries' data lengths.
+    bytes: usize,
+    /// Written once, straight to the segment (else through the journal).
+    direct: bool,
+    /// Where a direct chunk's records landed in the segment: (offset, length).
+    placed: Option<(u64, u64)>,
+    result: Result<()>,
+}
+
+struct Plan {
+    chunks: Vec<Chunk>,
+    /// The chunk of each request (entries only).
+    slot: Vec<Option<usize>>,
+}
+
+/// Framed segment records: (offset in the buffer, record length, ts, data length).
+type Recs = [(u64, u64, u64, u64)];
+
 /// Bytes gathered per segment before they are written to the file.
 const WRITE_BEHIND: usize = 64 << 10;
 
-fn write_chunk(sh: &Shared, c: &Chunk) -> Result<()> {
-    let t = &c.topic;
-    let mut f = t.files.lock();
+/// The segment of `ledger`, created on first use. Entering a new ledger
+/// (rollover) hands the older segments' write-behind to the OS first, so a
+/// topic's files are written in position order.
+fn segment_for<'a>(
+    sh: &Shared,
+    t: &TopicShared,
+    f: &'a mut TopicFiles,
+    ledger: u64,
+) -> Result<&'a mut Segment> {
     if let Some(e) = &f.corrupt {
         return Err(e.clone());
     }
-    let mut created = false;
-    if let std::collections::btree_map::Entry::Vacant(v) = f.ledgers.entry(c.ledger) {
+    if let std::collections::btree_map::Entry::Vacant(v) = f.ledgers.entry(ledger) {
         ensure_dir(sh, &t.dir)?;
-        v.insert(Segment::create(&t.dir, c.ledger)?);
-        f.next_ledger_hint = f.next_ledger_hint.max(c.ledger + 1);
-        created = true;
-    }
-    // Entering a new ledger (rollover): hand the older segments'
-    // write-behind to the OS first, so a topic's files are written in
-    // position order.
-    if created {
+        v.insert(Segment::create(&t.dir, ledger)?);
+        f.next_ledger_hint = f.next_ledger_hint.max(ledger + 1);
         let older: Vec<u64> = f
             .ledgers
-            .range(..c.ledger)
+            .range(..ledger)
             .filter(|(_, s)| !s.pending.is_empty())
             .map(|(&id, _)| id)
             .collect();
@@ -511,14 +670,52 @@ fn write_chunk(sh: &Shared, c: &Chunk) -> Result<()> {
             }
         }
     }
-    let seg = f.ledgers.get_mut(&c.ledger).expect("just inserted");
+    Ok(f.ledgers.get_mut(&ledger).expect("just inserted"))
+}
+
+/// Journal path: queues a chunk's records behind its segment (the journal
+/// already holds them).
+fn write_chunk(sh: &Shared, c: &Chunk, buf: &[u8], recs: &Recs) -> Result<()> {
+    let mut f = c.topic.files.lock();
+    let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
     let base = seg.len;
-    if let Err(e) = seg.append(&c.buf, WRITE_BEHIND) {
+    if let Err(e) = seg.append(buf, WRITE_BEHIND) {
         f.corrupt = Some(e.clone());
         return Err(e);
     }
-    for &(at, n, ts, len) in &c.recs {
+    for &(at, n, ts, len) in recs {
         seg.push(base + at, ts, len, n);
     }
     Ok(())
+}
+
+/// Write-once path: writes a chunk's records to its segment file (after
+/// the segment's write-behind). Returns (offset, segment end, file, path,
+/// whether the file is new) for the sync that follows.
+fn place_direct(
+    sh: &Shared,
+    c: &Chunk,
+    buf: &[u8],
+    recs: &Recs,
+) -> Result<(u64, u64, Arc<File>, PathBuf, bool)> {
+    let mut f = c.topic.files.lock();
+    let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
+    let base = match seg.write_direct(buf) {
+        Ok(b) => b,
+        Err(e) => {
+            f.corrupt = Some(e.clone());
+            return Err(e);
+        }
+    };
+    debug_assert_eq!(base, seg.len, "write-behind flushed before the chunk");
+    for &(at, n, ts, len) in recs {
+        seg.push(base + at, ts, len, n);
+    }
+    Ok((
+        base,
+        seg.len,
+        seg.file.clone(),
+        seg.path.clone(),
+        seg.new_file,
+    ))
 }

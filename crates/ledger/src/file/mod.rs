@@ -20,16 +20,30 @@
 //!
 //! `append` only queues. One flusher thread per backend (per broker) takes
 //! everything queued (up to `max_batch_bytes`), from every producer of every
-//! topic, writes it to the journal with one `pwrite`, runs **one**
-//! `fdatasync` (with `sync = always`), then appends each topic's entries to
-//! its current segment (the flusher is the single writer of every topic)
-//! and completes the appends in order. Segment writes go through a 64 KiB
-//! write-behind buffer per segment (reads see it), so a topic written at a
-//! low rate costs one `pwrite` per 64 KiB, not one per group commit; the
-//! buffers are bounded by 64 KiB per open topic and the journal covers them
-//! until a checkpoint writes them out. While a sync runs, new appends
-//! queue up and form the next group, so the batch grows with the load and
-//! 1,000 topics cost one fsync per flush, not 1,000. Journal files are
+//! topic, and groups it by (topic, ledger). Each group goes one of two ways:
+//!
+//! * **Journal path** (small groups; the common case with many topics): the
+//!   entries go into the journal, all topics together, with one `pwrite` and
+//!   **one** `fdatasync` per group commit. Afterwards the flusher (the single
+//!   writer of every topic) appends them to their segments through a 64 KiB
+//!   write-behind buffer per segment (reads see it), so a topic written at a
+//!   low rate costs one `pwrite` per 64 KiB, not one per group commit; the
+//!   journal covers the buffers until a checkpoint writes them out.
+//! * **Write-once path** (`sync = always`, a topic's group of at least
+//!   [`FileBackendConfig::direct_write_bytes`], and that topic's only group
+//!   in this commit): the entries are written once, straight to the topic's
+//!   segment, which is `fdatasync`'d (with its directory if the file is new)
+//!   **before** the journal is written; the journal then holds only a
+//!   45-byte reference (topic, ledger, first entry, count, segment offset,
+//!   length). The journal fsync that follows makes the reference durable.
+//!   Large groups thereby cost their bytes once on disk instead of twice
+//!   (journal, then segment at checkpoint); the price is a second fsync per
+//!   group commit, so small groups stay on the journal path and 1,000 topics
+//!   at a low rate still cost one fsync per flush.
+//!
+//! Either way an append completes only after the fsyncs that cover it, in
+//! queue order. While a group commit runs, new appends queue up and form the
+//! next one, so the batch grows with the load. Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata.
 //!
@@ -37,9 +51,11 @@
 //! `checkpoint_interval`): it writes out and syncs the segments touched since
 //! the previous checkpoint (one fdatasync per touched segment per
 //! checkpoint, not per flush; paced so that it takes at most half of the
-//! disk's time), writes the index of sealed segments and `checkpoint.json`,
-//! then recycles the journal files it covers. Recovery replays at most the
-//! journal written since the last checkpoint.
+//! disk's time; segments the write-once path already synced are skipped),
+//! records every segment's synced entry count, writes the index of sealed
+//! segments and `checkpoint.json`, then recycles the journal files it
+//! covers. Recovery replays at most the journal written since the last
+//! checkpoint.
 //!
 //! # Sync modes ([`SyncMode`])
 //!
@@ -48,18 +64,33 @@
 //!   fdatasync'd at least every `ms`. A power loss may lose that window.
 //! * `never`: no fdatasync on the append path (checkpoints still sync).
 //!
+//! The write-once path is used with `always` only: the other modes have no
+//! fsync on the append path, so they keep every entry in the journal.
+//!
 //! # Recovery (after `kill -9` or power loss)
 //!
-//! Opening the backend replays the journal files from the checkpoint on, up
+//! Opening the backend reads the journal files from the checkpoint on, up
 //! to the first record that is incomplete, zero or fails its CRC (a torn
-//! tail: never served). Each replayed entry is checked against its segment:
-//! a segment's torn tail that the journal covers is truncated and rewritten
-//! from the journal. A segment that is damaged where the journal does not
-//! cover it (a bad CRC in synced data, fewer entries than the checkpoint
-//! recorded) makes its topic refuse service with [`LedgerError::Corrupt`]
-//! naming the file and offset. In `interval`/`never` modes an unsynced torn
-//! tail of a topic's newest segment is truncated instead (those modes
-//! accept losing it).
+//! tail: never served). A first pass collects the write-once references
+//! (entries that must already be in their segments, because the segment was
+//! synced before the reference was written) and the topics' trims; the
+//! second pass replays. Each segment the journal mentions is scanned: if its
+//! valid records fall short of what the checkpoint or a reference says was
+//! synced there, the topic refuses service with [`LedgerError::Corrupt`]
+//! naming the file (and the file is left as found). Otherwise a damaged tail
+//! lies past everything synced (a write the crash cut short) and is
+//! truncated; journal entries beyond it are rewritten from the journal; a
+//! reference must match the segment's offsets exactly.
+//!
+//! Segments the journal does not mention are checked when their topic is
+//! opened: a damaged record below the entry count the checkpoint recorded is
+//! corruption (refused, naming the file and offset); past it, it is the torn
+//! tail of a write-once group whose reference never reached the journal (so
+//! never acknowledged), and it is truncated. Valid records past the
+//! recorded count are kept: they were written (and possibly synced) but not
+//! acknowledged, and losing or keeping them are both allowed. In
+//! `interval`/`never` modes an unsynced torn tail of a topic's newest
+//! segment is truncated too (those modes accept losing it).
 
 mod checkpoint;
 mod flusher;
@@ -103,6 +134,13 @@ pub struct FileBackendConfig {
     pub max_batch_bytes: usize,
     /// Checkpoint at least this often while there are writes.
     pub checkpoint_interval: Duration,
+    /// Write-once threshold (`sync = always` only): when one topic's entries
+    /// in one group commit add up to at least this many bytes, they are
+    /// written once, straight to the topic's segment, which is fdatasync'd
+    /// before the journal records a small reference to them. Smaller groups
+    /// go through the journal (one fsync for every topic). `0` turns
+    /// write-once off.
+    pub direct_write_bytes: usize,
 }
 
 impl FileBackendConfig {
@@ -115,6 +153,7 @@ impl FileBackendConfig {
             journal_pool: 2,
             max_batch_bytes: 1 << 20,
             checkpoint_interval: Duration::from_secs(30),
+            direct_write_bytes: 256 << 10,
         }
     }
 }
@@ -132,6 +171,13 @@ pub struct FileBackendStats {
     pub journal_bytes: u64,
     /// Checkpoints completed.
     pub checkpoints: u64,
+    /// Entries written once, straight to their segment (see
+    /// [`FileBackendConfig::direct_write_bytes`]); included in `entries`.
+    pub direct_entries: u64,
+    /// Bytes of segment records written that way.
+    pub direct_bytes: u64,
+    /// fdatasync calls on segments in the group commit (write-once path).
+    pub segment_syncs: u64,
 }
 
 #[derive(Debug, Default)]
@@ -141,6 +187,9 @@ struct Counters {
     entries: AtomicU64,
     journal_bytes: AtomicU64,
     checkpoints: AtomicU64,
+    direct_entries: AtomicU64,
+    direct_bytes: AtomicU64,
+    segment_syncs: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -272,6 +321,9 @@ impl FileBackend {
             entries: c.entries.load(Ordering::Relaxed),
             journal_bytes: c.journal_bytes.load(Ordering::Relaxed),
             checkpoints: c.checkpoints.load(Ordering::Relaxed),
+            direct_entries: c.direct_entries.load(Ordering::Relaxed),
+            direct_bytes: c.direct_bytes.load(Ordering::Relaxed),
+            segment_syncs: c.segment_syncs.load(Ordering::Relaxed),
         }
     }
 

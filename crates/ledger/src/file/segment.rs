@@ -213,6 +213,25 @@ impl Segment {
         Ok(())
     }
 
+    /// Write-once path: hands the write-behind buffer and then `recs`
+    /// (already framed) to the file, so the file holds every record in
+    /// order; returns the offset of `recs`. Not synced, and the records
+    /// are not indexed yet ([`Segment::push`] them).
+    pub fn write_direct(&mut self, recs: &[u8]) -> Result<u64> {
+        self.flush_pending()?;
+        let at = self.written;
+        self.file
+            .write_all_at(recs, at)
+            .map_err(|e| LedgerError::io("write", &self.path, e))?;
+        self.written += recs.len() as u64;
+        Ok(at)
+    }
+
+    /// The end of entry `i`'s record.
+    pub fn record_end(&self, i: usize) -> u64 {
+        self.offsets.get(i + 1).copied().unwrap_or(self.len)
+    }
+
     /// Writes the write-behind buffer to the file (not synced).
     pub fn flush_pending(&mut self) -> Result<()> {
         if self.pending.is_empty() {

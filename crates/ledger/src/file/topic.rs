@@ -153,9 +153,18 @@ fn load(
         }
         let (mut seg, stop) = Segment::open(&t.dir, id)?;
         if let Some(stop) = stop {
-            if sh.cfg.sync != SyncMode::Always && Some(id) == newest {
+            // Recovery has already repaired (or refused) what the journal
+            // covers, and the checkpoint counts every entry synced in the
+            // segment itself. A damaged record past those is a torn tail of
+            // a write that was never acknowledged (the write-once path writes
+            // the segment before the journal refers to it): cut it. Below the
+            // count it is synced data gone bad: refuse.
+            let synced = meta.ledgers.get(&id).copied().unwrap_or(0);
+            let torn = seg.offsets.len() as u64 >= synced
+                || (sh.cfg.sync != SyncMode::Always && Some(id) == newest);
+            if torn {
                 tracing::warn!(topic = %t.name, path = %seg.path.display(), offset = stop.offset,
-                    reason = stop.reason, "truncating the unsynced torn tail of the newest segment");
+                    reason = stop.reason, "truncating the unsynced torn tail of a segment");
                 let valid = seg.len;
                 seg.truncate(valid)?;
             } else {

@@ -23,12 +23,23 @@ pub struct File {
 
 impl File {
     pub fn new(sync: SyncMode, journal_file_bytes: u64, preallocate: bool) -> File {
+        File::with(sync, journal_file_bytes, preallocate, |_| {})
+    }
+
+    /// Like [`File::new`], with further settings.
+    pub fn with(
+        sync: SyncMode,
+        journal_file_bytes: u64,
+        preallocate: bool,
+        tweak: impl FnOnce(&mut FileBackendConfig),
+    ) -> File {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = FileBackendConfig::new(dir.path());
         cfg.sync = sync;
         cfg.journal_file_bytes = journal_file_bytes;
         cfg.journal_pool = 1;
         cfg.preallocate = preallocate;
+        tweak(&mut cfg);
         let backend = Some(Arc::new(FileBackend::open(cfg.clone()).unwrap()));
         File { dir, cfg, backend }
     }

@@ -1,0 +1,490 @@
+//! The write-once path of the file backend: a topic's large group commit is
+//! written straight to its segment, synced, and only then referenced from
+//! the journal. These tests stop the backend as a crash would, then put the
+//! files into the states a crash can leave (the reference not yet written, the
+//! segment torn), and check what recovery serves.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use common::File;
+use proptest::prelude::*;
+use strobe_ledger::{
+    FileBackendConfig, FileBackendStats, LedgerConfig, LedgerError, ManagedLedger, SyncMode,
+};
+
+/// Only `[A-Za-z0-9._-]`, so the topic directory has the same name.
+const TOPIC: &str = "write-once";
+/// Group commits of a topic with at least this many bytes go straight to the segment.
+const DIRECT: usize = 16 << 10;
+const K_ENTRY: u8 = 2;
+const K_SEGREF: u8 = 6;
+
+fn cfg() -> LedgerConfig {
+    LedgerConfig {
+        max_entries_per_ledger: 100_000,
+        trim_interval: None,
+        ..LedgerConfig::default()
+    }
+}
+
+fn harness() -> File {
+    File::with(
+        SyncMode::Always,
+        8 << 20,
+        false,
+        |c: &mut FileBackendConfig| c.direct_write_bytes = DIRECT,
+    )
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn payload(i: usize, size: usize) -> Bytes {
+    let mut v = format!("{i}:").into_bytes();
+    v.extend((0..size.saturating_sub(v.len())).map(|k| (i * 31 + k * 7) as u8));
+    Bytes::from(v)
+}
+
+/// Bytes of an entry's segment record: header, entry id and timestamp, data.
+fn rec_len(data: usize) -> u64 {
+    8 + 16 + data as u64
+}
+
+/// Appends each batch (waiting for it before the next), then crashes.
+/// Returns every payload written.
+fn write_batches_and_crash(h: &mut File, batches: &[Vec<usize>]) -> Vec<Bytes> {
+    write_batches_and_crash_with_stats(h, batches).0
+}
+
+fn write_batches_and_crash_with_stats(
+    h: &mut File,
+    batches: &[Vec<usize>],
+) -> (Vec<Bytes>, FileBackendStats) {
+    let rt = rt();
+    let mut all = Vec::new();
+    rt.block_on(async {
+        let ml = ManagedLedger::open(&**h.backend.as_ref().unwrap(), TOPIC, cfg())
+            .await
+            .unwrap();
+        for b in batches {
+            let futs: Vec<_> = b
+                .iter()
+                .map(|&size| {
+                    let p = payload(all.len(), size);
+                    all.push(p.clone());
+                    ml.append(p)
+                })
+                .collect();
+            for f in futs {
+                f.await.unwrap();
+            }
+        }
+    });
+    let st = h.backend.as_ref().unwrap().stats();
+    h.crash();
+    (all, st)
+}
+
+fn reopen_and_read(h: &mut File) -> strobe_ledger::Result<Vec<Bytes>> {
+    h.start()?;
+    rt().block_on(async {
+        let ml = ManagedLedger::open(&**h.backend.as_ref().unwrap(), TOPIC, cfg()).await?;
+        let all = ml
+            .read(strobe_ledger::Position::EARLIEST, 1_000_000)
+            .await?;
+        ml.close().await?;
+        Ok(all.into_iter().map(|e| e.data).collect())
+    })
+}
+
+fn segments(h: &File) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(h.dir.path().join("topics").join(TOPIC))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The one non-empty segment of the topic.
+fn segment(h: &File) -> PathBuf {
+    let v: Vec<PathBuf> = segments(h)
+        .into_iter()
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    assert_eq!(v.len(), 1, "{v:?}");
+    v[0].clone()
+}
+
+/// A journal record: its file, its offset there, and its body.
+struct Rec {
+    file: PathBuf,
+    at: u64,
+    body: Vec<u8>,
+}
+
+/// The valid records of every journal file, in order (the framing of the
+/// module docs: `[len u32][CRC-32C u32][body]`, the CRC seeded with the file's
+/// sequence number).
+fn journal(h: &File) -> Vec<Rec> {
+    let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(h.dir.path().join("journal"))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name()?.to_str()?.to_string();
+            let seq = name.strip_prefix('J')?.strip_suffix(".wal")?.parse().ok()?;
+            Some((seq, p))
+        })
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for (seq, path) in files {
+        let seed = crc32c::crc32c(&u64::to_le_bytes(seq));
+        let data = std::fs::read(&path).unwrap();
+        let mut at = 0usize;
+        while at + 8 <= data.len() {
+            let len = u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+            let crc = u32::from_le_bytes(data[at + 4..at + 8].try_into().unwrap());
+            if len == 0 || at + 8 + len > data.len() {
+                break;
+            }
+            let body = &data[at + 8..at + 8 + len];
+            if crc32c::crc32c_append(seed, body) != crc {
+                break;
+            }
+            out.push(Rec {
+                file: path.clone(),
+                at: at as u64,
+                body: body.to_vec(),
+            });
+            at += 8 + len;
+        }
+    }
+    out
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// A write-once reference: entries `first..first + count` at `offset..offset + len`.
+#[derive(Debug, Clone, Copy)]
+struct SegRef {
+    first: u64,
+    count: u64,
+    offset: u64,
+    len: u64,
+}
+
+fn segrefs(recs: &[Rec]) -> Vec<(usize, SegRef)> {
+    recs.iter()
+        .enumerate()
+        .filter(|(_, r)| r.body[0] == K_SEGREF)
+        .map(|(i, r)| {
+            (
+                i,
+                SegRef {
+                    first: u64_at(&r.body, 13),
+                    count: u64_at(&r.body, 21),
+                    offset: u64_at(&r.body, 29),
+                    len: u64_at(&r.body, 37),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Drops journal record `i` and everything after it, as if the crash came
+/// before it was written.
+fn cut_journal_at(recs: &[Rec], i: usize) {
+    let r = &recs[i];
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&r.file)
+        .unwrap()
+        .set_len(r.at)
+        .unwrap();
+}
+
+fn cut_file(path: &Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+fn assert_corrupt_naming(r: strobe_ledger::Result<Vec<Bytes>>, seg: &Path) {
+    match r {
+        Err(e @ LedgerError::Corrupt { .. }) => {
+            assert!(
+                e.to_string().contains(seg.to_str().unwrap()),
+                "the error names the segment: {e}"
+            );
+        }
+        other => panic!("expected Corrupt, got {:?}", other.map(|v| v.len())),
+    }
+}
+
+#[test]
+fn large_group_commits_bypass_the_journal() {
+    let mut h = harness();
+    let (all, st) = write_batches_and_crash_with_stats(
+        &mut h,
+        &[vec![100 << 10; 4], vec![500], vec![64 << 10]],
+    );
+    assert_eq!(st.direct_entries, 5, "{st:?}");
+    assert!(st.segment_syncs >= 2, "{st:?}");
+    // The journal holds the small entry and references, not the large data.
+    assert!(st.journal_bytes < 4096, "{st:?}");
+    let recs = journal(&h);
+    assert_eq!(recs.iter().filter(|r| r.body[0] == K_ENTRY).count(), 1);
+    assert!(!segrefs(&recs).is_empty());
+    assert_eq!(reopen_and_read(&mut h).unwrap(), all);
+}
+
+#[test]
+fn many_small_topics_share_the_journal_fsync() {
+    let mut h = harness();
+    let b = h.backend.clone().unwrap();
+    rt().block_on(async {
+        let mut mls = Vec::new();
+        for i in 0..200 {
+            mls.push(
+                ManagedLedger::open(&*b, &format!("small-{i}"), cfg())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let s0 = b.stats();
+        let futs: Vec<_> = (0..2000)
+            .map(|i| mls[i % mls.len()].append(payload(i, 1000)))
+            .collect();
+        for f in futs {
+            f.await.unwrap();
+        }
+        let st = b.stats();
+        assert_eq!(st.segment_syncs, s0.segment_syncs, "{st:?}");
+        assert_eq!(st.direct_entries, 0, "{st:?}");
+        assert!(st.syncs - s0.syncs < 100, "{st:?}");
+        for ml in mls {
+            ml.close().await.unwrap();
+        }
+    });
+    drop(b);
+    h.shutdown();
+}
+
+#[test]
+fn crash_between_segment_write_and_journal_record_keeps_the_synced_bytes() {
+    let mut h = harness();
+    let all = write_batches_and_crash(&mut h, &[vec![40 << 10; 3], vec![200], vec![90 << 10]]);
+    // The last reference never reached the journal: its entry is in the
+    // segment (written and synced) but was never acknowledged.
+    let recs = journal(&h);
+    let (i, _) = *segrefs(&recs).last().unwrap();
+    cut_journal_at(&recs, i);
+    // Intact bytes are served (they are durable), nothing is refused.
+    assert_eq!(reopen_and_read(&mut h).unwrap(), all);
+}
+
+#[test]
+fn torn_large_entry_without_a_reference_is_cut() {
+    let mut h = harness();
+    let all = write_batches_and_crash(&mut h, &[vec![200 << 10], vec![300 << 10]]);
+    let seg = segment(&h);
+    let recs = journal(&h);
+    let (i, r) = *segrefs(&recs).last().unwrap();
+    assert_eq!((r.first, r.count), (1, 1));
+    cut_journal_at(&recs, i);
+    // Power loss tore the second entry's write half way.
+    cut_file(&seg, r.offset + r.len / 2);
+    assert_eq!(reopen_and_read(&mut h).unwrap(), all[..1].to_vec());
+    // The torn tail was cut from the file, not left for a later reader.
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), r.offset);
+}
+
+#[test]
+fn referenced_bytes_torn_are_refused_with_the_segment_path() {
+    let mut h = harness();
+    write_batches_and_crash(&mut h, &[vec![200 << 10], vec![300 << 10]]);
+    let seg = segment(&h);
+    let (_, r) = *segrefs(&journal(&h)).last().unwrap();
+    // The journal says these bytes were synced: losing them is corruption.
+    cut_file(&seg, r.offset + r.len / 2);
+    assert_corrupt_naming(reopen_and_read(&mut h), &seg);
+    // ... and the damaged file is left as found, for whoever investigates.
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), r.offset + r.len / 2);
+    // A later open still refuses.
+    h.crash();
+    assert_corrupt_naming(reopen_and_read(&mut h), &seg);
+}
+
+#[test]
+fn write_once_segment_damaged_after_a_checkpoint_is_refused() {
+    let mut h = harness();
+    write_batches_and_crash(&mut h, &[vec![100 << 10; 3], vec![64 << 10]]);
+    h.start().unwrap();
+    h.shutdown(); // recovery and a clean checkpoint: the journal is recycled
+    let seg = segment(&h);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&seg, &bytes).unwrap();
+    let _ = std::fs::remove_file(seg.with_extension("idx"));
+    match reopen_and_read(&mut h) {
+        Err(LedgerError::Corrupt { path, .. }) => assert_eq!(path, seg),
+        other => panic!("expected Corrupt, got {:?}", other.map(|v| v.len())),
+    }
+}
+
+#[test]
+fn checkpoint_records_write_once_entries() {
+    // Ledgers of 5 entries, each entry written once; checkpoints every few
+    // milliseconds recycle the journal, so after the crash nothing in the
+    // journal refers to the sealed ledgers: only the checkpoint's entry
+    // counts tell a torn tail from lost synced data.
+    let mut h = File::with(SyncMode::Always, 64 << 10, false, |c| {
+        c.direct_write_bytes = DIRECT;
+        c.checkpoint_interval = std::time::Duration::from_millis(5);
+    });
+    let lcfg = LedgerConfig {
+        max_entries_per_ledger: 5,
+        ..cfg()
+    };
+    let all: Vec<Bytes> = (0..20).map(|i| payload(i, 20 << 10)).collect();
+    rt().block_on(async {
+        let b = h.backend.clone().unwrap();
+        let ml = ManagedLedger::open(&*b, TOPIC, lcfg.clone()).await.unwrap();
+        for p in &all {
+            ml.append(p.clone()).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        // An idle flusher rotates within 200 ms; wait for that checkpoint.
+        let c0 = b.stats().checkpoints;
+        for _ in 0..100 {
+            if b.stats().checkpoints > c0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(b.stats().checkpoints > c0, "{:?}", b.stats());
+        assert_eq!(b.stats().direct_entries, 20);
+    });
+    h.crash();
+    let segs: Vec<PathBuf> = segments(&h)
+        .into_iter()
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    assert_eq!(segs.len(), 4, "{segs:?}");
+    let sealed = &segs[1];
+    let ledger: u64 = sealed.file_stem().unwrap().to_str().unwrap()[1..]
+        .parse()
+        .unwrap();
+    let recs = journal(&h);
+    assert!(
+        segrefs(&recs)
+            .iter()
+            .all(|(i, _)| u64_at(&recs[*i].body, 5) != ledger),
+        "the journal still refers to ledger {ledger}"
+    );
+    // Its last entry cut away: synced data lost, not a torn tail.
+    let len = std::fs::metadata(sealed).unwrap().len();
+    cut_file(sealed, len - 100);
+    let _ = std::fs::remove_file(sealed.with_extension("idx"));
+    h.start().unwrap();
+    let e = rt()
+        .block_on(ManagedLedger::open(
+            &**h.backend.as_ref().unwrap(),
+            TOPIC,
+            lcfg,
+        ))
+        .unwrap_err();
+    match &e {
+        LedgerError::Corrupt { path, .. } => assert_eq!(path, sealed),
+        other => panic!("expected Corrupt, got {other}"),
+    }
+}
+
+/// A batch: small entries (together below the threshold: through the
+/// journal) or large ones (each above it: written once, however the
+/// flusher splits the batch).
+fn batch() -> impl Strategy<Value = Vec<usize>> {
+    prop_oneof![
+        proptest::collection::vec(16usize..3000, 1..5),
+        proptest::collection::vec(DIRECT..(80 << 10), 1..4),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Batches through both paths, a crash, then the segment cut anywhere
+    /// from the last reference on, with or without that reference in the
+    /// journal. Recovery serves every entry whose bytes it can vouch for, a
+    /// prefix, never garbage; it refuses the topic only when referenced
+    /// (synced) bytes are gone, and then names the segment.
+    #[test]
+    fn recovery_serves_a_prefix_and_refuses_lost_synced_bytes(
+        mut batches in proptest::collection::vec(batch(), 1..6),
+        last_large in proptest::collection::vec(DIRECT..(120 << 10), 1..3),
+        drop_ref in any::<bool>(),
+        frac in prop_oneof![Just(0.0), Just(1.0), 0.0f64..1.0],
+    ) {
+        // With the reference dropped, the crash came in the last batch: it is large.
+        if drop_ref {
+            batches.push(last_large);
+        }
+        let mut h = harness();
+        let all = write_batches_and_crash(&mut h, &batches);
+        let recs = journal(&h);
+        let refs = segrefs(&recs);
+        let Some(&(ri, r)) = refs.last() else {
+            // Only small batches: the journal path, repaired from the journal.
+            prop_assert_eq!(reopen_and_read(&mut h).unwrap(), all);
+            return Ok(());
+        };
+        let seg = segment(&h);
+        let seg_len = std::fs::metadata(&seg).unwrap().len();
+        let ref_end = r.offset + r.len;
+        let lo = r.offset;
+        let hi = if drop_ref { ref_end } else { seg_len };
+        let cut = lo + ((hi - lo) as f64 * frac) as u64;
+        if drop_ref {
+            prop_assert_eq!(r.first + r.count, all.len() as u64);
+            cut_journal_at(&recs, ri);
+        }
+        cut_file(&seg, cut);
+        let got = reopen_and_read(&mut h);
+        if !drop_ref && cut < ref_end {
+            assert_corrupt_naming(got, &seg);
+            return Ok(());
+        }
+        let got = got.unwrap();
+        let want = if drop_ref {
+            // Whole records of the unreferenced write that survived the cut.
+            let mut end = r.offset;
+            let mut n = r.first;
+            while n < all.len() as u64 && end + rec_len(all[n as usize].len()) <= cut {
+                end += rec_len(all[n as usize].len());
+                n += 1;
+            }
+            n as usize
+        } else {
+            all.len()
+        };
+        prop_assert_eq!(got.len(), want);
+        for (g, w) in got.iter().zip(&all) {
+            prop_assert_eq!(g, w);
+        }
+    }
+}
