@@ -11,6 +11,7 @@ use tracing::info;
 
 mod admin_cli;
 mod perf;
+mod tokens_cli;
 
 /// Strobe: a message broker that speaks Apache Pulsar's binary protocol.
 ///
@@ -32,6 +33,11 @@ enum CommandLine {
     Perf(perf::PerfArgs),
     /// Administer a broker over its HTTP API (like pulsar-admin): tenants, namespaces, topics.
     Admin(admin_cli::AdminArgs),
+    /// Make and check authentication tokens (like `pulsar tokens`).
+    Tokens {
+        #[command(subcommand)]
+        cmd: tokens_cli::TokensCommand,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +77,7 @@ fn main() -> ExitCode {
         CommandLine::Broker(args) => cluster_broker(args),
         CommandLine::Perf(args) => perf::run(args),
         CommandLine::Admin(args) => admin_cli::run(args),
+        CommandLine::Tokens { cmd } => tokens_cli::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -160,6 +167,19 @@ fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
             broker.service(),
             stop_http.clone(),
         ));
+        let admin_tls = if cfg.http_port_tls != 0 {
+            let addr = format!("{}:{}", cfg.bind_address, cfg.http_port_tls);
+            let l = tokio::net::TcpListener::bind(&addr)
+                .await
+                .with_context(|| format!("binding the HTTPS port {addr}"))?;
+            Some(tokio::spawn(strobe_admin::serve_tls(
+                l,
+                broker.service(),
+                stop_http.clone(),
+            )))
+        } else {
+            None
+        };
         info!(
             version = env!("CARGO_PKG_VERSION"),
             addr = %broker.local_addr(),
@@ -174,6 +194,11 @@ fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
         handle.shutdown().await;
         if let Ok(Err(e)) = admin.await {
             tracing::warn!(error = %e, "the HTTP server ended with an error");
+        }
+        if let Some(t) = admin_tls
+            && let Ok(Err(e)) = t.await
+        {
+            tracing::warn!(error = %e, "the HTTPS server ended with an error");
         }
         Ok(())
     })

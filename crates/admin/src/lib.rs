@@ -33,6 +33,9 @@ use tracing::info;
 
 type Svc = Arc<BrokerService>;
 
+mod auth;
+pub use auth::{PeerInfo, TlsListener};
+
 /// An error in Pulsar's admin shape.
 #[derive(Debug)]
 struct ApiError(u16, String);
@@ -67,9 +70,37 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     info!(addr = %listener.local_addr()?, "admin HTTP API listening");
-    axum::serve(listener, router(service))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    axum::serve(
+        listener,
+        router(service).into_make_service_with_connect_info::<PeerInfo>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
+}
+
+/// Serves HTTPS (the broker's TLS configuration; client certificates are the
+/// "tls" provider's credentials) until `shutdown` is cancelled.
+pub async fn serve_tls(
+    listener: TcpListener,
+    service: Svc,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let Some(cfg) = service.security.tls.clone() else {
+        return Err(std::io::Error::other(
+            "the HTTPS port needs tls_certificate_file and tls_key_file",
+        ));
+    };
+    info!(addr = %listener.local_addr()?, "admin HTTPS API listening");
+    let listener = TlsListener {
+        listener,
+        acceptor: strobe_security::acceptor(cfg),
+    };
+    axum::serve(
+        listener,
+        router(service).into_make_service_with_connect_info::<PeerInfo>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
 }
 
 pub fn router(service: Svc) -> Router {
@@ -247,6 +278,10 @@ pub fn router(service: Svc) -> Router {
             "/lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}/bundle",
             get(topic_bundle),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            service.clone(),
+            auth::layer,
+        ))
         .with_state(service)
 }
 
@@ -273,10 +308,20 @@ async fn cluster(State(s): State<Svc>, Path(c): Path<String>) -> ApiResult<axum:
     if c != s.config.cluster_name {
         return Err(ApiError(404, format!("cluster {c} does not exist")));
     }
-    Ok(axum::Json(json!({
+    let mut v = json!({
         "serviceUrl": format!("http://{}:{}", s.config.advertised_address, s.config.http_port),
         "brokerServiceUrl": s.service_url(),
-    })))
+    });
+    if let Some(tls) = s.service_url_tls() {
+        v["brokerServiceUrlTls"] = json!(tls);
+    }
+    if s.config.http_port_tls != 0 {
+        v["serviceUrlTls"] = json!(format!(
+            "https://{}:{}",
+            s.config.advertised_address, s.config.http_port_tls
+        ));
+    }
+    Ok(axum::Json(v))
 }
 
 /// This broker serves one cluster; re-declaring it (as Pulsar's test setups do) is accepted.
@@ -1239,8 +1284,12 @@ async fn lookup(
         "brokerUrl": s.service_url(),
         "httpUrl": format!("http://{}:{}", s.config.advertised_address, s.config.http_port),
         "nativeUrl": s.service_url(),
-        "brokerUrlTls": "",
-        "httpUrlTls": "",
+        "brokerUrlTls": s.service_url_tls().unwrap_or_default(),
+        "httpUrlTls": if s.config.http_port_tls != 0 {
+            format!("https://{}:{}", s.config.advertised_address, s.config.http_port_tls)
+        } else {
+            String::new()
+        },
     })))
 }
 

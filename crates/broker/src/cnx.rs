@@ -8,9 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
+use strobe_security::tls::rustls::pki_types::CertificateDer;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
@@ -28,6 +27,7 @@ use strobe_wire::proto::{self, CommandConsumerStatsResponse, FeatureFlags, Serve
 use strobe_wire::{Command, Frame, FrameCodec, OutFrame, WireError, commands};
 
 use crate::BrokerError;
+use crate::security::Operation;
 use crate::service::BrokerService;
 use crate::subscription::{
     AdminOp, AdminReply, ConsumerSpec, KeySharedSpec, SeekTarget, StartPosition, SubscriptionHandle,
@@ -44,16 +44,22 @@ enum Next {
     Close(&'static str),
 }
 
-pub(crate) async fn serve(
-    stream: TcpStream,
+/// Serves one connection, plain (`peer_certs` empty) or TLS (the client's
+/// verified certificates, if it presented any).
+pub(crate) async fn serve<R, W>(
+    read: R,
+    write: W,
     peer: SocketAddr,
+    peer_certs: Vec<CertificateDer<'static>>,
     service: Arc<BrokerService>,
     shutdown: CancellationToken,
-) {
-    let span = info_span!("cnx", remote = %peer, client = tracing::field::Empty);
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let span = info_span!("cnx", remote = %peer, client = tracing::field::Empty, role = tracing::field::Empty);
     async move {
         debug!("connection opened");
-        let (read, write) = stream.into_split();
         let (tx, rx) = mpsc::channel::<OutFrame>(WRITE_QUEUE);
         let writer = tokio::spawn(write_loop(write, rx));
         let mut cnx = ServerCnx {
@@ -65,6 +71,9 @@ pub(crate) async fn serve(
             consumers: HashMap::new(),
             recently_closed: HashMap::new(),
             end_of_topic_ok: true,
+            peer_certs,
+            auth: None,
+            challenge_sent: None,
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
@@ -77,7 +86,7 @@ pub(crate) async fn serve(
     .await
 }
 
-async fn write_loop(mut write: OwnedWriteHalf, mut rx: mpsc::Receiver<OutFrame>) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut write: W, mut rx: mpsc::Receiver<OutFrame>) {
     while let Some(frame) = rx.recv().await {
         let mut buf = frame.into_buf();
         if let Err(e) = write.write_all_buf(&mut buf).await {
@@ -105,6 +114,20 @@ struct ServerCnx {
     recently_closed: HashMap<u64, Instant>,
     /// Whether the client understands REACHED_END_OF_TOPIC (see [`understands_end_of_topic`]).
     end_of_topic_ok: bool,
+    /// The client's verified TLS certificates (empty on a plain connection).
+    peer_certs: Vec<CertificateDer<'static>>,
+    /// Who the client is, once CONNECT authenticated it.
+    auth: Option<Authenticated>,
+    /// When an AUTH_CHALLENGE for expired credentials went out, unanswered.
+    challenge_sent: Option<Instant>,
+}
+
+/// The authenticated identity of a connection.
+#[derive(Debug, Clone)]
+struct Authenticated {
+    role: Option<String>,
+    method: String,
+    expires_at: Option<std::time::SystemTime>,
 }
 
 /// Pulsar sends REACHED_END_OF_TOPIC to clients of protocol v9 and later. The
@@ -117,9 +140,9 @@ fn understands_end_of_topic(client_version: &str, protocol: i32) -> bool {
 }
 
 impl ServerCnx {
-    async fn run(
+    async fn run<R: AsyncRead + Unpin>(
         &mut self,
-        read: tokio::net::tcp::OwnedReadHalf,
+        read: R,
         shutdown: &CancellationToken,
     ) -> &'static str {
         let cfg = &self.service.config;
@@ -129,9 +152,16 @@ impl ServerCnx {
         let mut ticker = tokio::time::interval_at(Instant::now() + keepalive, keepalive);
         let mut heard_since_tick = true;
         let mut ping_outstanding = false;
+        let refresh_every = Duration::from_secs(cfg.auth_refresh_check_secs);
+        let mut refresh = tokio::time::interval_at(Instant::now() + refresh_every, refresh_every);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return "broker shutting down",
+                _ = refresh.tick() => {
+                    if let Some(reason) = self.check_credentials().await {
+                        return reason;
+                    }
+                }
                 _ = tokio::time::sleep_until(handshake_deadline), if self.state == State::AwaitingConnect => {
                     return "no CONNECT within the handshake timeout";
                 }
@@ -187,6 +217,46 @@ impl ServerCnx {
             (State::AwaitingConnect, Command::Connect(connect)) => {
                 let client_protocol = connect.protocol_version.unwrap_or(0);
                 tracing::Span::current().record("client", connect.client_version.as_str());
+                let method = connect.auth_method_name.clone().or_else(|| {
+                    // The legacy enum of protocol v2 (AuthMethodNone/YcaV1/Athens).
+                    connect.auth_method.map(|m| {
+                        match m {
+                            1 => "ycav1",
+                            2 => "athens",
+                            _ => "none",
+                        }
+                        .to_owned()
+                    })
+                });
+                let result = self.service.security.authenticator.authenticate_connect(
+                    method.as_deref(),
+                    connect.auth_data.as_deref(),
+                    &self.peer_certs,
+                    std::time::SystemTime::now(),
+                );
+                match result {
+                    Ok(a) => {
+                        if let Some(r) = &a.role {
+                            tracing::Span::current().record("role", r.as_str());
+                        }
+                        self.auth = Some(Authenticated {
+                            role: a.role,
+                            method: a.method.name().to_owned(),
+                            expires_at: a.expires_at,
+                        });
+                    }
+                    Err(e) => {
+                        // The reason goes to the client; the credentials never reach the log.
+                        warn!(method = ?method, error = %e, "authentication failed");
+                        self.send(commands::error(
+                            u64::MAX,
+                            ServerError::AuthenticationError,
+                            format!("authentication failed: {e}"),
+                        ))
+                        .await;
+                        return Next::Close("authentication failed");
+                    }
+                }
                 let flags = FeatureFlags {
                     supports_get_partitioned_metadata_without_auto_creation: Some(true),
                     ..Default::default()
@@ -268,12 +338,21 @@ impl ServerCnx {
                             format!("namespace {} does not exist", t.namespace()),
                         )
                     }
-                    Ok(_) => commands::lookup_connect(
-                        c.request_id,
-                        &self.service.service_url(),
-                        None,
-                        false,
-                    ),
+                    Ok(t) => match self
+                        .service
+                        .authorize(self.role(), Operation::Lookup(&t))
+                        .await
+                    {
+                        Err(e) => {
+                            commands::lookup_failed(c.request_id, e.server_error(), e.to_string())
+                        }
+                        Ok(()) => commands::lookup_connect(
+                            c.request_id,
+                            &self.service.service_url(),
+                            self.service.service_url_tls().as_deref(),
+                            false,
+                        ),
+                    },
                 };
                 self.send(reply).await;
             }
@@ -285,14 +364,24 @@ impl ServerCnx {
                         ServerError::InvalidTopicName,
                         e.to_string(),
                     ),
-                    Ok(t) => match self.service.partitioned_metadata(&t, create).await {
-                        Ok(n) => commands::partitioned_metadata(c.request_id, n),
-                        Err(e) => commands::partitioned_metadata_failed(
-                            c.request_id,
-                            e.server_error(),
-                            e.to_string(),
-                        ),
-                    },
+                    Ok(t) => {
+                        let r = match self
+                            .service
+                            .authorize(self.role(), Operation::Lookup(&t))
+                            .await
+                        {
+                            Ok(()) => self.service.partitioned_metadata(&t, create).await,
+                            Err(e) => Err(e),
+                        };
+                        match r {
+                            Ok(n) => commands::partitioned_metadata(c.request_id, n),
+                            Err(e) => commands::partitioned_metadata_failed(
+                                c.request_id,
+                                e.server_error(),
+                                e.to_string(),
+                            ),
+                        }
+                    }
                 };
                 self.send(reply).await;
             }
@@ -302,11 +391,19 @@ impl ServerCnx {
                     GetTopicsMode::NonPersistent => (false, true),
                     GetTopicsMode::All => (true, true),
                 };
-                let reply = match self
+                let listed = match self
                     .service
-                    .topics_of_namespace(&c.namespace, persistent, non_persistent)
+                    .authorize(self.role(), Operation::ListTopics(&c.namespace))
                     .await
                 {
+                    Ok(()) => {
+                        self.service
+                            .topics_of_namespace(&c.namespace, persistent, non_persistent)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                let reply = match listed {
                     Ok(topics) => {
                         let hash = crate::service::topics_hash(&topics);
                         let changed = c.topics_hash.as_deref() != Some(hash.as_str());
@@ -476,13 +573,100 @@ impl ServerCnx {
                 };
                 self.send(reply).await;
             }
+            Command::AuthResponse(r) => {
+                if let Some(reason) = self.auth_response(r).await {
+                    return Next::Close(reason);
+                }
+            }
             command => self.unsupported(command).await,
         }
         Next::Continue
     }
 
+    /// The connection's role (None: authentication is off, or anonymous without a role).
+    fn role(&self) -> Option<&str> {
+        self.auth.as_ref().and_then(|a| a.role.as_deref())
+    }
+
+    /// Pulsar's `refreshAuthenticationCredentials`: credentials that expired
+    /// get an AUTH_CHALLENGE; one left unanswered until the next check, or a
+    /// client that cannot refresh, closes the connection.
+    async fn check_credentials(&mut self) -> Option<&'static str> {
+        let State::Connected { protocol_version } = self.state else {
+            return None;
+        };
+        let auth = self.auth.as_ref()?;
+        let expired = auth
+            .expires_at
+            .is_some_and(|t| t <= std::time::SystemTime::now());
+        if !expired {
+            return None;
+        }
+        if self.challenge_sent.is_some() {
+            return Some("credentials expired and the AUTH_CHALLENGE went unanswered");
+        }
+        let method = auth.method.clone();
+        info!(method = %method, "credentials expired: asking the client to refresh them");
+        self.challenge_sent = Some(Instant::now());
+        self.send(commands::auth_challenge(
+            crate::SERVER_VERSION,
+            &method,
+            Bytes::from_static(b"refresh"),
+            protocol_version,
+        ))
+        .await;
+        None
+    }
+
+    /// AUTH_RESPONSE to a refresh challenge: new credentials for the same role.
+    async fn auth_response(&mut self, r: proto::CommandAuthResponse) -> Option<&'static str> {
+        let data = r.response.as_ref();
+        let method = data
+            .and_then(|d| d.auth_method_name.clone())
+            .or_else(|| self.auth.as_ref().map(|a| a.method.clone()));
+        let result = self.service.security.authenticator.authenticate_connect(
+            method.as_deref(),
+            data.and_then(|d| d.auth_data.as_deref()),
+            &self.peer_certs,
+            std::time::SystemTime::now(),
+        );
+        match result {
+            Ok(a) if a.role.as_deref() == self.role() => {
+                if let Some(cur) = self.auth.as_mut() {
+                    cur.expires_at = a.expires_at;
+                }
+                self.challenge_sent = None;
+                debug!("credentials refreshed");
+                None
+            }
+            Ok(a) => {
+                warn!(new_role = ?a.role, "refreshed credentials name another role");
+                self.send(commands::error(
+                    u64::MAX,
+                    ServerError::AuthenticationError,
+                    "refreshed credentials must name the same role",
+                ))
+                .await;
+                Some("refreshed credentials name another role")
+            }
+            Err(e) => {
+                warn!(error = %e, "credential refresh failed");
+                self.send(commands::error(
+                    u64::MAX,
+                    ServerError::AuthenticationError,
+                    format!("authentication failed: {e}"),
+                ))
+                .await;
+                Some("credential refresh failed")
+            }
+        }
+    }
+
     async fn create_producer(&mut self, c: proto::CommandProducer) -> Result<(), BrokerError> {
         let topic_name = TopicName::parse(&c.topic)?;
+        self.service
+            .authorize(self.role(), Operation::Produce(&topic_name))
+            .await?;
         if let Some(existing) = self.producers.get(&c.producer_id) {
             if existing.topic.has_producer((self.id, c.producer_id)) {
                 return Err(BrokerError::ProducerBusy(format!(
@@ -643,6 +827,12 @@ impl ServerCnx {
             self.consumers.remove(&c.consumer_id);
         }
         let topic_name = TopicName::parse(&c.topic)?;
+        self.service
+            .authorize(
+                self.role(),
+                Operation::Consume(&topic_name, &c.subscription),
+            )
+            .await?;
         let create = c.force_topic_creation.unwrap_or(true);
         let topic = self.service.topic(&topic_name, create).await?;
         let sub_type = match c.sub_type() {

@@ -69,6 +69,45 @@ pub struct BrokerConfig {
     /// Seconds between backlog quota checks (evictions, producer disconnects)
     /// (Pulsar: backlogQuotaCheckIntervalInSeconds).
     pub backlog_quota_check_interval_secs: u64,
+    /// TLS port of the binary protocol; 0 = no TLS listener (Pulsar: brokerServicePortTls).
+    pub broker_port_tls: u16,
+    /// TLS port of the HTTP API; 0 = none (Pulsar: webServicePortTls).
+    pub http_port_tls: u16,
+    /// PEM certificate chain the TLS listeners present (Pulsar: tlsCertificateFilePath).
+    pub tls_certificate_file: String,
+    /// PEM private key, PKCS#8 or PKCS#1 (Pulsar: tlsKeyFilePath).
+    pub tls_key_file: String,
+    /// PEM CA certificates client certificates are checked against
+    /// (Pulsar: tlsTrustCertsFilePath); empty = client certificates are not asked for.
+    pub tls_trust_certs_file: String,
+    /// Refuse TLS clients without a trusted certificate
+    /// (Pulsar: tlsRequireTrustedClientCertOnConnect).
+    pub tls_require_trusted_client_cert: bool,
+    /// Clients must authenticate (Pulsar: authenticationEnabled).
+    pub authentication_enabled: bool,
+    /// Any of "token", "basic", "tls" (Pulsar: authenticationProviders).
+    pub authentication_providers: Vec<String>,
+    /// HMAC key for tokens: `file:///path`, `data:;base64,...` or base64 (Pulsar: tokenSecretKey).
+    pub token_secret_key: String,
+    /// Public key for RSA/EC-signed tokens, same forms (Pulsar: tokenPublicKey).
+    pub token_public_key: String,
+    /// Algorithm of token_public_key (Pulsar: tokenPublicAlg).
+    pub token_public_alg: String,
+    /// The token claim that names the role (Pulsar: tokenAuthClaim).
+    pub token_auth_claim: String,
+    /// htpasswd file for basic authentication, apr1-MD5 or bcrypt hashes
+    /// (Pulsar: the PULSAR_AUTH_BASIC_CONF file).
+    pub basic_auth_htpasswd_file: String,
+    /// Role of clients that present no credentials; empty = they are refused
+    /// (Pulsar: anonymousUserRole).
+    pub anonymous_user_role: String,
+    /// Check roles' permissions (Pulsar: authorizationEnabled).
+    pub authorization_enabled: bool,
+    /// Roles allowed everything (Pulsar: superUserRoles).
+    pub superuser_roles: Vec<String>,
+    /// Seconds between checks of connections' credentials; an expired token gets an
+    /// AUTH_CHALLENGE (Pulsar: authenticationRefreshCheckSeconds).
+    pub auth_refresh_check_secs: u64,
 }
 
 impl Default for BrokerConfig {
@@ -99,6 +138,23 @@ impl Default for BrokerConfig {
             default_number_of_namespace_bundles: 4,
             stats_update_interval_secs: 15,
             backlog_quota_check_interval_secs: 60,
+            broker_port_tls: 0,
+            http_port_tls: 0,
+            tls_certificate_file: String::new(),
+            tls_key_file: String::new(),
+            tls_trust_certs_file: String::new(),
+            tls_require_trusted_client_cert: false,
+            authentication_enabled: false,
+            authentication_providers: Vec::new(),
+            token_secret_key: String::new(),
+            token_public_key: String::new(),
+            token_public_alg: "RS256".into(),
+            token_auth_claim: "sub".into(),
+            basic_auth_htpasswd_file: String::new(),
+            anonymous_user_role: String::new(),
+            authorization_enabled: false,
+            superuser_roles: Vec::new(),
+            auth_refresh_check_secs: 60,
         }
     }
 }
@@ -187,6 +243,38 @@ impl BrokerConfig {
                 "dispatcher_max_read_batch must be at least 1".into(),
             ));
         }
+        if (self.broker_port_tls != 0 || self.http_port_tls != 0)
+            && (self.tls_certificate_file.is_empty() || self.tls_key_file.is_empty())
+        {
+            return Err(ConfigError::Invalid(
+                "a TLS port needs tls_certificate_file and tls_key_file".into(),
+            ));
+        }
+        if let Some(p) = self
+            .authentication_providers
+            .iter()
+            .find(|p| !matches!(p.as_str(), "token" | "basic" | "tls"))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "authentication_providers: unknown provider {p:?} (token, basic or tls)"
+            )));
+        }
+        let has = |p: &str| self.authentication_providers.iter().any(|x| x == p);
+        if has("token") && self.token_secret_key.is_empty() && self.token_public_key.is_empty() {
+            return Err(ConfigError::Invalid(
+                "the token provider needs token_secret_key or token_public_key".into(),
+            ));
+        }
+        if has("basic") && self.basic_auth_htpasswd_file.is_empty() {
+            return Err(ConfigError::Invalid(
+                "the basic provider needs basic_auth_htpasswd_file".into(),
+            ));
+        }
+        if self.auth_refresh_check_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "auth_refresh_check_secs must be at least 1".into(),
+            ));
+        }
         if self.advertised_address.is_empty() {
             return Err(ConfigError::Invalid(
                 "advertised_address must not be empty".into(),
@@ -203,6 +291,12 @@ impl BrokerConfig {
 
     pub fn keepalive_interval(&self) -> Duration {
         Duration::from_secs(self.keepalive_interval_secs)
+    }
+
+    /// `pulsar+ssl://host:port` when the TLS listener is on.
+    pub fn broker_service_url_tls(&self, port: u16) -> Option<String> {
+        (self.broker_port_tls != 0)
+            .then(|| format!("pulsar+ssl://{}:{port}", self.advertised_address))
     }
 
     /// `pulsar://host:port` as clients should reach this broker.

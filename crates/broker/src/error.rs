@@ -44,6 +44,10 @@ pub enum BrokerError {
     /// policy is producer_exception (else producer_request_hold).
     #[error("{message}")]
     BacklogQuotaExceeded { message: String, exception: bool },
+    #[error("{0}")]
+    Authentication(String),
+    #[error("{0}")]
+    Authorization(String),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -75,6 +79,8 @@ impl BrokerError {
             BrokerError::BacklogQuotaExceeded { .. } => {
                 ServerError::ProducerBlockedQuotaExceededError
             }
+            BrokerError::Authentication(_) => ServerError::AuthenticationError,
+            BrokerError::Authorization(_) => ServerError::AuthorizationError,
             BrokerError::Io(_) => ServerError::UnknownError,
         }
     }
@@ -94,6 +100,8 @@ impl BrokerError {
             | BrokerError::Precondition(_) => 412,
             BrokerError::TopicTerminated(_) => 405,
             BrokerError::ServiceNotReady(_) => 503,
+            BrokerError::Authentication(_) => 401,
+            BrokerError::Authorization(_) => 403,
             _ => 500,
         }
     }

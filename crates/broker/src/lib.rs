@@ -5,6 +5,7 @@
 mod cnx;
 pub mod config;
 mod error;
+pub mod security;
 mod server;
 pub mod service;
 pub mod subscription;

@@ -23,6 +23,8 @@ use crate::service::BrokerService;
 pub struct Broker {
     service: Arc<BrokerService>,
     listener: TcpListener,
+    /// The TLS listener of the binary protocol, when broker_port_tls is set.
+    tls_listener: Option<TcpListener>,
     file_backend: Option<Arc<FileBackend>>,
 }
 
@@ -35,6 +37,14 @@ impl Broker {
             .map_err(|e| BrokerError::NotAllowed(e.to_string()))?;
         let listener = TcpListener::bind(addr).await?;
         let port = listener.local_addr()?.port();
+        let tls_listener = if config.broker_port_tls != 0 {
+            let tls_addr = format!("{}:{}", config.bind_address, config.broker_port_tls);
+            Some(TcpListener::bind(&tls_addr).await.map_err(|e| {
+                BrokerError::NotAllowed(format!("binding the TLS port {tls_addr}: {e}"))
+            })?)
+        } else {
+            None
+        };
         let (backend, file_backend, metadata): (Arc<dyn LedgerBackend>, _, Arc<dyn MetadataStore>) =
             if config.storage == "memory" {
                 (
@@ -66,6 +76,7 @@ impl Broker {
         Ok(Broker {
             service,
             listener,
+            tls_listener,
             file_backend,
         })
     }
@@ -88,13 +99,34 @@ impl Broker {
         let addr = self.local_addr();
         let service = self.service.clone();
         tokio::spawn(self.service.clone().run_background(stop_accepting.clone()));
-        let accept = tokio::spawn(accept_loop(
+        let slots = Arc::new(Semaphore::new(self.service.config.max_connections));
+        let tls = match (self.tls_listener, self.service.security.tls.clone()) {
+            (Some(l), Some(cfg)) => Some(tokio::spawn(accept_loop(
+                self.service.clone(),
+                l,
+                Some(strobe_security::acceptor(cfg)),
+                slots.clone(),
+                stop_accepting.clone(),
+                connections.clone(),
+                tracker.clone(),
+            ))),
+            _ => None,
+        };
+        let plain = tokio::spawn(accept_loop(
             self.service.clone(),
             self.listener,
+            None,
+            slots,
             stop_accepting.clone(),
             connections.clone(),
             tracker.clone(),
         ));
+        let accept = tokio::spawn(async move {
+            let _ = plain.await;
+            if let Some(t) = tls {
+                let _ = t.await;
+            }
+        });
         BrokerHandle {
             addr,
             service,
@@ -152,13 +184,14 @@ impl BrokerHandle {
 async fn accept_loop(
     service: Arc<BrokerService>,
     listener: TcpListener,
+    tls: Option<strobe_security::tls::tokio_rustls::TlsAcceptor>,
+    slots: Arc<Semaphore>,
     stop: CancellationToken,
     connections: CancellationToken,
     tracker: TaskTracker,
 ) {
     let max = service.config.max_connections;
-    let slots = Arc::new(Semaphore::new(max));
-    info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "accepting Pulsar connections");
+    info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), tls = tls.is_some(), "accepting Pulsar connections");
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
@@ -183,8 +216,35 @@ async fn accept_loop(
         }
         let service = service.clone();
         let token = connections.child_token();
+        let tls = tls.clone();
         tracker.spawn(async move {
-            cnx::serve(stream, peer, service, token).await;
+            match tls {
+                None => {
+                    let (read, write) = stream.into_split();
+                    cnx::serve(read, write, peer, Vec::new(), service, token).await;
+                }
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(
+                        std::time::Duration::from_secs(service.config.handshake_timeout_secs),
+                        acceptor.accept(stream),
+                    )
+                    .await;
+                    match handshake {
+                        Ok(Ok(tls_stream)) => {
+                            let certs: Vec<_> = tls_stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                                .unwrap_or_default();
+                            let (read, write) = tokio::io::split(tls_stream);
+                            cnx::serve(read, write, peer, certs, service, token).await;
+                        }
+                        Ok(Err(e)) => warn!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => warn!(%peer, "TLS handshake timed out"),
+                    }
+                }
+            }
             drop(slot);
         });
     }

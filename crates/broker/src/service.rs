@@ -181,6 +181,8 @@ pub struct TenantInfo {
 /// The broker's topics and namespaces.
 pub struct BrokerService {
     pub config: BrokerConfig,
+    /// Authentication providers, authorizer and TLS configuration.
+    pub security: crate::security::Security,
     /// The port clients reach the binary protocol on.
     pub broker_port: u16,
     backend: Arc<dyn LedgerBackend>,
@@ -234,7 +236,9 @@ impl BrokerService {
             max_entry_bytes: config.max_message_size + strobe_wire::FRAME_PADDING,
             ..LedgerConfig::default()
         };
+        let security = crate::security::Security::from_config(&config)?;
         let svc = BrokerService {
+            security,
             config,
             broker_port,
             backend,
@@ -313,6 +317,12 @@ impl BrokerService {
 
     pub fn service_url(&self) -> String {
         self.config.broker_service_url(self.broker_port)
+    }
+
+    /// `pulsar+ssl://…` when the TLS listener is on.
+    pub fn service_url_tls(&self) -> Option<String> {
+        self.config
+            .broker_service_url_tls(self.config.broker_port_tls)
     }
 
     pub fn namespace_exists(&self, ns: &str) -> bool {

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Runs apache/pulsar-client-python's own test suite against strobe, set up the
+# way that suite's start-up script (build-support/start-test-service-inside-
+# container.sh) sets up Pulsar: the same ports (6650, 6651, 8080, 8443), its
+# test certificates, token, TLS and basic authentication, authorization with
+# the same roles, and the same tenants and namespaces.
+#
+#   tests/upstream/run-python-suite.sh DIR [TEST_FILE...] [-- PYTEST_ARGS...]
+#
+# DIR is that repository's tests/ folder (e.g. from `git clone
+# https://github.com/apache/pulsar-client-python` — its files are not part of
+# this repository). The default test files are pulsar_test.py, schema_test.py,
+# reader_test.py, table_view_test.py and asyncio_test.py. STROBE_BIN names the
+# binary (default target/release/strobe) and PYTHON the interpreter with
+# pulsar-client and pytest (default .venv/bin/python). The last line printed
+# is pytest's "N passed, M failed" summary.
+set -euo pipefail
+
+die() { echo "run-python-suite: $*" >&2; exit 2; }
+[ $# -ge 1 ] || die "usage: $0 DIR [TEST_FILE...] [-- PYTEST_ARGS...]"
+DIR=$(cd "$1" && pwd) || die "no such directory: $1"
+shift
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+STROBE=${STROBE_BIN:-$ROOT/target/release/strobe}
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+[ -x "$STROBE" ] || die "no strobe binary at $STROBE (cargo build --release)"
+[ -x "$PY" ] || die "no python at $PY (tests/run-all.sh makes the venv)"
+[ -f "$DIR/pulsar_test.py" ] && [ -d "$DIR/test-conf" ] || die "$DIR is not pulsar-client-python's tests/ folder"
+"$PY" -c 'import pulsar, pytest, fastavro, requests, google.protobuf' 2>/dev/null \
+  || die "$PY needs pulsar-client, pytest, fastavro, requests and protobuf (pip install 'pulsar-client[avro]' requests protobuf pytest pytest-timeout)"
+
+FILES=()
+PYTEST_ARGS=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--" ]; then shift; PYTEST_ARGS=("$@"); break; fi
+  FILES+=("$1"); shift
+done
+[ ${#FILES[@]} -gt 0 ] || FILES=(pulsar_test.py schema_test.py reader_test.py table_view_test.py asyncio_test.py)
+
+for port in 6650 6651 8080 8443; do
+  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then die "port $port is in use"; fi
+done
+
+WORK=$(mktemp -d /tmp/strobe-upstream-XXXXXX)
+cleanup() {
+  if [ -n "${PID:-}" ] && kill -0 "$PID" 2>/dev/null; then kill "$PID"; wait "$PID" || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Keys and tokens, as `pulsar tokens` makes them there.
+"$STROBE" tokens create-secret-key --output "$WORK/secret.key"
+"$STROBE" tokens create --subject token-principal --secret-key "file://$WORK/secret.key" > "$DIR/.test-token.txt"
+SUPER=$("$STROBE" tokens create --subject superUser --secret-key "file://$WORK/secret.key")
+
+# tests/test-conf/standalone-ssl.conf, in strobe's keys.
+cat > "$WORK/strobe.toml" <<CONF
+cluster_name = "standalone"
+bind_address = "0.0.0.0"
+advertised_address = "localhost"
+broker_port = 6650
+http_port = 8080
+broker_port_tls = 6651
+http_port_tls = 8443
+data_dir = "$WORK/data"
+max_message_size = 1024000
+max_unacked_messages_per_consumer = 50000
+key_shared_use_consistent_hashing = false
+allow_auto_topic_creation = true
+auto_topic_creation_type = "non-partitioned"
+tls_certificate_file = "$DIR/test-conf/broker-cert.pem"
+tls_key_file = "$DIR/test-conf/broker-key.pem"
+tls_trust_certs_file = "$DIR/test-conf/cacert.pem"
+authentication_enabled = true
+authentication_providers = ["tls", "token", "basic"]
+token_secret_key = "file://$WORK/secret.key"
+basic_auth_htpasswd_file = "$DIR/test-conf/.htpasswd"
+anonymous_user_role = "anonymous"
+authorization_enabled = true
+superuser_roles = ["localhost", "superUser", "admin"]
+CONF
+
+"$STROBE" standalone --config "$WORK/strobe.toml" > "$WORK/strobe.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 100); do
+  curl -sf http://localhost:8080/metrics > /dev/null && break
+  kill -0 "$PID" 2>/dev/null || { cat "$WORK/strobe.log"; die "strobe exited"; }
+  sleep 0.1
+done
+
+# The setup calls of their script, with the superUser token. Pulsar answers
+# 409 to re-creating what standalone made at start (tenant public and
+# namespace public/default), so those are updated instead.
+call() {
+  local method=$1 path=$2 body=$3
+  curl -s -o /dev/null -w '%{http_code}' -X "$method" -H "Authorization: Bearer $SUPER" \
+    -H 'Content-Type: application/json' "http://localhost:8080/admin/v2/$path" -d "$body"
+}
+expect() {
+  local want=$1; shift
+  local got; got=$(call "$@")
+  case " $want " in *" $got "*) ;; *) die "$* answered $got, not $want";; esac
+}
+expect "204" PUT clusters/standalone '{"serviceUrl":"http://localhost:8080/","serviceUrlTls":"https://localhost:8443/","brokerServiceUrl":"pulsar://localhost:6650/","brokerServiceUrlTls":"pulsar+ssl://localhost:6651/"}'
+expect "204 409" PUT tenants/public '{"adminRoles":["anonymous"],"allowedClusters":["standalone"]}'
+expect "204" POST tenants/public '{"adminRoles":["anonymous"],"allowedClusters":["standalone"]}'
+for ns in public/default public/default-2; do
+  expect "204 409" PUT "namespaces/$ns" '{"auth_policies":{"namespace_auth":{"anonymous":["produce","consume"]}},"replication_clusters":["standalone"]}'
+  expect "204" POST "namespaces/$ns/permissions/anonymous" '["produce","consume"]'
+done
+expect "204 409" PUT tenants/private '{"adminRoles":[],"allowedClusters":["standalone"]}'
+expect "204 409" PUT namespaces/private/auth '{"auth_policies":{"namespace_auth":{"token-principal":["produce","consume"]}},"replication_clusters":["standalone"]}'
+
+echo "-- strobe is ready (log: $WORK/strobe.log); running ${FILES[*]}"
+cd "$DIR"
+set +e
+"$PY" -m pytest -q -p no:cacheprovider --timeout 60 "${FILES[@]}" "${PYTEST_ARGS[@]}" 2>&1 | tee "$WORK/pytest.log" \
+  | grep -E '^(FAILED|ERROR)|passed|failed'
+status=${PIPESTATUS[0]}
+set -e
+if ! kill -0 "$PID" 2>/dev/null; then echo "strobe died during the suite:"; tail -50 "$WORK/strobe.log"; fi
+tail -1 "$WORK/pytest.log"
+exit "$status"
