@@ -5,7 +5,8 @@
 #
 #   - Debian packages: protobuf-compiler (the cluster build's etcd client),
 #     etcd-server (the metadata tests run against a real etcd)
-#   - a Python venv in .venv with the official client, pulsar-client==3.13.0
+#     and openssl (the security tests make their certificates)
+#   - a Python venv in .venv with the official client, pulsar-client[avro]==3.13.0
 #   - starts a private etcd on a free port and exports ETCD_ENDPOINTS
 #   - cargo fmt --check, clippy (warnings are errors), cargo test, pytest
 set -euo pipefail
@@ -23,6 +24,7 @@ as_root() {
 
 need_pkgs=()
 command -v protoc >/dev/null || need_pkgs+=(protobuf-compiler)
+command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v etcd >/dev/null || [ -x /usr/bin/etcd ] || need_pkgs+=(etcd-server)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v python3 >/dev/null || need_pkgs+=(python3 python3-venv)
@@ -36,10 +38,10 @@ ETCD_BIN=$(command -v etcd || echo /usr/bin/etcd)
 [ -x "$ETCD_BIN" ] || { echo "tests/run-all.sh: etcd not found after installing etcd-server" >&2; exit 1; }
 
 PY_CLIENT=3.13.0
-if ! .venv/bin/python -c "import pulsar, sys; sys.exit(pulsar.__version__ != '$PY_CLIENT')" 2>/dev/null; then
-    say "creating .venv with pulsar-client==$PY_CLIENT"
+if ! .venv/bin/python -c "import pulsar, fastavro, sys; sys.exit(pulsar.__version__ != '$PY_CLIENT')" 2>/dev/null; then
+    say "creating .venv with pulsar-client[avro]==$PY_CLIENT"
     python3 -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check "pulsar-client==$PY_CLIENT" pytest
+    .venv/bin/pip install -q --disable-pip-version-check "pulsar-client[avro]==$PY_CLIENT" pytest
 fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check pytest
 
