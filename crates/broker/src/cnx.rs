@@ -573,6 +573,33 @@ impl ServerCnx {
                 };
                 self.send(reply).await;
             }
+            Command::GetSchema(c) => {
+                let reply = match self.get_schema(&c).await {
+                    Ok((v, s)) => commands::get_schema_response(
+                        c.request_id,
+                        crate::schemas::to_wire(&c.topic, &s),
+                        Bytes::copy_from_slice(&v.to_bytes()),
+                    ),
+                    Err(e) => {
+                        commands::get_schema_error(c.request_id, e.server_error(), e.to_string())
+                    }
+                };
+                self.send(reply).await;
+            }
+            Command::GetOrCreateSchema(c) => {
+                let reply = match self.get_or_create_schema(&c).await {
+                    Ok(v) => commands::get_or_create_schema_response(
+                        c.request_id,
+                        Bytes::copy_from_slice(&v.to_bytes()),
+                    ),
+                    Err(e) => commands::get_or_create_schema_error(
+                        c.request_id,
+                        e.server_error(),
+                        e.to_string(),
+                    ),
+                };
+                self.send(reply).await;
+            }
             Command::AuthResponse(r) => {
                 if let Some(reason) = self.auth_response(r).await {
                     return Next::Close(reason);
@@ -581,6 +608,40 @@ impl ServerCnx {
             command => self.unsupported(command).await,
         }
         Next::Continue
+    }
+
+    async fn get_schema(
+        &self,
+        c: &proto::CommandGetSchema,
+    ) -> Result<(strobe_schema::SchemaVersion, strobe_schema::SchemaData), BrokerError> {
+        let topic = TopicName::parse(&c.topic)?;
+        self.service
+            .authorize(self.role(), Operation::Lookup(&topic))
+            .await?;
+        let version = c
+            .schema_version
+            .as_deref()
+            .filter(|v| !v.is_empty())
+            .map(strobe_schema::SchemaVersion::from_bytes)
+            .transpose()
+            .map_err(crate::schemas::schema_err)?;
+        let (v, s, _) = self.service.get_schema(&topic, version).await?;
+        Ok((v, s))
+    }
+
+    async fn get_or_create_schema(
+        &self,
+        c: &proto::CommandGetOrCreateSchema,
+    ) -> Result<strobe_schema::SchemaVersion, BrokerError> {
+        let topic = TopicName::parse(&c.topic)?;
+        self.service
+            .authorize(self.role(), Operation::Produce(&topic))
+            .await?;
+        let schema = crate::schemas::from_wire(&c.schema)?;
+        self.service
+            .producer_schema(&topic, Some(&schema))
+            .await
+            .map(|v| v.expect("a schema was given"))
     }
 
     /// The connection's role (None: authentication is off, or anonymous without a role).
@@ -678,6 +739,16 @@ impl ServerCnx {
             self.producers.remove(&c.producer_id);
         }
         let topic = self.service.topic(&topic_name, true).await?;
+        let schema = c
+            .schema
+            .as_ref()
+            .map(crate::schemas::from_wire)
+            .transpose()?;
+        let schema_version = self
+            .service
+            .producer_schema(&topic_name, schema.as_ref())
+            .await?
+            .map(|v| Bytes::copy_from_slice(&v.to_bytes()));
         let user_named = c.producer_name.as_deref().is_some_and(|n| !n.is_empty());
         let name = match c.producer_name.clone().filter(|n| !n.is_empty()) {
             Some(n) => n,
@@ -712,7 +783,7 @@ impl ServerCnx {
                     c.request_id,
                     &name,
                     grant.last_sequence_id,
-                    None,
+                    schema_version,
                     grant.topic_epoch,
                     true,
                 ))
@@ -724,7 +795,7 @@ impl ServerCnx {
                     c.request_id,
                     &name,
                     grant.last_sequence_id,
-                    None,
+                    schema_version.clone(),
                     None,
                     false,
                 ))
@@ -733,9 +804,14 @@ impl ServerCnx {
                 let (rid, pid, last) = (c.request_id, c.producer_id, grant.last_sequence_id);
                 tokio::spawn(async move {
                     let reply = match wait.await {
-                        Ok(Ok(epoch)) => {
-                            commands::producer_success(rid, &name, last, None, Some(epoch), true)
-                        }
+                        Ok(Ok(epoch)) => commands::producer_success(
+                            rid,
+                            &name,
+                            last,
+                            schema_version,
+                            Some(epoch),
+                            true,
+                        ),
                         Ok(Err(e)) => commands::error(rid, e.server_error(), e.to_string()),
                         Err(_) => commands::close_producer(pid, None, None),
                     };
@@ -835,6 +911,18 @@ impl ServerCnx {
             .await?;
         let create = c.force_topic_creation.unwrap_or(true);
         let topic = self.service.topic(&topic_name, create).await?;
+        if let Some(schema) = c.schema.as_ref() {
+            let schema = crate::schemas::from_wire(schema)?;
+            let idle = topic.producer_names().is_empty()
+                && topic
+                    .subscriptions()
+                    .iter()
+                    .all(|s| s.consumer_count() == 0)
+                && topic.ledger.stats().entries == 0;
+            self.service
+                .consumer_schema(&topic_name, &schema, idle)
+                .await?;
+        }
         let sub_type = match c.sub_type() {
             SubscribeType::Exclusive => SubType::Exclusive,
             SubscribeType::Shared => SubType::Shared,

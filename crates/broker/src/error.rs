@@ -45,6 +45,8 @@ pub enum BrokerError {
     #[error("{message}")]
     BacklogQuotaExceeded { message: String, exception: bool },
     #[error("{0}")]
+    IncompatibleSchema(String),
+    #[error("{0}")]
     Authentication(String),
     #[error("{0}")]
     Authorization(String),
@@ -79,6 +81,7 @@ impl BrokerError {
             BrokerError::BacklogQuotaExceeded { .. } => {
                 ServerError::ProducerBlockedQuotaExceededError
             }
+            BrokerError::IncompatibleSchema(_) => ServerError::IncompatibleSchema,
             BrokerError::Authentication(_) => ServerError::AuthenticationError,
             BrokerError::Authorization(_) => ServerError::AuthorizationError,
             BrokerError::Io(_) => ServerError::UnknownError,
@@ -100,6 +103,7 @@ impl BrokerError {
             | BrokerError::Precondition(_) => 412,
             BrokerError::TopicTerminated(_) => 405,
             BrokerError::ServiceNotReady(_) => 503,
+            BrokerError::IncompatibleSchema(_) => 409,
             BrokerError::Authentication(_) => 401,
             BrokerError::Authorization(_) => 403,
             _ => 500,

@@ -5,6 +5,7 @@
 mod cnx;
 pub mod config;
 mod error;
+pub mod schemas;
 pub mod security;
 mod server;
 pub mod service;

@@ -35,6 +35,12 @@ pub struct NamespacePolicies {
     pub retention_policies: Option<RetentionPolicies>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_compatibility_strategy: Option<String>,
+    /// May producers register new schemas (Pulsar: is_allow_auto_update_schema, default true)?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_allow_auto_update_schema: Option<bool>,
+    /// Must producers of a topic with a schema bring one (default false)?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_validation_enforced: Option<bool>,
     pub auth_policies: AuthPolicies,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replication_clusters: Option<Vec<String>>,
@@ -187,7 +193,9 @@ pub struct BrokerService {
     pub broker_port: u16,
     backend: Arc<dyn LedgerBackend>,
     ledger_config: LedgerConfig,
-    metadata: Arc<dyn MetadataStore>,
+    pub(crate) metadata: Arc<dyn MetadataStore>,
+    /// Serialises schema registry writes (each is also a compare-and-set).
+    pub(crate) schema_lock: tokio::sync::Mutex<()>,
     /// Loaded topics. The async lock serialises loading, so a topic is opened once.
     topics: tokio::sync::Mutex<HashMap<String, Arc<Topic>>>,
     /// The ledger the health check writes to (opened on first use).
@@ -219,7 +227,7 @@ fn topic_key(t: &TopicName) -> String {
     )
 }
 
-fn meta_err(e: strobe_metadata::MetadataError) -> BrokerError {
+pub(crate) fn meta_err(e: strobe_metadata::MetadataError) -> BrokerError {
     BrokerError::Metadata(e.to_string())
 }
 
@@ -244,6 +252,7 @@ impl BrokerService {
             backend,
             ledger_config,
             metadata,
+            schema_lock: tokio::sync::Mutex::new(()),
             topics: tokio::sync::Mutex::new(HashMap::new()),
             non_persistent: strobe_ledger::MemoryBackend::new(),
             health: tokio::sync::OnceCell::new(),

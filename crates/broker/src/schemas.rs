@@ -1,0 +1,364 @@
+//! The schema registry's storage: each topic's history of schemas (and
+//! deletion markers) as JSON in the metadata store at
+//! `/schemas/<tenant>/<namespace>/<topic>` (partitions share their partitioned
+//! topic's schema, as in Pulsar). Every decision is `strobe-schema`'s; this
+//! module reads, writes (compare-and-set on the stored version) and converts
+//! to and from the wire's `Schema`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use strobe_metadata::Expect;
+use strobe_model::TopicName;
+use strobe_schema::{
+    ConsumerOutcome, HistoryEntry, PutOutcome, RegistryPolicy, SchemaCompatibilityStrategy,
+    SchemaData, SchemaError, SchemaType, SchemaVersion, StoredSchema,
+};
+use strobe_wire::proto;
+
+use crate::BrokerError;
+use crate::service::{BrokerService, NamespacePolicies};
+
+/// One stored entry, in the metadata store's JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredEntry {
+    pub version: i64,
+    /// Pulsar's type name ("AVRO", "JSON", ...); "DELETED" for a deletion marker.
+    #[serde(rename = "type")]
+    pub schema_type: String,
+    /// The schema definition, base64.
+    #[serde(default)]
+    pub data: String,
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+    /// Milliseconds since the epoch.
+    pub timestamp: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoredHistory {
+    entries: Vec<StoredEntry>,
+}
+
+const DELETED: &str = "DELETED";
+
+fn key(topic: &TopicName) -> String {
+    let base = topic.partitioned_parent();
+    format!("/schemas/{}/{}", base.namespace(), base.local_name())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
+
+impl StoredEntry {
+    fn to_stored(&self) -> Result<StoredSchema, BrokerError> {
+        use base64::Engine;
+        if self.schema_type == DELETED {
+            return Ok(StoredSchema::deleted(self.version));
+        }
+        let t = SchemaType::from_name(&self.schema_type).map_err(schema_err)?;
+        let data = b64()
+            .decode(&self.data)
+            .map_err(|e| BrokerError::Metadata(format!("stored schema data: {e}")))?;
+        Ok(StoredSchema::schema(
+            self.version,
+            SchemaData::new(t, data).with_properties(self.properties.clone()),
+        ))
+    }
+
+    /// The stored schema, if this entry is one (not a deletion marker).
+    pub fn schema(&self) -> Result<Option<SchemaData>, BrokerError> {
+        Ok(match self.to_stored()?.entry {
+            HistoryEntry::Schema(s) => Some(s),
+            HistoryEntry::Deleted => None,
+        })
+    }
+}
+
+/// A schema error as the client sees it.
+pub fn schema_err(e: SchemaError) -> BrokerError {
+    match e {
+        SchemaError::SchemaNotFound | SchemaError::VersionNotFound { .. } => {
+            BrokerError::TopicNotFound(e.to_string())
+        }
+        e if e.is_incompatible_schema() => BrokerError::IncompatibleSchema(e.to_string()),
+        e => BrokerError::NotAllowed(e.to_string()),
+    }
+}
+
+/// The wire's `Schema` as the registry's data.
+pub fn from_wire(s: &proto::Schema) -> Result<SchemaData, BrokerError> {
+    let t = SchemaType::from_wire_number(s.r#type).ok_or_else(|| {
+        BrokerError::IncompatibleSchema(format!("unknown schema type number {}", s.r#type))
+    })?;
+    Ok(SchemaData::new(t, s.schema_data.to_vec()).with_properties(
+        s.properties
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone())),
+    ))
+}
+
+/// The registry's data as the wire's `Schema`.
+pub fn to_wire(name: &str, s: &SchemaData) -> proto::Schema {
+    proto::Schema {
+        name: name.to_owned(),
+        schema_data: bytes::Bytes::from(s.data.clone()),
+        r#type: s.schema_type.wire_number(),
+        properties: s
+            .properties
+            .iter()
+            .map(|(k, v)| proto::KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The registry settings of a namespace: its strategy (or the broker's
+/// FULL), whether producers may add schemas, whether they must bring one.
+pub fn policy_of(p: &NamespacePolicies) -> RegistryPolicy {
+    let strategy = p
+        .schema_compatibility_strategy
+        .as_deref()
+        .and_then(|s| SchemaCompatibilityStrategy::from_name(s).ok());
+    RegistryPolicy {
+        strategy: strobe_schema::resolve_strategy(
+            None,
+            strategy,
+            None,
+            SchemaCompatibilityStrategy::BROKER_DEFAULT,
+        ),
+        allow_auto_update: p.is_allow_auto_update_schema.unwrap_or(true),
+        schema_validation_enforced: p.schema_validation_enforced.unwrap_or(false),
+        ..RegistryPolicy::default()
+    }
+}
+
+impl BrokerService {
+    /// Every stored entry of the topic's schema history, oldest first, and the
+    /// metadata version to write against.
+    pub async fn schema_history(
+        &self,
+        topic: &TopicName,
+    ) -> Result<(Vec<StoredEntry>, Option<u64>), BrokerError> {
+        match self
+            .metadata
+            .get(&key(topic))
+            .await
+            .map_err(crate::service::meta_err)?
+        {
+            None => Ok((Vec::new(), None)),
+            Some(v) => {
+                let h: StoredHistory = serde_json::from_slice(&v.value).map_err(|e| {
+                    BrokerError::Metadata(format!("schema history of {topic}: {e}"))
+                })?;
+                Ok((h.entries, Some(v.stat.version)))
+            }
+        }
+    }
+
+    async fn stored(
+        &self,
+        topic: &TopicName,
+    ) -> Result<(Vec<StoredSchema>, Vec<StoredEntry>, Option<u64>), BrokerError> {
+        let (entries, version) = self.schema_history(topic).await?;
+        let stored = entries
+            .iter()
+            .map(StoredEntry::to_stored)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((stored, entries, version))
+    }
+
+    async fn write_history(
+        &self,
+        topic: &TopicName,
+        entries: Vec<StoredEntry>,
+        expect: Option<u64>,
+    ) -> Result<(), BrokerError> {
+        let value = serde_json::to_vec(&StoredHistory { entries }).expect("json");
+        let expect = match expect {
+            Some(v) => Expect::Version(v),
+            None => Expect::Absent,
+        };
+        self.metadata
+            .put(&key(topic), &value, expect)
+            .await
+            .map(|_| ())
+            .map_err(|e| match e {
+                strobe_metadata::MetadataError::BadVersion { .. }
+                | strobe_metadata::MetadataError::AlreadyExists(_) => BrokerError::ServiceNotReady(
+                    format!("the schema of {topic} changed concurrently; try again"),
+                ),
+                other => crate::service::meta_err(other),
+            })
+    }
+
+    fn schema_policy(&self, topic: &TopicName) -> RegistryPolicy {
+        policy_of(
+            &self
+                .namespace_policies(topic.namespace())
+                .unwrap_or_default(),
+        )
+    }
+
+    async fn store_outcome(
+        &self,
+        topic: &TopicName,
+        schema: &SchemaData,
+        outcome: PutOutcome,
+        mut entries: Vec<StoredEntry>,
+        expect: Option<u64>,
+    ) -> Result<SchemaVersion, BrokerError> {
+        use base64::Engine;
+        if let PutOutcome::Create(v) = outcome {
+            entries.push(StoredEntry {
+                version: v.0,
+                schema_type: schema.schema_type.name().to_owned(),
+                data: b64().encode(&schema.data),
+                properties: schema.properties.clone(),
+                timestamp: now_ms(),
+            });
+            self.write_history(topic, entries, expect).await?;
+            tracing::info!(%topic, version = v.0, schema_type = schema.schema_type.name(), "schema added");
+        }
+        Ok(outcome.version())
+    }
+
+    /// PRODUCER and GET_OR_CREATE_SCHEMA: the version of `schema` for this
+    /// topic, registering it if the strategy allows. `None` schema: a producer
+    /// without one (allowed unless the namespace enforces schemas).
+    pub async fn producer_schema(
+        &self,
+        topic: &TopicName,
+        schema: Option<&SchemaData>,
+    ) -> Result<Option<SchemaVersion>, BrokerError> {
+        let _serial = self.schema_lock.lock().await;
+        let (stored, entries, version) = self.stored(topic).await?;
+        let policy = self.schema_policy(topic);
+        match strobe_schema::producer_schema(&stored, schema, &policy).map_err(schema_err)? {
+            None => Ok(None),
+            Some(outcome) => {
+                let schema = schema.expect("an outcome comes from a schema");
+                self.store_outcome(topic, schema, outcome, entries, version)
+                    .await
+                    .map(Some)
+            }
+        }
+    }
+
+    /// SUBSCRIBE with a schema: compatible with the topic's, or (on an idle
+    /// topic without one) it becomes the topic's.
+    pub async fn consumer_schema(
+        &self,
+        topic: &TopicName,
+        schema: &SchemaData,
+        topic_idle: bool,
+    ) -> Result<(), BrokerError> {
+        let _serial = self.schema_lock.lock().await;
+        let (stored, entries, version) = self.stored(topic).await?;
+        let policy = self.schema_policy(topic);
+        match strobe_schema::check_consumer(&stored, schema, &policy, topic_idle)
+            .map_err(schema_err)?
+        {
+            ConsumerOutcome::Compatible => Ok(()),
+            ConsumerOutcome::Added(outcome) => self
+                .store_outcome(topic, schema, outcome, entries, version)
+                .await
+                .map(|_| ()),
+        }
+    }
+
+    /// GET_SCHEMA and the REST GET: the latest schema, or a given version.
+    pub async fn get_schema(
+        &self,
+        topic: &TopicName,
+        version: Option<SchemaVersion>,
+    ) -> Result<(SchemaVersion, SchemaData, u64), BrokerError> {
+        let (stored, entries, _) = self.stored(topic).await?;
+        let (v, s) = strobe_schema::lookup(&stored, version).map_err(schema_err)?;
+        let ts = entries
+            .iter()
+            .find(|e| e.version == v.0)
+            .map_or(0, |e| e.timestamp);
+        Ok((v, s.clone(), ts))
+    }
+
+    /// Every live schema of the topic with its version and timestamp.
+    pub async fn all_schemas(
+        &self,
+        topic: &TopicName,
+    ) -> Result<Vec<(SchemaVersion, SchemaData, u64)>, BrokerError> {
+        let (stored, entries, _) = self.stored(topic).await?;
+        Ok(strobe_schema::active_schemas(&stored)
+            .into_iter()
+            .map(|(v, s)| {
+                let ts = entries
+                    .iter()
+                    .find(|e| e.version == v.0)
+                    .map_or(0, |e| e.timestamp);
+                (v, s.clone(), ts)
+            })
+            .collect())
+    }
+
+    /// The REST upload (POST .../schema): as a producer would register it.
+    pub async fn post_schema(
+        &self,
+        topic: &TopicName,
+        schema: &SchemaData,
+    ) -> Result<SchemaVersion, BrokerError> {
+        self.producer_schema(topic, Some(schema))
+            .await
+            .map(|v| v.expect("a schema was given"))
+    }
+
+    /// Whether `schema` could be added now (POST .../compatibility).
+    pub async fn test_schema(
+        &self,
+        topic: &TopicName,
+        schema: &SchemaData,
+    ) -> Result<(bool, SchemaCompatibilityStrategy), BrokerError> {
+        let (stored, _, _) = self.stored(topic).await?;
+        let policy = self.schema_policy(topic);
+        let ok =
+            strobe_schema::test_compatibility(&stored, schema, policy.strategy, &policy.validation)
+                .is_ok();
+        Ok((ok, policy.strategy))
+    }
+
+    /// DELETE .../schema: a deletion marker (taking a version), or with
+    /// `force` the whole history. Returns the marker's version.
+    pub async fn delete_schema(&self, topic: &TopicName, force: bool) -> Result<i64, BrokerError> {
+        let _serial = self.schema_lock.lock().await;
+        let (stored, mut entries, version) = self.stored(topic).await?;
+        if !strobe_schema::has_schema(&stored) {
+            return Err(BrokerError::TopicNotFound(format!("{topic} has no schema")));
+        }
+        let next = strobe_schema::next_version(&stored).0;
+        if force {
+            self.metadata
+                .delete(&key(topic), version)
+                .await
+                .map_err(crate::service::meta_err)?;
+            return Ok(next - 1);
+        }
+        entries.push(StoredEntry {
+            version: next,
+            schema_type: DELETED.into(),
+            data: String::new(),
+            properties: BTreeMap::new(),
+            timestamp: now_ms(),
+        });
+        self.write_history(topic, entries, version).await?;
+        Ok(next)
+    }
+}
