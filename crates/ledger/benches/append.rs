@@ -1,6 +1,18 @@
 //! Append throughput and latency of the file backend with fsync, side by side
 //! with the machine's bare fdatasync loop (4 KiB write + fdatasync) and bare
-//! large sequential writes (1 MiB write + fdatasync).
+//! large sequential writes (1 MiB write + fdatasync), and a summary of the
+//! three goals of the durable-storage issue:
+//!
+//! 1. large batches reach >= 80% of the bare 1 MiB write + fdatasync
+//!    bandwidth (the bare loop runs right before and right after the large
+//!    phase, and the ledger is compared with their mean, so a neighbour's
+//!    disk traffic hits both sides alike);
+//! 2. at 10,000 entries/s on one topic, p99 <= 2x the bare 4 KiB p99;
+//! 3. 1,000 topics reach >= 50% of the single-topic throughput.
+//!
+//! Ledgers roll over every `--ledger-mib` and are trimmed every second (no
+//! cursors: everything sealed counts as consumed), so a run needs about a
+//! second's worth of disk bandwidth of free space, not everything it writes.
 //!
 //! `cargo bench -p strobe-ledger --bench append -- --help`
 
@@ -50,6 +62,12 @@ struct Args {
     /// Journal file size in MiB (a full file triggers a checkpoint).
     #[arg(long, default_value_t = 64)]
     journal_mib: u64,
+    /// Ledger rollover size in MiB (sealed ledgers are trimmed every second).
+    #[arg(long, default_value_t = 64)]
+    ledger_mib: u64,
+    /// Write-once threshold in KiB (`FileBackendConfig::direct_write_bytes`; 0 = off).
+    #[arg(long)]
+    direct_kib: Option<usize>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -94,7 +112,8 @@ fn bare_fdatasync(dir: &Path, iters: usize) -> (f64, f64, f64, f64) {
     (iters as f64 / secs, p50, p99, p999)
 }
 
-fn bare_sequential(dir: &Path, mib: usize) -> f64 {
+/// MB/s of a loop appending `chunk` bytes + fdatasync to a new file, `mib` MiB in all.
+fn bare_sequential(dir: &Path, mib: usize, chunk: usize) -> f64 {
     let path = dir.join("seq.dat");
     let mut f = OpenOptions::new()
         .create(true)
@@ -102,16 +121,26 @@ fn bare_sequential(dir: &Path, mib: usize) -> f64 {
         .truncate(true)
         .open(&path)
         .unwrap();
-    let buf = vec![7u8; 1 << 20];
+    let buf = vec![7u8; chunk];
+    let n = (mib << 20) / chunk;
     let t0 = Instant::now();
-    for _ in 0..mib {
+    for _ in 0..n {
         f.write_all(&buf).unwrap();
         f.sync_data().unwrap();
     }
     let secs = t0.elapsed().as_secs_f64();
     std::fs::remove_file(&path).unwrap();
-    mib as f64 * 1.048576 / secs
+    (n * chunk) as f64 / 1e6 / secs
 }
+
+/// The issue's reference: 1 MiB write + fdatasync.
+const MIB: usize = 1 << 20;
+/// A second reference, 4 KiB short of 1 MiB. On this machine's ext4 on
+/// virtio, appends synced at exact 1 MiB boundaries run at about half the
+/// speed of any other size near it (1020, 1023, 1025 KiB), so the 1 MiB loop
+/// understates what the disk does with a sync per ~1 MiB; the ledger's group
+/// commits (15 x 64 KiB entries plus record headers) are not 1 MiB-aligned.
+const MIB_SHORT: usize = (1 << 20) - (4 << 10);
 
 struct Run {
     entries: u64,
@@ -120,9 +149,15 @@ struct Run {
     syncs: u64,
 }
 
-async fn open_ledgers(backend: &FileBackend, n: usize, tag: &str) -> Vec<ManagedLedger> {
+async fn open_ledgers(
+    backend: &FileBackend,
+    n: usize,
+    tag: &str,
+    ledger_mib: u64,
+) -> Vec<ManagedLedger> {
     let cfg = LedgerConfig {
-        trim_interval: None,
+        max_ledger_bytes: ledger_mib << 20,
+        trim_interval: Some(Duration::from_secs(1)),
         ..LedgerConfig::default()
     };
     let mut v = Vec::with_capacity(n);
@@ -262,6 +297,10 @@ fn report(name: &str, r: Run, size: usize) -> f64 {
     eps
 }
 
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "NOT met" }
+}
+
 fn main() {
     let args = Args::parse();
     let phases: Vec<&str> = args.phases.split(',').collect();
@@ -280,6 +319,7 @@ fn main() {
         .build()
         .unwrap();
 
+    let mut goals: Vec<String> = Vec::new();
     let mut bare_p99 = None;
     if on("bare") {
         quiesce();
@@ -294,7 +334,7 @@ fn main() {
     let mut seq_mbs = None;
     if on("seq") {
         quiesce();
-        let mbs = bare_sequential(&root, args.seq_mib);
+        let mbs = bare_sequential(&root, args.seq_mib, MIB);
         seq_mbs = Some(mbs);
         println!(
             "{:<34} {:>10} {mbs:>18.1} MB/s",
@@ -305,12 +345,20 @@ fn main() {
     let mut cfg = FileBackendConfig::new(root.join("data"));
     cfg.sync = SyncMode::Always;
     cfg.journal_file_bytes = args.journal_mib << 20;
+    if let Some(k) = args.direct_kib {
+        cfg.direct_write_bytes = k << 10;
+    }
+    println!(
+        "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit",
+        cfg.max_batch_bytes >> 10,
+        cfg.direct_write_bytes >> 10
+    );
     let backend = FileBackend::open(cfg).unwrap();
     // Let the journal pool be zero-filled before measuring.
     std::thread::sleep(Duration::from_millis(1500));
     rt.block_on(async {
-        let one = open_ledgers(&backend, 1, "one").await;
-        let many = open_ledgers(&backend, args.topics, "many").await;
+        let one = open_ledgers(&backend, 1, "one", args.ledger_mib).await;
+        let many = open_ledgers(&backend, args.topics, "many", args.ledger_mib).await;
         for (ph, mls, label) in [("rate1", &one, "1 topic"), ("rateN", &many, "many topics")] {
             if on(ph) {
                 quiesce();
@@ -329,6 +377,14 @@ fn main() {
                         "  -> p99 is {:.2}x the bare fdatasync p99 (goal <= 2x)",
                         p99 / b
                     );
+                    if label == "1 topic" {
+                        goals.push(format!(
+                            "p99 at {}/s on 1 topic: {p99:.3} ms = {:.2}x bare 4 KiB p99 {b:.3} ms (goal <= 2x): {}",
+                            args.rate,
+                            p99 / b,
+                            verdict(p99 <= 2.0 * b)
+                        ));
+                    }
                 }
             }
         }
@@ -361,13 +417,34 @@ fn main() {
                     args.topics,
                     100.0 * tn / t1
                 );
+                goals.push(format!(
+                    "{} topics: {tn:.0} vs {t1:.0} entries/s on 1 topic = {:.0}% (goal >= 50%): {}",
+                    args.topics,
+                    100.0 * tn / t1,
+                    verdict(tn >= 0.5 * t1)
+                ));
             }
         }
         if on("large") {
+            // The bare loop right before and right after, on the same disk.
+            quiesce();
+            let before = bare_sequential(&root, args.seq_mib, MIB);
+            println!(
+                "{:<34} {:>10} {before:>18.1} MB/s",
+                "bare 1 MiB write + fdatasync", "(before)"
+            );
+            quiesce();
+            let before_short = bare_sequential(&root, args.seq_mib, MIB_SHORT);
+            println!(
+                "{:<34} {:>10} {before_short:>18.1} MB/s",
+                "bare 1020 KiB write + fdatasync", "(before)"
+            );
             quiesce();
             let inflight = (4 * (1usize << 20) / args.large_entry_bytes).max(4);
+            let st0 = backend.stats();
             let r =
                 max_throughput(&backend, &one, args.large_entry_bytes, inflight, args.secs).await;
+            let st1 = backend.stats();
             let eps = report(
                 &format!(
                     "ledger 1 topic, {} KiB entries",
@@ -376,10 +453,49 @@ fn main() {
                 r,
                 args.large_entry_bytes,
             );
+            println!(
+                "  ({} of {} entries written once, {} segment fdatasyncs, {:.1} MB to the journal)",
+                st1.direct_entries - st0.direct_entries,
+                st1.entries - st0.entries,
+                st1.segment_syncs - st0.segment_syncs,
+                (st1.journal_bytes - st0.journal_bytes) as f64 / 1e6
+            );
+            quiesce();
+            let after_short = bare_sequential(&root, args.seq_mib, MIB_SHORT);
+            println!(
+                "{:<34} {:>10} {after_short:>18.1} MB/s",
+                "bare 1020 KiB write + fdatasync", "(after)"
+            );
+            quiesce();
+            let after = bare_sequential(&root, args.seq_mib, MIB);
+            println!(
+                "{:<34} {:>10} {after:>18.1} MB/s",
+                "bare 1 MiB write + fdatasync", "(after)"
+            );
+            let bare = (before + after) / 2.0;
+            let bare_short = (before_short + after_short) / 2.0;
+            let mbs = eps * args.large_entry_bytes as f64 / 1e6;
+            println!(
+                "  -> {:.0}% of bare 1 MiB write + fdatasync bandwidth (mean of before/after {bare:.1} MB/s; goal >= 80%)",
+                100.0 * mbs / bare
+            );
+            println!(
+                "  -> {:.0}% of bare 1020 KiB write + fdatasync bandwidth (mean {bare_short:.1} MB/s)",
+                100.0 * mbs / bare_short
+            );
+            goals.push(format!(
+                "{} KiB entries, 1 topic: {mbs:.1} MB/s = {:.0}% of bare 1 MiB write + fdatasync {bare:.1} MB/s (before {before:.1}, after {after:.1}) (goal >= 80%): {}",
+                args.large_entry_bytes >> 10,
+                100.0 * mbs / bare,
+                verdict(mbs >= 0.8 * bare)
+            ));
+            goals.push(format!(
+                "  (stricter reference, not the issue's: {:.0}% of bare 1020 KiB write + fdatasync {bare_short:.1} MB/s (before {before_short:.1}, after {after_short:.1}))",
+                100.0 * mbs / bare_short
+            ));
             if let Some(seq) = seq_mbs {
-                let mbs = eps * args.large_entry_bytes as f64 / 1e6;
                 println!(
-                    "  -> {:.0}% of bare 1 MiB write + fdatasync bandwidth (goal >= 80%)",
+                    "  -> {:.0}% of the bare figure from the start of the run ({seq:.1} MB/s)",
                     100.0 * mbs / seq
                 );
             }
@@ -390,13 +506,20 @@ fn main() {
     });
     let st = backend.stats();
     println!(
-        "# journal: {} batches, {} fdatasyncs, {} entries, {:.1} MB, {} checkpoints",
+        "# journal: {} batches, {} fdatasyncs, {} entries ({} written once, {:.1} MB), {:.1} MB to the journal, {} segment fdatasyncs, {} checkpoints",
         st.batches,
         st.syncs,
         st.entries,
+        st.direct_entries,
+        st.direct_bytes as f64 / 1e6,
         st.journal_bytes as f64 / 1e6,
+        st.segment_syncs,
         st.checkpoints
     );
+    println!("# goals");
+    for g in &goals {
+        println!("  {g}");
+    }
     backend.close().unwrap();
     drop(backend);
     let _ = std::fs::remove_dir_all(&root);

@@ -234,3 +234,52 @@ fn reopen_after_clean_shutdown_uses_the_index() {
     let got = reopen_and_read(&rt, &mut h).unwrap();
     assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), ps);
 }
+
+#[test]
+fn trimmed_ledgers_leave_the_disk_even_across_a_crash() {
+    let rt = rt();
+    let mut h = File::new(SyncMode::Always, 8 << 20, false);
+    let seg_of = |h: &File, id: u64| topic_dir(h).join(format!("L{id:016}.seg"));
+    let (deleted, kept) = rt.block_on(async {
+        let ml = ManagedLedger::open(&**h.backend.as_ref().unwrap(), TOPIC, cfg())
+            .await
+            .unwrap();
+        for i in 0..100 {
+            ml.append(payload(i)).await.unwrap();
+        }
+        ml.rollover();
+        let kept = ml.append(payload(100)).await.unwrap();
+        // No cursors: every sealed ledger counts as consumed.
+        let deleted = ml.trim().await.unwrap();
+        assert_eq!(deleted.len(), 3, "{deleted:?}");
+        // Deleted in the background, not on the group commit's thread.
+        for _ in 0..250 {
+            if deleted.iter().all(|&id| !seg_of(&h, id).exists()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        for &id in &deleted {
+            assert!(!seg_of(&h, id).exists(), "ledger {id} still on disk");
+        }
+        (deleted, kept)
+    });
+    // A crash right after another trim: the reopen finishes the deletion.
+    rt.block_on(async {
+        let ml = ManagedLedger::open(&**h.backend.as_ref().unwrap(), TOPIC, cfg())
+            .await
+            .unwrap();
+        ml.append(payload(101)).await.unwrap();
+        ml.rollover();
+        ml.append(payload(102)).await.unwrap();
+        let more = ml.trim().await.unwrap();
+        assert!(more.contains(&kept.ledger_id), "{more:?}");
+    });
+    h.crash();
+    let got = reopen_and_read(&rt, &mut h).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, payload(102));
+    for id in deleted.iter().copied().chain([kept.ledger_id]) {
+        assert!(!seg_of(&h, id).exists(), "ledger {id} still on disk");
+    }
+}

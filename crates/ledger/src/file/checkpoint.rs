@@ -144,23 +144,38 @@ pub struct Pending {
     pub topics: Vec<Arc<TopicShared>>,
     pub requested: bool,
     pub shutdown: bool,
+    /// Files of trimmed ledgers, deleted here rather than on the flusher:
+    /// unlinking a large segment takes tens of milliseconds, which would
+    /// stall every producer's group commit. The trim is already durable
+    /// (journal record, then checkpoint), and an open after a crash deletes
+    /// ledgers below the trim point, so a later unlink loses nothing.
+    pub trash: Vec<PathBuf>,
 }
 
 /// The checkpoint thread.
 pub fn run(sh: Arc<Shared>) {
     prepare_pool(&sh);
     loop {
-        let (upto, topics, shutdown) = {
+        let (upto, topics, shutdown, trash) = {
             let mut p = sh.ckpt.lock();
-            while !p.requested && !p.shutdown {
+            while !p.requested && !p.shutdown && p.trash.is_empty() {
                 sh.ckpt_cv.wait(&mut p);
             }
-            if !p.requested {
-                return;
-            }
+            let trash = std::mem::take(&mut p.trash);
+            let job = p.requested;
             p.requested = false;
-            (p.upto, std::mem::take(&mut p.topics), p.shutdown)
+            let out = (p.upto, std::mem::take(&mut p.topics), p.shutdown, trash);
+            if !job {
+                drop(p);
+                delete_files(&out.3);
+                if out.2 {
+                    return;
+                }
+                continue;
+            }
+            out
         };
+        delete_files(&trash);
         match checkpoint(&sh, upto, &topics) {
             Ok(()) => {
                 sh.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
@@ -174,6 +189,16 @@ pub fn run(sh: Arc<Shared>) {
             return;
         }
         prepare_pool(&sh);
+    }
+}
+
+fn delete_files(paths: &[PathBuf]) {
+    for p in paths {
+        if let Err(e) = std::fs::remove_file(p)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %p.display(), error = %e, "cannot delete a trimmed segment");
+        }
     }
 }
 

@@ -542,6 +542,7 @@ impl Flusher {
     /// metadata; the result per request.
     fn apply(&mut self, reqs: &[Req], plan: &mut Plan) -> Vec<Result<()>> {
         let mut entries = 0u64;
+        let mut trash = Vec::new();
         for r in reqs {
             match r {
                 Req::Entry { .. } => entries += 1,
@@ -573,8 +574,8 @@ impl Flusher {
                     let mut f = topic.files.lock();
                     for id in ids {
                         if let Some(seg) = f.ledgers.remove(id) {
-                            let _ = std::fs::remove_file(&seg.path);
-                            let _ = std::fs::remove_file(seg.path.with_extension("idx"));
+                            trash.push(seg.path.with_extension("idx"));
+                            trash.push(seg.path);
                         }
                     }
                 }
@@ -585,6 +586,10 @@ impl Flusher {
             .counters
             .entries
             .fetch_add(entries, Ordering::Relaxed);
+        if !trash.is_empty() {
+            self.sh.ckpt.lock().trash.append(&mut trash);
+            self.sh.ckpt_cv.notify_all();
+        }
         for c in plan.chunks.iter_mut().filter(|c| !c.direct) {
             self.seg_buf.clear();
             self.recs.clear();
