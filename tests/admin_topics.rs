@@ -202,3 +202,29 @@ async fn delete_is_refused_while_connected_and_removes_the_data() {
     let (_, subs) = strobe.http("GET", &format!("{path}/subscriptions"), "");
     assert_eq!(subs, "[\"fresh\"]");
 }
+
+#[tokio::test]
+async fn read_compacted_is_refused_on_shared_subscriptions() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::handshake(strobe.port).await;
+    for (i, t) in [SubType::Shared, SubType::KeyShared, SubType::Failover]
+        .into_iter()
+        .enumerate()
+    {
+        let mut sub = commands::subscribe(i as u64, i as u64, TOPIC, &format!("s{i}"), t);
+        sub.read_compacted = Some(true);
+        c.send(Cmd::Subscribe(sub)).await;
+        let mut f = c.recv().await.expect("an answer");
+        while matches!(f.command, Cmd::ActiveConsumerChange(_)) {
+            f = c.recv().await.expect("an answer");
+        }
+        match (t, &f.command) {
+            (SubType::Failover, Cmd::Success(_)) => {}
+            (SubType::Failover, other) => panic!("failover + read_compacted refused: {other:?}"),
+            (_, Cmd::Error(e)) => {
+                assert_eq!(e.error(), ServerError::NotAllowedError, "{}", e.message)
+            }
+            (_, other) => panic!("{t:?} + read_compacted accepted: {other:?}"),
+        }
+    }
+}

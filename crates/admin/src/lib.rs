@@ -195,6 +195,12 @@ pub fn router(service: Svc) -> Router {
             axum::routing::put(split_bundle),
         )
         .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/compactionThreshold",
+            get(get_compaction_threshold)
+                .post(set_compaction_threshold)
+                .delete(remove_compaction_threshold),
+        )
+        .route(
             "/admin/v2/namespaces/{tenant}/{ns}/isAllowAutoUpdateSchema",
             get(get_auto_update).post(set_auto_update),
         )
@@ -241,6 +247,10 @@ pub fn router(service: Svc) -> Router {
         .route(
             "/admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate",
             axum::routing::post(terminate),
+        )
+        .route(
+            "/admin/v2/{domain}/{tenant}/{ns}/{topic}/compaction",
+            axum::routing::put(compact).get(compaction_status),
         )
         .route(
             "/admin/v2/{domain}/{tenant}/{ns}/{topic}/terminate/partitions",
@@ -518,6 +528,13 @@ policy_field!(
     remove_dedup,
     deduplication_enabled,
     |b: &Bytes| { parse_scalar::<bool>(b, "deduplication") }
+);
+policy_field!(
+    get_compaction_threshold,
+    set_compaction_threshold,
+    remove_compaction_threshold,
+    compaction_threshold,
+    |b: &Bytes| { parse_scalar::<u64>(b, "compactionThreshold") }
 );
 policy_field!(
     get_ttl,
@@ -980,6 +997,64 @@ async fn terminate_partitioned(
         out.insert(i.to_string(), message_id_json(last, i as i32));
     }
     Ok(axum::Json(Value::Object(out)))
+}
+
+/// The topics a request is about: the partitions of a partitioned topic, or itself.
+async fn topic_or_partitions(s: &Svc, name: &TopicName) -> ApiResult<Vec<TopicName>> {
+    let n = s.partitioned_metadata(name, false).await?;
+    Ok(if n == 0 {
+        vec![name.clone()]
+    } else {
+        (0..n).map(|i| name.partition_name(i)).collect()
+    })
+}
+
+async fn compact(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<Response> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    for p in topic_or_partitions(&s, &name).await? {
+        s.compact(&p).await?;
+    }
+    Ok(no_content())
+}
+
+/// Pulsar's `LongRunningProcessStatus`: NOT_RUN, RUNNING, SUCCESS or ERROR.
+async fn compaction_status(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let mut status = "SUCCESS";
+    let mut last_error = String::new();
+    let mut any = false;
+    for p in topic_or_partitions(&s, &name).await? {
+        let (st, err) = s.compaction_status(&p).await?;
+        any = true;
+        let rank = |x: &str| match x {
+            "ERROR" => 3,
+            "RUNNING" => 2,
+            "NOT_RUN" => 1,
+            _ => 0,
+        };
+        if rank(&st) > rank(status) {
+            status = match st.as_str() {
+                "ERROR" => "ERROR",
+                "RUNNING" => "RUNNING",
+                _ => "NOT_RUN",
+            };
+        }
+        if let Some(e) = err {
+            last_error = e;
+        }
+    }
+    if !any {
+        status = "NOT_RUN";
+    }
+    Ok(axum::Json(
+        json!({ "status": status, "lastError": last_error }),
+    ))
 }
 
 async fn get_partitions(

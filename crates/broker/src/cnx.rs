@@ -932,6 +932,15 @@ impl ServerCnx {
         if c.subscription.is_empty() {
             return Err(BrokerError::NotAllowed("empty subscription name".into()));
         }
+        if c.read_compacted.unwrap_or(false)
+            && (!topic_name.is_persistent()
+                || matches!(sub_type, SubType::Shared | SubType::KeyShared))
+        {
+            return Err(BrokerError::NotAllowed(
+                "read compacted can only be used with exclusive or failover persistent subscriptions"
+                    .into(),
+            ));
+        }
         let durable = c.durable.unwrap_or(true);
         let initial = match c.initial_position() {
             proto::command_subscribe::InitialPosition::Earliest => InitialPosition::Earliest,
@@ -954,6 +963,7 @@ impl ServerCnx {
             keep_entry_metadata: false,
             protocol_version,
             end_of_topic_ok: self.end_of_topic_ok,
+            read_compacted: c.read_compacted.unwrap_or(false),
             closed_by_broker: closed_by_broker.clone(),
             key_shared: c.key_shared_meta.as_ref().map(|m| KeySharedSpec {
                 sticky: m.key_shared_mode() == proto::KeySharedMode::Sticky,

@@ -3,6 +3,7 @@
 //! serves topics, producers and subscriptions.
 
 mod cnx;
+pub mod compaction;
 pub mod config;
 mod error;
 pub mod schemas;

@@ -13,7 +13,7 @@ use strobe_ledger::Position;
 use strobe_ledger::{LedgerBackend, LedgerConfig};
 use strobe_metadata::{Expect, MetadataStore};
 use strobe_model::{Domain, TopicName};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::BrokerError;
 use crate::config::BrokerConfig;
@@ -38,6 +38,10 @@ pub struct NamespacePolicies {
     /// May producers register new schemas (Pulsar: is_allow_auto_update_schema, default true)?
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_allow_auto_update_schema: Option<bool>,
+    /// Compact a topic once this many bytes follow its last compaction
+    /// (Pulsar: compaction_threshold; 0 or none: only when asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction_threshold: Option<u64>,
     /// Must producers of a topic with a schema bring one (default false)?
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_validation_enforced: Option<bool>,
@@ -742,11 +746,11 @@ impl BrokerService {
         }
         let key = format!("/managed-ledgers/{}", topic_key(name));
         let stored = self.metadata.get(&key).await.map_err(meta_err)?;
-        let terminated = stored.as_ref().and_then(|v| {
-            serde_json::from_slice::<TopicMeta>(&v.value)
-                .ok()
-                .and_then(|m| m.terminated)
-        });
+        let meta: TopicMeta = stored
+            .as_ref()
+            .and_then(|v| serde_json::from_slice::<TopicMeta>(&v.value).ok())
+            .unwrap_or_default();
+        let terminated = meta.terminated;
         if stored.is_none() {
             let parent_is_partitioned = name.partition().is_some_and(|_| {
                 self.partitioned
@@ -790,6 +794,19 @@ impl BrokerService {
         topic.set_backlog_quota(quotas_of(&policies));
         if let Some(t) = terminated {
             topic.restore_terminated(t.position());
+        }
+        if let Some(c) = meta.compaction
+            && let Some(h) = c.horizon.position()
+        {
+            let view = crate::compaction::CompactedView::open(
+                self.backend.as_ref(),
+                self.ledger_config.clone(),
+                &c.ledger,
+                h,
+            )
+            .await?;
+            *topic.compacted.lock() = Some(Arc::new(view));
+            *topic.compaction_status.lock() = crate::compaction::CompactionStatus::Success;
         }
         topics.insert(name.to_string(), topic.clone());
         Ok(topic)
@@ -1085,18 +1102,184 @@ impl BrokerService {
         // A partition of a partitioned topic exists even before its first use.
         let topic = self.topic(name, name.partition().is_some()).await?;
         let last = topic.terminate().await;
-        let meta = TopicMeta {
-            terminated: Some(Terminated::at(last)),
+        self.update_topic_meta(name, |m| m.terminated = Some(Terminated::at(last)))
+            .await?;
+        Ok(last)
+    }
+
+    /// Read-modify-write of what the metadata store records of a topic.
+    async fn update_topic_meta(
+        &self,
+        name: &TopicName,
+        f: impl FnOnce(&mut TopicMeta),
+    ) -> Result<(), BrokerError> {
+        let key = format!("/managed-ledgers/{}", topic_key(name));
+        let current = self.metadata.get(&key).await.map_err(meta_err)?;
+        let mut meta: TopicMeta = current
+            .as_ref()
+            .and_then(|v| serde_json::from_slice(&v.value).ok())
+            .unwrap_or_default();
+        f(&mut meta);
+        let expect = match &current {
+            Some(v) => Expect::Version(v.stat.version),
+            None => Expect::Absent,
         };
         self.metadata
-            .put(
-                &format!("/managed-ledgers/{}", topic_key(name)),
-                &serde_json::to_vec(&meta).expect("json"),
-                Expect::Any,
+            .put(&key, &serde_json::to_vec(&meta).expect("json"), expect)
+            .await
+            .map(|_| ())
+            .map_err(meta_err)
+    }
+
+    /// Starts a compaction of the topic (Pulsar's `PUT .../compaction`); 409
+    /// while one runs. The status is [`BrokerService::compaction_status`].
+    pub async fn compact(self: &Arc<Self>, name: &TopicName) -> Result<(), BrokerError> {
+        use crate::compaction::CompactionStatus;
+        if !name.is_persistent() {
+            return Err(BrokerError::NotAllowed(
+                "only persistent topics can be compacted".into(),
+            ));
+        }
+        let topic = self.topic(name, name.partition().is_some()).await?;
+        {
+            let mut st = topic.compaction_status.lock();
+            if *st == CompactionStatus::Running {
+                return Err(BrokerError::Conflict(format!(
+                    "a compaction of {name} is already running"
+                )));
+            }
+            *st = CompactionStatus::Running;
+        }
+        let svc = self.clone();
+        let name = name.clone();
+        tokio::spawn(async move {
+            let r = svc.run_compaction(&name, &topic).await;
+            *topic.compaction_status.lock() = match r {
+                Ok(()) => CompactionStatus::Success,
+                Err(e) => {
+                    warn!(topic = %name, error = %e, "compaction failed");
+                    CompactionStatus::Error(e.to_string())
+                }
+            };
+        });
+        Ok(())
+    }
+
+    async fn run_compaction(
+        &self,
+        name: &TopicName,
+        topic: &Arc<Topic>,
+    ) -> Result<(), BrokerError> {
+        let started = std::time::Instant::now();
+        let previous = topic.compacted_view();
+        let generation = previous
+            .as_ref()
+            .and_then(|v| v.ledger_name.rsplit('-').next()?.parse::<u64>().ok())
+            .map_or(0, |g| g + 1);
+        let ledger_name = format!("{name}/__compacted-{generation}");
+        let Some(view) = crate::compaction::compact(
+            &topic.ledger,
+            previous.as_deref(),
+            self.backend.as_ref(),
+            self.ledger_config.clone(),
+            &ledger_name,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
+        let horizon = view.horizon;
+        let kept = view.len();
+        self.update_topic_meta(name, |m| {
+            m.compaction = Some(CompactionMeta {
+                horizon: Terminated::at(Some(horizon)),
+                ledger: ledger_name.clone(),
+                generation,
+            })
+        })
+        .await?;
+        *topic.compacted.lock() = Some(Arc::new(view));
+        // The entries after the horizon stay until the next compaction.
+        let cursor = topic
+            .ledger
+            .open_cursor(
+                crate::compaction::COMPACTION_CURSOR,
+                strobe_ledger::InitialPosition::Earliest,
+            )
+            .await?;
+        cursor.mark_delete(horizon);
+        cursor.flush().await?;
+        if let Some(old) = previous {
+            old.close().await;
+            if let Err(e) = crate::compaction::drop_ledger(
+                self.backend.as_ref(),
+                self.ledger_config.clone(),
+                &old.ledger_name,
             )
             .await
-            .map_err(meta_err)?;
-        Ok(last)
+            {
+                warn!(topic = %name, error = %e, "dropping the previous compacted ledger failed");
+            }
+        }
+        info!(topic = %name, %horizon, kept, elapsed_ms = started.elapsed().as_millis() as u64, "compaction done");
+        Ok(())
+    }
+
+    /// Pulsar's compaction threshold: a topic with more than the namespace's
+    /// `compaction_threshold` bytes after its last compaction is compacted.
+    async fn maybe_compact(self: &Arc<Self>, t: &Arc<Topic>) {
+        if !t.name.is_persistent() {
+            return;
+        }
+        let threshold = self
+            .namespace_policies(t.name.namespace())
+            .and_then(|p| p.compaction_threshold)
+            .unwrap_or(0);
+        if threshold == 0
+            || *t.compaction_status.lock() == crate::compaction::CompactionStatus::Running
+        {
+            return;
+        }
+        let ls = t.ledger.stats();
+        let pending = match t.compacted_view() {
+            None => ls.bytes,
+            Some(v) => {
+                let mean = ls.bytes.checked_div(ls.entries).unwrap_or(0);
+                let behind = match ls.last_confirmed {
+                    Some(l) if l > v.horizon => t
+                        .ledger
+                        .open_cursor(
+                            crate::compaction::COMPACTION_CURSOR,
+                            strobe_ledger::InitialPosition::Earliest,
+                        )
+                        .await
+                        .map(|c| c.backlog())
+                        .unwrap_or(0),
+                    _ => 0,
+                };
+                behind * mean
+            }
+        };
+        if pending > threshold {
+            info!(topic = %t.name, pending, threshold, "compaction threshold reached");
+            if let Err(e) = self.compact(&t.name).await {
+                warn!(topic = %t.name, error = %e, "could not start a compaction");
+            }
+        }
+    }
+
+    /// The compaction status of a topic: (status name, last error).
+    pub async fn compaction_status(
+        &self,
+        name: &TopicName,
+    ) -> Result<(String, Option<String>), BrokerError> {
+        let topic = self.topic(name, false).await?;
+        let st = topic.compaction_status.lock().clone();
+        let err = match &st {
+            crate::compaction::CompactionStatus::Error(e) => Some(e.clone()),
+            _ => None,
+        };
+        Ok((st.name().to_owned(), err))
     }
 
     /// The broker's periodic work: rates for stats and metrics, and backlog
@@ -1116,6 +1299,7 @@ impl BrokerService {
                 _ = stats.tick() => {
                     for t in self.loaded_topics().await {
                         t.counters.update_rates();
+                        self.maybe_compact(&t).await;
                     }
                 }
                 _ = quota.tick() => {
@@ -1143,10 +1327,20 @@ impl BrokerService {
 struct TopicMeta {
     #[serde(skip_serializing_if = "Option::is_none")]
     terminated: Option<Terminated>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compaction: Option<CompactionMeta>,
+}
+
+/// The last finished compaction: its horizon and compacted ledger.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CompactionMeta {
+    horizon: Terminated,
+    ledger: String,
+    generation: u64,
 }
 
 /// A terminated topic's last message (entry -1 of ledger -1 if it had none).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Terminated {
     ledger_id: i64,
     entry_id: i64,

@@ -89,6 +89,8 @@ pub struct ConsumerSpec {
     pub protocol_version: i32,
     /// The client takes REACHED_END_OF_TOPIC.
     pub end_of_topic_ok: bool,
+    /// Read the compacted view up to its horizon, then the topic.
+    pub read_compacted: bool,
     /// Set when the broker closes the consumer (seek, topic close), so the
     /// connection lets the client subscribe again with the same id.
     pub closed_by_broker: Arc<AtomicBool>,
@@ -412,6 +414,8 @@ pub(crate) struct Subscription {
     ks_consistent_hashing: bool,
     max_read: usize,
     max_unacked: u32,
+    /// The subscription reads the topic's compacted view (set by its first consumer).
+    read_compacted: bool,
 }
 
 impl Subscription {
@@ -456,6 +460,7 @@ impl Subscription {
             ks_consistent_hashing: settings.key_shared_consistent_hashing,
             max_read: settings.max_read_entries.max(1),
             max_unacked: settings.max_unacked_messages,
+            read_compacted: false,
         };
         tokio::spawn(
             async move {
@@ -669,6 +674,7 @@ impl Subscription {
             told_end: !spec.end_of_topic_ok,
         });
         if self.consumers.len() == 1 {
+            self.read_compacted = spec.read_compacted;
             // A fresh start: everything not acknowledged is delivered again.
             self.cursor.rewind();
             self.replay.clear();
@@ -820,7 +826,10 @@ impl Subscription {
                     self.redelivery_counts.remove(&p);
                     continue;
                 }
-                let entries = self.topic.ledger.read(p, 1).await?;
+                let entries = match self.compacted_entry(p).await? {
+                    Some(e) => vec![e],
+                    None => self.topic.ledger.read(p, 1).await?,
+                };
                 match entries.into_iter().next() {
                     Some(e) if e.position == p => {
                         if !self.deliver(e).await {
@@ -834,7 +843,10 @@ impl Subscription {
                 }
                 continue;
             }
-            let entries = self.cursor.read(self.max_read).await?;
+            let entries = match self.compacted_read().await? {
+                Some(e) => e,
+                None => self.cursor.read(self.max_read).await?,
+            };
             tracing::trace!(read = entries.len(), from = %self.cursor.read_position(), "read");
             if entries.is_empty() {
                 return Ok(());
@@ -854,6 +866,54 @@ impl Subscription {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// A `read_compacted` subscription whose read position is at or below the
+    /// compaction horizon reads the compacted view: the kept entries (with
+    /// their original positions) not yet acknowledged; past the last of them
+    /// the read position jumps to just after the horizon. None: read the topic.
+    async fn compacted_read(&mut self) -> Result<Option<Vec<Entry>>, BrokerError> {
+        if !self.read_compacted {
+            return Ok(None);
+        }
+        let Some(view) = self.topic.compacted_view() else {
+            return Ok(None);
+        };
+        loop {
+            let rp = self.cursor.read_position();
+            if rp > view.horizon {
+                return Ok(None);
+            }
+            let raw = view.read_from(rp, self.max_read).await?;
+            let Some(last) = raw.last().map(|e| e.position) else {
+                self.cursor.seek_read(Position::new(
+                    view.horizon.ledger_id,
+                    view.horizon.entry_id + 1,
+                ));
+                return Ok(None);
+            };
+            self.cursor
+                .seek_read(Position::new(last.ledger_id, last.entry_id + 1));
+            let fresh: Vec<Entry> = raw
+                .into_iter()
+                .filter(|e| !self.cursor.is_acked(e.position))
+                .collect();
+            if !fresh.is_empty() {
+                return Ok(Some(fresh));
+            }
+        }
+    }
+
+    /// For redelivery on a `read_compacted` subscription: the compacted entry
+    /// at `p`, when `p` is at or below the horizon.
+    async fn compacted_entry(&self, p: Position) -> Result<Option<Entry>, BrokerError> {
+        if !self.read_compacted {
+            return Ok(None);
+        }
+        match self.topic.compacted_view() {
+            Some(view) if p <= view.horizon => view.get(p).await,
+            _ => Ok(None),
         }
     }
 

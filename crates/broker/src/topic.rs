@@ -112,6 +112,9 @@ pub struct Topic {
     backlog_quota: Mutex<BacklogQuotas>,
     /// Appends queued and not yet answered (terminate waits for them).
     in_flight: std::sync::atomic::AtomicU64,
+    /// The last finished compaction, read by `read_compacted` subscriptions.
+    pub compacted: crate::compaction::SharedView,
+    pub compaction_status: Mutex<crate::compaction::CompactionStatus>,
     state: Mutex<TopicState>,
 }
 
@@ -254,6 +257,8 @@ impl Topic {
             message_ttl_secs: std::sync::atomic::AtomicU64::new(0),
             backlog_quota: Mutex::new(BacklogQuotas::default()),
             in_flight: std::sync::atomic::AtomicU64::new(0),
+            compacted: Arc::new(Mutex::new(None)),
+            compaction_status: Mutex::new(crate::compaction::CompactionStatus::NotRun),
             state: Mutex::new(state),
         });
         info!(topic = %topic.name, "topic loaded");
@@ -738,6 +743,11 @@ impl Topic {
         last
     }
 
+    /// The last finished compaction, if any.
+    pub fn compacted_view(&self) -> Option<Arc<crate::compaction::CompactedView>> {
+        self.compacted.lock().clone()
+    }
+
     /// Closes the topic: producers get CLOSE_PRODUCER, subscriptions close
     /// their consumers, and storage is flushed.
     pub async fn close(&self) {
@@ -758,6 +768,10 @@ impl Topic {
         }
         if let Err(e) = self.ledger.close().await {
             warn!(topic = %self.name, error = %e, "closing the ledger failed");
+        }
+        let view = self.compacted.lock().take();
+        if let Some(v) = view {
+            v.close().await;
         }
     }
 }
