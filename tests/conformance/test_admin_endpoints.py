@@ -209,3 +209,46 @@ def test_rates_and_storage_latency_metrics(fresh_strobe):
         assert series["pulsar_storage_write_latency_sum"] > 0
     finally:
         client.close()
+
+
+def test_remaining_endpoints(strobe):
+    """The endpoints no other test calls, each once, with Pulsar's statuses."""
+    assert call(strobe, "GET", "/admin/v2/clusters")[1] == ["standalone"]
+    assert call(strobe, "GET", "/admin/v2/clusters/standalone")[1]["brokerServiceUrl"].startswith("pulsar://")
+    assert call(strobe, "GET", "/admin/v2/clusters/elsewhere")[0] == 404
+    assert call(strobe, "PUT", "/admin/v2/clusters/standalone", {"serviceUrl": "http://x"})[0] == 204
+    assert call(strobe, "GET", "/admin/v2/brokers/ready")[0] == 200
+    assert call(strobe, "GET", "/admin/v2/brokers/live")[0] == 200
+    assert call(strobe, "GET", "/status.html")[0] == 200
+    assert call(strobe, "PUT", "/admin/v2/tenants/remaining", {"adminRoles": []})[0] == 204
+    assert call(strobe, "POST", "/admin/v2/tenants/remaining", {"adminRoles": ["ops"]})[0] == 204
+    assert call(strobe, "POST", "/admin/v2/tenants/nobody", {"adminRoles": ["ops"]})[0] == 404
+    assert call(strobe, "GET", "/admin/v2/tenants/remaining")[1]["adminRoles"] == ["ops"]
+    ns = "/admin/v2/namespaces/remaining/ns"
+    assert call(strobe, "PUT", ns)[0] == 204
+    assert call(strobe, "GET", ns)[1]["bundles"]["numBundles"] == 4
+    assert call(strobe, "POST", f"{ns}/deduplication", b"true")[0] == 204
+    assert call(strobe, "GET", f"{ns}/deduplication")[1] is True
+    assert call(strobe, "DELETE", f"{ns}/deduplication")[0] == 204
+    assert call(strobe, "GET", f"{ns}/retention")[1] is None
+    assert call(strobe, "GET", f"{ns}/schemaCompatibilityStrategy")[1] == "UNDEFINED"
+    assert call(strobe, "GET", f"{ns}/isAllowAutoUpdateSchema")[1] is True
+    assert call(strobe, "POST", f"{ns}/schemaValidationEnforced", b"true")[0] == 204
+    assert call(strobe, "GET", f"{ns}/schemaValidationEnforced")[1] is True
+    assert call(strobe, "GET", f"{ns}/compactionThreshold")[1] is None
+    assert call(strobe, "PUT", "/admin/v2/persistent/remaining/ns/pt/partitions", b'"2"')[0] == 204
+    assert call(strobe, "GET", "/admin/v2/persistent/remaining/ns/partitioned")[1] == ["persistent://remaining/ns/pt"]
+    assert call(strobe, "GET", "/admin/v2/non-persistent/remaining/ns")[1] == []
+    assert call(strobe, "GET", "/admin/v2/namespaces/remaining/ns/topics?mode=SOMETIMES")[0] == 400
+    status, body = call(strobe, "GET", "/lookup/v2/topic/persistent/remaining/ns/pt-partition-0")
+    assert status == 200 and body["brokerUrl"].startswith("pulsar://")
+    assert call(strobe, "GET", "/lookup/v2/topic/persistent/nobody/ns/t")[0] == 404
+    # Schema endpoints not covered by test_schemas.py.
+    payload = {"type": "STRING", "schema": "", "properties": {}}
+    assert call(strobe, "POST", "/admin/v2/schemas/remaining/ns/st/schema", payload)[1] == {"version": 0}
+    assert call(strobe, "POST", "/admin/v2/schemas/remaining/ns/st/version", payload)[1] == {"version": 0}
+    assert call(strobe, "DELETE", "/admin/v2/schemas/remaining/ns/st/schema?force=true")[0] == 200
+    assert call(strobe, "POST", "/admin/v2/schemas/remaining/ns/st/version", payload)[0] == 404
+    assert call(strobe, "DELETE", "/admin/v2/persistent/remaining/ns/pt/partitions")[0] == 204
+    assert call(strobe, "DELETE", ns)[0] == 204
+    assert call(strobe, "DELETE", "/admin/v2/tenants/remaining")[0] == 204
