@@ -68,6 +68,10 @@ struct Args {
     /// Write-once threshold in KiB (`FileBackendConfig::direct_write_bytes`; 0 = off).
     #[arg(long)]
     direct_kib: Option<usize>,
+    /// `FileBackendConfig::reference_sync_window` in ms (0 = strict: two fsyncs
+    /// per write-once group commit).
+    #[arg(long)]
+    ref_sync_ms: Option<u64>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -348,10 +352,14 @@ fn main() {
     if let Some(k) = args.direct_kib {
         cfg.direct_write_bytes = k << 10;
     }
+    if let Some(ms) = args.ref_sync_ms {
+        cfg.reference_sync_window = Duration::from_millis(ms);
+    }
     println!(
-        "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit",
+        "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit, references synced within {:?}",
         cfg.max_batch_bytes >> 10,
-        cfg.direct_write_bytes >> 10
+        cfg.direct_write_bytes >> 10,
+        cfg.reference_sync_window
     );
     let backend = FileBackend::open(cfg).unwrap();
     // Let the journal pool be zero-filled before measuring.
@@ -454,10 +462,11 @@ fn main() {
                 args.large_entry_bytes,
             );
             println!(
-                "  ({} of {} entries written once, {} segment fdatasyncs, {:.1} MB to the journal)",
+                "  ({} of {} entries written once, {} segment + {} journal fdatasyncs, {:.1} MB to the journal)",
                 st1.direct_entries - st0.direct_entries,
                 st1.entries - st0.entries,
                 st1.segment_syncs - st0.segment_syncs,
+                st1.syncs - st0.syncs,
                 (st1.journal_bytes - st0.journal_bytes) as f64 / 1e6
             );
             quiesce();

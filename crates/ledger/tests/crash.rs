@@ -283,3 +283,34 @@ fn trimmed_ledgers_leave_the_disk_even_across_a_crash() {
         assert!(!seg_of(&h, id).exists(), "ledger {id} still on disk");
     }
 }
+
+#[test]
+fn checkpoints_wait_for_enough_journal_per_topic_and_replay_spans_files() {
+    let rt = rt();
+    // 64 KiB journal files, a checkpoint only per 2 MiB of journal per topic.
+    let mut h = File::with(SyncMode::Always, 64 << 10, false, |c| {
+        c.checkpoint_bytes_per_topic = 2 << 20;
+    });
+    let ps = rt.block_on(async {
+        let b = h.backend.clone().unwrap();
+        let ml = ManagedLedger::open(&*b, TOPIC, cfg()).await.unwrap();
+        let mut ps = Vec::new();
+        for i in 0..150 {
+            ps.push(ml.append(payload(i)).await.unwrap());
+        }
+        let st = b.stats();
+        assert_eq!(st.checkpoints, 0, "{st:?}");
+        let journals = files(h.dir.path(), "journal", "wal")
+            .iter()
+            .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with('J'))
+            .count();
+        assert!(journals >= 4, "{journals} journal files");
+        ps
+    });
+    h.crash();
+    let got = reopen_and_read(&rt, &mut h).unwrap();
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), ps);
+    for (i, (_, d)) in got.iter().enumerate() {
+        assert_eq!(d, &payload(i as u64));
+    }
+}

@@ -25,8 +25,12 @@ async fn file_backend_sync_always() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_backend_small_journal_files() {
-    // 64 KiB journal files: many rotations and checkpoints during the suite.
-    run(&mut File::new(SyncMode::Always, 64 << 10, true)).await;
+    // 64 KiB journal files, a checkpoint on each: many rotations and
+    // checkpoints during the suite.
+    run(&mut File::with(SyncMode::Always, 64 << 10, true, |c| {
+        c.checkpoint_bytes_per_topic = 0
+    }))
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

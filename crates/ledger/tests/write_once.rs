@@ -488,3 +488,66 @@ proptest! {
         }
     }
 }
+
+/// Appends `n` entries of `size` bytes at once (several group commits
+/// queue up behind each other) and waits for them.
+fn append_burst(h: &File, n: usize, size: usize) -> FileBackendStats {
+    let b = h.backend.clone().unwrap();
+    rt().block_on(async {
+        let ml = ManagedLedger::open(&*b, TOPIC, cfg()).await.unwrap();
+        let s0 = b.stats();
+        let futs: Vec<_> = (0..n).map(|i| ml.append(payload(i, size))).collect();
+        for f in futs {
+            f.await.unwrap();
+        }
+        let s1 = b.stats();
+        ml.close().await.unwrap();
+        FileBackendStats {
+            syncs: s1.syncs - s0.syncs,
+            segment_syncs: s1.segment_syncs - s0.segment_syncs,
+            direct_entries: s1.direct_entries - s0.direct_entries,
+            ..s1
+        }
+    })
+}
+
+#[test]
+fn references_are_synced_within_the_window_not_per_group_commit() {
+    // A long window: back-to-back write-once group commits share journal fsyncs.
+    let lazy = File::with(SyncMode::Always, 8 << 20, false, |c| {
+        c.direct_write_bytes = DIRECT;
+        c.reference_sync_window = std::time::Duration::from_secs(3600);
+    });
+    let st = append_burst(&lazy, 300, 20 << 10);
+    assert_eq!(st.direct_entries, 300, "{st:?}");
+    assert!(st.segment_syncs >= 4, "{st:?}");
+    assert!(st.syncs < st.segment_syncs, "{st:?}");
+    // Strict: every write-once group commit syncs its reference before the
+    // appends resolve.
+    let strict = File::with(SyncMode::Always, 8 << 20, false, |c| {
+        c.direct_write_bytes = DIRECT;
+        c.reference_sync_window = std::time::Duration::ZERO;
+    });
+    let st = append_burst(&strict, 300, 20 << 10);
+    assert_eq!(st.direct_entries, 300, "{st:?}");
+    assert!(st.syncs >= st.segment_syncs, "{st:?}");
+}
+
+#[test]
+fn an_idle_flusher_syncs_pending_references() {
+    let h = File::with(SyncMode::Always, 8 << 20, false, |c| {
+        c.direct_write_bytes = DIRECT;
+        c.reference_sync_window = std::time::Duration::from_secs(3600);
+    });
+    let b = h.backend.clone().unwrap();
+    let s0 = b.stats();
+    append_burst(&h, 1, 100 << 10);
+    // Nothing else queued: the reference is synced right away, not after the window.
+    for _ in 0..100 {
+        if b.stats().syncs > s0.syncs {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(b.stats().syncs > s0.syncs, "{:?}", b.stats());
+}

@@ -327,8 +327,12 @@ fn recycle_below(sh: &Shared, upto: u64) {
     let Ok((js, _)) = list_journal(sh) else {
         return;
     };
-    for (seq, path) in js.into_iter().filter(|(s, _)| *s < upto) {
-        let keep = sh.cfg.preallocate && sh.pool.lock().len() < sh.cfg.journal_pool;
+    let old: Vec<_> = js.into_iter().filter(|(s, _)| *s < upto).collect();
+    // Keep as many spares as a checkpoint frees (a checkpoint may cover
+    // several files), so the files that follow are preallocated too.
+    let spares = sh.cfg.journal_pool.max(old.len()).min(16);
+    for (seq, path) in old {
+        let keep = sh.cfg.preallocate && sh.pool.lock().len() < spares;
         if keep {
             let n = sh.next_pool_id.fetch_add(1, Ordering::Relaxed);
             let spare = sh.journal_dir.join(format!("pool-{n}.wal"));

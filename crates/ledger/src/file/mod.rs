@@ -47,15 +47,18 @@
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata.
 //!
-//! A checkpoint thread runs whenever a journal file fills (or every
-//! `checkpoint_interval`): it writes out and syncs the segments touched since
-//! the previous checkpoint (one fdatasync per touched segment per
-//! checkpoint, not per flush; paced so that it takes at most half of the
-//! disk's time; segments the write-once path already synced are skipped),
-//! records every segment's synced entry count, writes the index of sealed
-//! segments and `checkpoint.json`, then recycles the journal files it
-//! covers. Recovery replays at most the journal written since the last
-//! checkpoint.
+//! A checkpoint thread writes out and syncs the segments touched since the
+//! previous checkpoint (one fdatasync per touched segment per checkpoint, not
+//! per flush; paced so that it takes at most half of the disk's time;
+//! segments the write-once path already synced are skipped), records every
+//! segment's synced entry count, writes the index of sealed segments and
+//! `checkpoint.json`, then recycles the journal files it covers (and deletes
+//! the files of trimmed ledgers, which can take tens of milliseconds each:
+//! not on the flusher). Since its cost is one fsync per touched segment, it
+//! runs once the journal since the previous one holds
+//! [`FileBackendConfig::checkpoint_bytes_per_topic`] per touched topic (and
+//! at least a full journal file), or every `checkpoint_interval`. Recovery
+//! replays at most the journal written since the last checkpoint.
 //!
 //! # Sync modes ([`SyncMode`])
 //!
@@ -134,6 +137,12 @@ pub struct FileBackendConfig {
     pub max_batch_bytes: usize,
     /// Checkpoint at least this often while there are writes.
     pub checkpoint_interval: Duration,
+    /// A checkpoint fdatasyncs every segment written since the previous one,
+    /// so it waits until the journal behind it holds this many bytes per
+    /// such topic (and at least one full journal file). Larger values mean
+    /// fewer fsyncs with many busy topics, and more journal to keep and to
+    /// replay after a crash (at most `checkpoint_interval` of it).
+    pub checkpoint_bytes_per_topic: u64,
     /// Write-once threshold (`sync = always` only): when one topic's entries
     /// in one group commit add up to at least this many bytes, they are
     /// written once, straight to the topic's segment, which is fdatasync'd
@@ -141,6 +150,19 @@ pub struct FileBackendConfig {
     /// go through the journal (one fsync for every topic). `0` turns
     /// write-once off.
     pub direct_write_bytes: usize,
+    /// How long the journal may hold write-once references unsynced. A
+    /// write-once group's entries are fdatasync'd in their segment before
+    /// their appends resolve; the reference (what lets recovery tell synced
+    /// bytes gone bad from a torn write) is written to the journal right
+    /// after and made durable by the next journal fsync that is due anyway,
+    /// when the flusher goes idle, or at the latest after this window. So one
+    /// fsync per write-once group commit, not two. Until then a `kill -9`
+    /// loses nothing (the reference is in the page cache), nor does a power
+    /// loss (the entries are synced); only damage to those newest synced
+    /// bytes coinciding with a power loss would be cut as a torn tail instead
+    /// of refused. `Duration::ZERO` syncs every reference before the appends
+    /// resolve (two fsyncs per write-once group commit).
+    pub reference_sync_window: Duration,
 }
 
 impl FileBackendConfig {
@@ -153,7 +175,9 @@ impl FileBackendConfig {
             journal_pool: 2,
             max_batch_bytes: 1 << 20,
             checkpoint_interval: Duration::from_secs(30),
+            checkpoint_bytes_per_topic: 256 << 10,
             direct_write_bytes: 256 << 10,
+            reference_sync_window: Duration::from_millis(50),
         }
     }
 }
