@@ -124,3 +124,56 @@ async fn a_role_without_permission_gets_authorization_error() {
         })
     ));
 }
+
+#[tokio::test]
+async fn rs256_tokens_verify_against_the_configured_public_key() {
+    let keys = tempfile::tempdir().unwrap();
+    let private = keys.path().join("private.pem");
+    let public = keys.path().join("public.pem");
+    let ok = |args: &[&str]| {
+        assert!(
+            std::process::Command::new("openssl")
+                .args(args)
+                .status()
+                .expect("openssl")
+                .success()
+        )
+    };
+    ok(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        private.to_str().unwrap(),
+    ]);
+    ok(&[
+        "pkey",
+        "-in",
+        private.to_str().unwrap(),
+        "-pubout",
+        "-out",
+        public.to_str().unwrap(),
+    ]);
+    let strobe = Strobe::start_with_config(&format!(
+        "authentication_enabled = true\nauthentication_providers = [\"token\"]\n\
+         token_public_key = \"file://{}\"\ntoken_public_alg = \"RS256\"\n",
+        public.display()
+    ));
+    let key = SigningKey::rsa(&std::fs::read(&private).unwrap()).unwrap();
+    let (_c, f) = connect(strobe.port, &create_token("rsa-user", None, &key).unwrap()).await;
+    assert!(matches!(f.command, Cmd::Connected(_)), "{f:?}");
+    // An HS256 token made with the public key's bytes as the secret (the
+    // algorithm-confusion attack) is refused.
+    let confused = SigningKey::hmac(&std::fs::read(&public).unwrap()).unwrap();
+    let (_c, f) = connect(
+        strobe.port,
+        &create_token("rsa-user", None, &confused).unwrap(),
+    )
+    .await;
+    let Cmd::Error(e) = &f.command else {
+        panic!("expected ERROR, got {f:?}")
+    };
+    assert_eq!(e.error(), ServerError::AuthenticationError, "{}", e.message);
+}
