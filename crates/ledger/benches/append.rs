@@ -72,6 +72,9 @@ struct Args {
     /// per write-once group commit).
     #[arg(long)]
     ref_sync_ms: Option<u64>,
+    /// `FileBackendConfig::checkpoint_bytes_per_topic` in KiB.
+    #[arg(long)]
+    ckpt_kib_per_topic: Option<u64>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -354,6 +357,9 @@ fn main() {
     }
     if let Some(ms) = args.ref_sync_ms {
         cfg.reference_sync_window = Duration::from_millis(ms);
+    }
+    if let Some(k) = args.ckpt_kib_per_topic {
+        cfg.checkpoint_bytes_per_topic = k << 10;
     }
     println!(
         "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit, references synced within {:?}",

@@ -164,6 +164,9 @@ pub struct Flusher {
     /// One chunk's segment records (reused).
     seg_buf: Vec<u8>,
     recs: Vec<(u64, u64, u64, u64)>,
+    /// Scratch maps of [`Flusher::plan`], reused.
+    chunk_index: HashMap<(u32, u64), usize>,
+    chunks_per_topic: HashMap<u32, u32>,
 }
 
 impl Flusher {
@@ -189,6 +192,8 @@ impl Flusher {
             buf_needs_sync: false,
             seg_buf: Vec::with_capacity(2 << 20),
             recs: Vec::new(),
+            chunk_index: HashMap::new(),
+            chunks_per_topic: HashMap::new(),
         })
     }
 
@@ -312,11 +317,16 @@ impl Flusher {
     /// least `direct_write_bytes` of data, and the topic's only chunk in this
     /// batch (so a torn write can only cut the topic's last ledger, and what
     /// survives a crash stays a prefix of what was queued).
-    fn plan(&self, reqs: &[Req]) -> Plan {
+    fn plan(&mut self, reqs: &[Req]) -> Plan {
         let mut chunks: Vec<Chunk> = Vec::new();
-        let mut index: HashMap<(u32, u64), usize> = HashMap::new();
-        let mut per_topic: HashMap<u32, u32> = HashMap::new();
+        // Reused across group commits (a thousand topics would otherwise
+        // regrow them every time).
+        let index = &mut self.chunk_index;
+        let per_topic = &mut self.chunks_per_topic;
+        index.clear();
+        per_topic.clear();
         let mut slot = Vec::with_capacity(reqs.len());
+        let mut next = vec![usize::MAX; reqs.len()];
         for (i, r) in reqs.iter().enumerate() {
             let Req::Entry {
                 topic,
@@ -333,7 +343,9 @@ impl Flusher {
                 chunks.push(Chunk {
                     topic: topic.clone(),
                     ledger: *ledger,
-                    reqs: Vec::new(),
+                    first: i,
+                    last: i,
+                    count: 0,
                     bytes: 0,
                     direct: false,
                     placed: None,
@@ -341,8 +353,13 @@ impl Flusher {
                 });
                 chunks.len() - 1
             });
-            chunks[c].reqs.push(i);
-            chunks[c].bytes += data.len();
+            let ch = &mut chunks[c];
+            if ch.count > 0 {
+                next[ch.last] = i;
+            }
+            ch.last = i;
+            ch.count += 1;
+            ch.bytes += data.len();
             slot.push(Some(c));
         }
         let min = self.sh.cfg.direct_write_bytes;
@@ -351,7 +368,7 @@ impl Flusher {
                 c.direct = c.bytes >= min && per_topic[&c.topic.id] == 1;
             }
         }
-        Plan { chunks, slot }
+        Plan { chunks, slot, next }
     }
 
     /// The write-once path: writes each direct chunk to its segment, then
@@ -366,17 +383,11 @@ impl Flusher {
             }
             self.seg_buf.clear();
             self.recs.clear();
-            for &i in &c.reqs {
-                let Req::Entry {
-                    entry, ts, data, ..
-                } = &reqs[i]
-                else {
-                    unreachable!("chunks hold entries")
-                };
+            for (entry, ts, data) in chunk_entries(reqs, &plan.next, c.first) {
                 let at = self.seg_buf.len() as u64;
-                format::put_segment_record(&mut self.seg_buf, *entry, *ts, data);
+                format::put_segment_record(&mut self.seg_buf, entry, ts, data);
                 self.recs
-                    .push((at, self.seg_buf.len() as u64 - at, *ts, data.len() as u64));
+                    .push((at, self.seg_buf.len() as u64 - at, ts, data.len() as u64));
             }
             match place_direct(&self.sh, c, &self.seg_buf, &self.recs) {
                 Ok((offset, end, file, path, new_file)) => {
@@ -414,7 +425,7 @@ impl Flusher {
                     }
                     let c_ = &self.sh.counters;
                     c_.direct_entries
-                        .fetch_add(c.reqs.len() as u64, Ordering::Relaxed);
+                        .fetch_add(c.count as u64, Ordering::Relaxed);
                     c_.direct_bytes
                         .fetch_add(c.placed.map_or(0, |p| p.1), Ordering::Relaxed);
                 }
@@ -442,7 +453,7 @@ impl Flusher {
                 let c = &plan.chunks[ci];
                 if c.direct {
                     match c.placed {
-                        Some(p) if c.reqs[0] == i => segref = Some((c, p)),
+                        Some(p) if c.first == i => segref = Some((c, p)),
                         _ => continue,
                     }
                 }
@@ -463,7 +474,7 @@ impl Flusher {
                 h[1..5].copy_from_slice(&c.topic.id.to_le_bytes());
                 h[5..13].copy_from_slice(&c.ledger.to_le_bytes());
                 h[13..21].copy_from_slice(&entry.to_le_bytes());
-                h[21..29].copy_from_slice(&(c.reqs.len() as u64).to_le_bytes());
+                h[21..29].copy_from_slice(&(c.count as u64).to_le_bytes());
                 h[29..37].copy_from_slice(&offset.to_le_bytes());
                 h[37..45].copy_from_slice(&len.to_le_bytes());
                 format::put_record(&mut self.buf, seed, &[&h]);
@@ -650,22 +661,10 @@ impl Flusher {
             self.sh.ckpt_cv.notify_all();
         }
         for c in plan.chunks.iter_mut().filter(|c| !c.direct) {
-            self.seg_buf.clear();
-            self.recs.clear();
-            for &i in &c.reqs {
-                let Req::Entry {
-                    entry, ts, data, ..
-                } = &reqs[i]
-                else {
-                    unreachable!("chunks hold entries")
-                };
-                let at = self.seg_buf.len() as u64;
-                format::put_segment_record(&mut self.seg_buf, *entry, *ts, data);
-                self.recs
-                    .push((at, self.seg_buf.len() as u64 - at, *ts, data.len() as u64));
-            }
-            c.result = write_chunk(&self.sh, c, &self.seg_buf, &self.recs);
-            self.dirty.insert(c.topic.id, c.topic.clone());
+            c.result = write_chunk(&self.sh, c, chunk_entries(reqs, &plan.next, c.first));
+            self.dirty
+                .entry(c.topic.id)
+                .or_insert_with(|| c.topic.clone());
         }
         plan.slot
             .iter()
@@ -681,8 +680,11 @@ impl Flusher {
 struct Chunk {
     topic: Arc<TopicShared>,
     ledger: u64,
-    /// Indices of its entries in the batch, in order.
-    reqs: Vec<usize>,
+    /// Index of its first and last entry in the batch (the others are
+    /// chained through [`Plan::next`]), and how many there are.
+    first: usize,
+    last: usize,
+    count: usize,
     /// Sum of the entries' data lengths.
     bytes: usize,
     /// Written once, straight to the segment (else through the journal).
@@ -696,6 +698,30 @@ struct Plan {
     chunks: Vec<Chunk>,
     /// The chunk of each request (entries only).
     slot: Vec<Option<usize>>,
+    /// The next entry of the same chunk, per request (`usize::MAX`: none).
+    next: Vec<usize>,
+}
+
+/// (entry id, timestamp, data) of a chunk's entries, in order.
+fn chunk_entries<'a>(
+    reqs: &'a [Req],
+    next: &'a [usize],
+    first: usize,
+) -> impl Iterator<Item = (u64, u64, &'a Bytes)> + 'a {
+    let mut i = first;
+    std::iter::from_fn(move || {
+        if i == usize::MAX {
+            return None;
+        }
+        let Req::Entry {
+            entry, ts, data, ..
+        } = &reqs[i]
+        else {
+            unreachable!("chunks hold entries")
+        };
+        i = next[i];
+        Some((*entry, *ts, data))
+    })
 }
 
 /// Framed segment records: (offset in the buffer, record length, ts, data length).
@@ -737,18 +763,27 @@ fn segment_for<'a>(
     Ok(f.ledgers.get_mut(&ledger).expect("just inserted"))
 }
 
-/// Journal path: queues a chunk's records behind its segment (the journal
-/// already holds them).
-fn write_chunk(sh: &Shared, c: &Chunk, buf: &[u8], recs: &Recs) -> Result<()> {
+/// Journal path: frames a chunk's records straight into its segment's
+/// write-behind buffer (the journal already holds them).
+fn write_chunk<'a>(
+    sh: &Shared,
+    c: &Chunk,
+    entries: impl Iterator<Item = (u64, u64, &'a Bytes)>,
+) -> Result<()> {
     let mut f = c.topic.files.lock();
     let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
-    let base = seg.len;
-    if let Err(e) = seg.append(buf, WRITE_BEHIND) {
+    for (entry, ts, data) in entries {
+        let at = seg.len;
+        let before = seg.pending.len();
+        format::put_segment_record(&mut seg.pending, entry, ts, data);
+        let n = (seg.pending.len() - before) as u64;
+        seg.push(at, ts, data.len() as u64, n);
+    }
+    if seg.pending.len() >= WRITE_BEHIND
+        && let Err(e) = seg.flush_pending()
+    {
         f.corrupt = Some(e.clone());
         return Err(e);
-    }
-    for &(at, n, ts, len) in recs {
-        seg.push(base + at, ts, len, n);
     }
     Ok(())
 }
