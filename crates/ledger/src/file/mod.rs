@@ -35,14 +35,17 @@
 //!   segment, which is `fdatasync`'d (with its directory if the file is new)
 //!   **before** the journal is written; the journal then holds only a
 //!   45-byte reference (topic, ledger, first entry, count, segment offset,
-//!   length). The journal fsync that follows makes the reference durable.
-//!   Large groups thereby cost their bytes once on disk instead of twice
-//!   (journal, then segment at checkpoint); the price is a second fsync per
-//!   group commit, so small groups stay on the journal path and 1,000 topics
+//!   length), and the appends resolve. The reference is made durable by the
+//!   next journal fsync that is due anyway, when the flusher goes idle, or
+//!   at the latest after [`FileBackendConfig::reference_sync_window`] (so a
+//!   stream of large groups costs one fsync per group commit, not two; a
+//!   zero window syncs it before the appends resolve). Large groups thereby
+//!   cost their bytes once on disk instead of twice (journal, then segment
+//!   at checkpoint). Small groups stay on the journal path, so 1,000 topics
 //!   at a low rate still cost one fsync per flush.
 //!
-//! Either way an append completes only after the fsyncs that cover it, in
-//! queue order. While a group commit runs, new appends queue up and form the
+//! Either way an append completes only after the fsync that makes its
+//! bytes durable, in queue order. While a group commit runs, new appends queue up and form the
 //! next one, so the batch grows with the load. Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata.
@@ -88,10 +91,13 @@
 //! Segments the journal does not mention are checked when their topic is
 //! opened: a damaged record below the entry count the checkpoint recorded is
 //! corruption (refused, naming the file and offset); past it, it is the torn
-//! tail of a write-once group whose reference never reached the journal (so
-//! never acknowledged), and it is truncated. Valid records past the
-//! recorded count are kept: they were written (and possibly synced) but not
-//! acknowledged, and losing or keeping them are both allowed. In
+//! tail of a write-once group whose reference never reached the journal, and
+//! it is truncated. Such a group was never acknowledged, except within the
+//! reference sync window before a power loss: then its entries were synced
+//! and are intact, unless the disk itself damaged them in that window (the
+//! one case where synced bytes are cut rather than refused; a zero window
+//! rules it out). Valid records past the recorded count are kept: written
+//! (and possibly synced), acknowledged or not, keeping them is correct. In
 //! `interval`/`never` modes an unsynced torn tail of a topic's newest
 //! segment is truncated too (those modes accept losing it).
 
