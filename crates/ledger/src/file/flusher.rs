@@ -218,7 +218,7 @@ impl Flusher {
             if q.shutdown {
                 return None;
             }
-            if self.refs_unsynced.is_some() {
+            if self.refs_unsynced.is_some() && q.failed.is_none() {
                 // Idle: sync the write-once references now (an empty batch).
                 return Some(Vec::new());
             }
@@ -300,6 +300,8 @@ impl Flusher {
     }
 
     fn fail_all(&mut self, reqs: Vec<Req>, e: LedgerError) {
+        // Nothing more is synced once the journal failed.
+        self.refs_unsynced = None;
         tracing::error!(error = %e, "journal write failed; the file backend stops accepting writes");
         let rest: Vec<Req> = {
             let mut q = self.sh.queue.lock();
