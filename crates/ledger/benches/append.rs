@@ -73,6 +73,9 @@ struct Args {
     /// per write-once group commit).
     #[arg(long)]
     ref_sync_ms: Option<u64>,
+    /// Seconds between trims of the single topic's consumed ledgers (0: never).
+    #[arg(long, default_value_t = 1)]
+    trim_secs: u64,
     /// `FileBackendConfig::checkpoint_bytes_per_topic` in KiB.
     #[arg(long)]
     ckpt_kib_per_topic: Option<u64>,
@@ -165,11 +168,11 @@ async fn open_ledgers(
     n: usize,
     tag: &str,
     ledger_mib: u64,
-    trim: bool,
+    trim_secs: u64,
 ) -> Vec<ManagedLedger> {
     let cfg = LedgerConfig {
         max_ledger_bytes: ledger_mib << 20,
-        trim_interval: trim.then(|| Duration::from_secs(1)),
+        trim_interval: (trim_secs > 0).then(|| Duration::from_secs(trim_secs)),
         ..LedgerConfig::default()
     };
     let mut v = Vec::with_capacity(n);
@@ -376,8 +379,8 @@ fn main() {
     // Let the journal pool be zero-filled before measuring.
     std::thread::sleep(Duration::from_millis(1500));
     rt.block_on(async {
-        let one = open_ledgers(&backend, 1, "one", args.ledger_mib, true).await;
-        let many = open_ledgers(&backend, args.topics, "many", args.ledger_mib, false).await;
+        let one = open_ledgers(&backend, 1, "one", args.ledger_mib, args.trim_secs).await;
+        let many = open_ledgers(&backend, args.topics, "many", args.ledger_mib, 0).await;
         for (ph, mls, label) in [("rate1", &one, "1 topic"), ("rateN", &many, "many topics")] {
             if on(ph) {
                 quiesce();
