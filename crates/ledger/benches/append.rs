@@ -63,8 +63,9 @@ struct Args {
     /// Journal file size in MiB (a full file triggers a checkpoint).
     #[arg(long, default_value_t = 64)]
     journal_mib: u64,
-    /// Ledger rollover size in MiB (sealed ledgers are trimmed every second).
-    #[arg(long, default_value_t = 64)]
+    /// Ledger rollover size in MiB (the single topic's sealed ledgers are
+    /// trimmed every `--trim-secs`); 256 is `LedgerConfig::default()`'s.
+    #[arg(long, default_value_t = 256)]
     ledger_mib: u64,
     /// Write-once threshold in KiB (`FileBackendConfig::direct_write_bytes`; 0 = off).
     #[arg(long)]

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
+use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -161,8 +162,8 @@ pub struct Flusher {
     /// `buf` holds records that must be durable before their requests
     /// complete (entries, cursors, trims), not only references.
     buf_needs_sync: bool,
-    /// One chunk's segment records (reused).
-    seg_buf: Vec<u8>,
+    /// One write-once chunk's record headers (reused).
+    hdrs: Vec<[u8; format::HEADER + format::SEG_FIXED]>,
     recs: Vec<(u64, u64, u64, u64)>,
     /// Scratch maps of [`Flusher::plan`], reused.
     chunk_index: HashMap<(u32, u64), usize>,
@@ -190,7 +191,7 @@ impl Flusher {
             refs_unsynced: None,
             buf: Vec::with_capacity(2 << 20),
             buf_needs_sync: false,
-            seg_buf: Vec::with_capacity(2 << 20),
+            hdrs: Vec::new(),
             recs: Vec::new(),
             chunk_index: HashMap::new(),
             chunks_per_topic: HashMap::new(),
@@ -383,17 +384,23 @@ impl Flusher {
             if !c.direct {
                 continue;
             }
-            self.seg_buf.clear();
+            self.hdrs.clear();
             self.recs.clear();
+            let mut len = 0u64;
             for (entry, ts, data) in chunk_entries(reqs, &plan.next, c.first) {
-                let at = self.seg_buf.len() as u64;
-                format::put_segment_record(&mut self.seg_buf, entry, ts, data);
-                self.recs
-                    .push((at, self.seg_buf.len() as u64 - at, ts, data.len() as u64));
+                self.hdrs.push(format::segment_header(entry, ts, data));
+                let n = (format::HEADER + format::SEG_FIXED + data.len()) as u64;
+                self.recs.push((len, n, ts, data.len() as u64));
+                len += n;
             }
-            match place_direct(&self.sh, c, &self.seg_buf, &self.recs) {
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 * c.count);
+            for ((_, _, data), h) in chunk_entries(reqs, &plan.next, c.first).zip(&self.hdrs) {
+                slices.push(IoSlice::new(h));
+                slices.push(IoSlice::new(data));
+            }
+            match place_direct(&self.sh, c, &mut slices, &self.recs) {
                 Ok((offset, end, file, path, new_file)) => {
-                    c.placed = Some((offset, self.seg_buf.len() as u64));
+                    c.placed = Some((offset, len));
                     synced.push((ci, file, path, end, new_file));
                     self.dirty.insert(c.topic.id, c.topic.clone());
                 }
@@ -796,12 +803,12 @@ fn write_chunk<'a>(
 fn place_direct(
     sh: &Shared,
     c: &Chunk,
-    buf: &[u8],
+    slices: &mut [IoSlice<'_>],
     recs: &Recs,
 ) -> Result<(u64, u64, Arc<File>, PathBuf, bool)> {
     let mut f = c.topic.files.lock();
     let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
-    let base = match seg.write_direct(buf) {
+    let base = match seg.write_direct(slices) {
         Ok(b) => b,
         Err(e) => {
             f.corrupt = Some(e.clone());

@@ -2,7 +2,7 @@
 //! (`L<ledger id>.idx`, written once a sealed segment is synced).
 
 use std::fs::{File, OpenOptions};
-use std::io::Read;
+use std::io::{IoSlice, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -217,13 +217,30 @@ impl Segment {
     /// (already framed) to the file, so the file holds every record in
     /// order; returns the offset of `recs`. Not synced, and the records
     /// are not indexed yet ([`Segment::push`] them).
-    pub fn write_direct(&mut self, recs: &[u8]) -> Result<u64> {
+    ///
+    /// `recs` are the records in pieces (each header, then its entry's
+    /// bytes as the producer sent them), written with `writev`: no copy
+    /// into a buffer of our own. Only this path moves the file's cursor
+    /// (reads and the write-behind use positioned I/O).
+    pub fn write_direct(&mut self, mut recs: &mut [IoSlice<'_>]) -> Result<u64> {
         self.flush_pending()?;
         let at = self.written;
-        self.file
-            .write_all_at(recs, at)
-            .map_err(|e| LedgerError::io("write", &self.path, e))?;
-        self.written += recs.len() as u64;
+        let err = |e| LedgerError::io("write", &self.path, e);
+        let mut f: &File = &self.file;
+        f.seek(SeekFrom::Start(at)).map_err(err)?;
+        let mut total = 0u64;
+        while !recs.is_empty() {
+            match f.write_vectored(recs) {
+                Ok(0) => return Err(err(std::io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    total += n as u64;
+                    IoSlice::advance_slices(&mut recs, n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        self.written += total;
         Ok(at)
     }
 
