@@ -192,8 +192,25 @@ pub fn run(sh: Arc<Shared>) {
     }
 }
 
+/// Deletes trimmed segments. A large file is first shrunk in steps: on a
+/// filesystem mounted with `discard`, freeing 256 MiB at once stalls the
+/// device for tens of milliseconds (every group commit waits), while a few
+/// MiB at a time leaves room for the journal's writes in between.
 fn delete_files(paths: &[PathBuf]) {
+    const STEP: u64 = 8 << 20;
     for p in paths {
+        if let Ok(f) = OpenOptions::new().write(true).open(p)
+            && let Ok(m) = f.metadata()
+        {
+            let mut len = m.len();
+            while len > STEP {
+                len -= STEP;
+                if f.set_len(len).is_err() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         if let Err(e) = std::fs::remove_file(p)
             && e.kind() != std::io::ErrorKind::NotFound
         {
