@@ -129,9 +129,6 @@ pub struct LedgerConfig {
     pub trim_interval: Option<Duration>,
     /// The clock stamped on entries and used for ages and retention.
     pub clock: Clock,
-    /// Bytes of the newest entries kept in memory for readers at the tail
-    /// (Pulsar's managed-ledger cache); 0 turns the cache off.
-    pub entry_cache_bytes: usize,
 }
 
 impl Default for LedgerConfig {
@@ -146,7 +143,6 @@ impl Default for LedgerConfig {
             max_persisted_ranges: 10_000,
             trim_interval: Some(Duration::from_secs(60)),
             clock: Clock::system(),
-            entry_cache_bytes: 4 << 20,
         }
     }
 }

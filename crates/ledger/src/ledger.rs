@@ -150,55 +150,6 @@ struct Inner {
     lac_tx: watch::Sender<Option<Position>>,
     shutdown: Arc<Notify>,
     background: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// The newest confirmed entries, so consumers at the tail read them from
-    /// memory (Pulsar's managed-ledger entry cache).
-    cache: Mutex<TailCache>,
-}
-
-/// The newest confirmed entries of a topic, in position order, up to
-/// `LedgerConfig::entry_cache_bytes`.
-#[derive(Debug, Default)]
-struct TailCache {
-    entries: std::collections::VecDeque<(Position, Bytes)>,
-    bytes: usize,
-}
-
-impl TailCache {
-    fn put(&mut self, p: Position, data: Bytes, max_bytes: usize) {
-        if data.len() > max_bytes {
-            return;
-        }
-        // Confirmations arrive in position order; anything else restarts the cache.
-        if self.entries.back().is_some_and(|(last, _)| *last >= p) {
-            self.entries.clear();
-            self.bytes = 0;
-        }
-        self.bytes += data.len();
-        self.entries.push_back((p, data));
-        while self.bytes > max_bytes {
-            match self.entries.pop_front() {
-                Some((_, d)) => self.bytes -= d.len(),
-                None => break,
-            }
-        }
-    }
-
-    /// Entries `first..=last` of ledger `l`, if all are cached.
-    fn get(&self, l: u64, first: u64, last: u64) -> Option<Vec<Bytes>> {
-        let start = Position::new(l, first);
-        let i = self.entries.partition_point(|(p, _)| *p < start);
-        let n = (last - first + 1) as usize;
-        if i + n > self.entries.len() {
-            return None;
-        }
-        let run: Vec<Bytes> = self
-            .entries
-            .range(i..i + n)
-            .enumerate()
-            .map_while(|(k, (p, d))| (*p == Position::new(l, first + k as u64)).then(|| d.clone()))
-            .collect();
-        (run.len() == n).then_some(run)
-    }
 }
 
 impl std::fmt::Debug for Inner {
@@ -319,7 +270,6 @@ impl ManagedLedger {
             lac_tx,
             shutdown: Arc::new(Notify::new()),
             background: Mutex::new(None),
-            cache: Mutex::new(TailCache::default()),
         });
         let handle = tokio::spawn(background(
             Arc::downgrade(&inner),
@@ -382,7 +332,6 @@ impl ManagedLedger {
         };
         let (tx, rx) = oneshot::channel();
         let weak = Arc::downgrade(inner);
-        let cached = (inner.config.entry_cache_bytes > 0).then(|| data.clone());
         inner.storage.append(
             pos.ledger_id,
             pos.entry_id,
@@ -390,12 +339,6 @@ impl ManagedLedger {
             data,
             Box::new(move |res| {
                 if let Some(inner) = weak.upgrade() {
-                    if let (Ok(()), Some(d)) = (&res, cached) {
-                        inner
-                            .cache
-                            .lock()
-                            .put(pos, d, inner.config.entry_cache_bytes);
-                    }
                     inner.confirm(pos, len, res.clone());
                 }
                 let _ = tx.send(res.map(|()| pos));
@@ -677,11 +620,7 @@ impl Inner {
     async fn read_runs(&self, runs: Vec<(u64, u64, u64)>) -> Result<Vec<Entry>> {
         let mut out = Vec::new();
         for (l, first, last) in runs {
-            let cached = self.cache.lock().get(l, first, last);
-            let data = match cached {
-                Some(d) => d,
-                None => self.storage.read(l, first, last).await?,
-            };
+            let data = self.storage.read(l, first, last).await?;
             out.extend(data.into_iter().enumerate().map(|(i, d)| Entry {
                 position: Position::new(l, first + i as u64),
                 data: d,
