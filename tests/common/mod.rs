@@ -15,12 +15,22 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Decoder;
 
+/// A port nothing listens on now, and that this test process has not handed
+/// out before: tests run in parallel, and two brokers given the same port
+/// would find each other instead of failing.
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static TAKEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let p = StdListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if TAKEN.lock().unwrap().insert(p) {
+            return p;
+        }
+    }
 }
 
 /// A `strobe standalone` process on free ports with its own data directory,

@@ -11,10 +11,18 @@ import time
 import pytest
 
 
+_taken = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port this run has not handed out before (a broker's two ports must differ)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _taken:
+            _taken.add(port)
+            return port
 
 
 def strobe_binary():
