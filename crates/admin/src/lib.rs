@@ -592,48 +592,43 @@ async fn set_schema_strategy(
     Ok(no_content())
 }
 
-async fn get_auto_update(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Value>> {
-    Ok(axum::Json(json!(
-        policies(&s, &t, &ns)?
-            .is_allow_auto_update_schema
-            .unwrap_or(true)
-    )))
+/// GET and POST of a boolean namespace policy that reads as `default` when unset.
+macro_rules! policy_flag {
+    ($get:ident, $set:ident, $field:ident, $name:literal, $default:expr) => {
+        async fn $get(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+        ) -> ApiResult<axum::Json<Value>> {
+            Ok(axum::Json(json!(
+                policies(&s, &t, &ns)?.$field.unwrap_or($default)
+            )))
+        }
+
+        async fn $set(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+            body: Bytes,
+        ) -> ApiResult<Response> {
+            let v: bool = parse_scalar(&body, $name)?;
+            update(&s, &t, &ns, move |p| p.$field = Some(v)).await
+        }
+    };
 }
 
-async fn set_auto_update(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    let v: bool = parse_scalar(&body, "isAllowAutoUpdateSchema")?;
-    update(&s, &t, &ns, move |p| {
-        p.is_allow_auto_update_schema = Some(v)
-    })
-    .await
-}
-
-async fn get_validation_enforced(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-) -> ApiResult<axum::Json<Value>> {
-    Ok(axum::Json(json!(
-        policies(&s, &t, &ns)?
-            .schema_validation_enforced
-            .unwrap_or(false)
-    )))
-}
-
-async fn set_validation_enforced(
-    State(s): State<Svc>,
-    Path((t, ns)): Path<(String, String)>,
-    body: Bytes,
-) -> ApiResult<Response> {
-    let v: bool = parse_scalar(&body, "schemaValidationEnforced")?;
-    update(&s, &t, &ns, move |p| p.schema_validation_enforced = Some(v)).await
-}
+policy_flag!(
+    get_auto_update,
+    set_auto_update,
+    is_allow_auto_update_schema,
+    "isAllowAutoUpdateSchema",
+    true
+);
+policy_flag!(
+    get_validation_enforced,
+    set_validation_enforced,
+    schema_validation_enforced,
+    "schemaValidationEnforced",
+    false
+);
 
 fn policies(s: &Svc, t: &str, ns: &str) -> ApiResult<NamespacePolicies> {
     s.namespace_policies(&format!("{t}/{ns}"))
