@@ -19,6 +19,7 @@ STROBE="$ROOT/target/release/strobe"
 LITE_VENV=${LITE_VENV:-$HOME/.cache/strobe-bench/lite-venv}
 DURATION=${DURATION:-10}
 MESSAGES=${MESSAGES:-1000000}
+PHASE_TIMEOUT=${PHASE_TIMEOUT:-$((DURATION * 3 + 90))}
 SCENARIOS=${SCENARIOS:-"produce consume e2e lat10k topics100"}
 BROKERS=${BROKERS:-"strobe lite strobe-nosync"}
 OUT=${OUT:-$(mktemp -d /tmp/strobe-bench.XXXXXX)}
@@ -131,7 +132,8 @@ phase() { # broker phase perf-args...
   wait_quiet
   ensure_broker "$b"
   c0=$(proc_cpu "$PID"); m0=$(machine_busy); t0=$(date +%s.%N)
-  "$STROBE" perf "$@" -u "pulsar://127.0.0.1:$PORT" --json > "$OUT/$b-$ph.perf.json" 2> "$OUT/$b-$ph.log" || {
+  # Bounded: a broker that never answers a subscribe must not hang the run.
+  timeout "$PHASE_TIMEOUT" "$STROBE" perf "$@" -u "pulsar://127.0.0.1:$PORT" --json > "$OUT/$b-$ph.perf.json" 2> "$OUT/$b-$ph.log" || {
     log "$b $ph failed: $(tail -3 "$OUT/$b-$ph.log")"; echo '{}' > "$OUT/$b-$ph.perf.json"; }
   c1=$(proc_cpu "$PID"); m1=$(machine_busy); t1=$(date +%s.%N)
   python3 - "$OUT/$b-$ph.perf.json" "$c0" "$c1" "$m0" "$m1" "$t0" "$t1" > "$OUT/$b-$ph.json" <<'PY'

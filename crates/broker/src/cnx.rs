@@ -488,6 +488,12 @@ impl ServerCnx {
             }
             Command::Ack(c) => {
                 let (cid, rid) = (c.consumer_id, c.request_id);
+                if rid.is_none() {
+                    if let Some(k) = self.consumers.get(&cid) {
+                        k.sub.ack_no_reply(self.id, cid, c).await;
+                    }
+                    return Next::Continue;
+                }
                 let result = match self.consumers.get(&cid) {
                     Some(k) => k.sub.ack(self.id, cid, c).await,
                     None => Err(BrokerError::ConsumerNotFound(format!(

@@ -134,7 +134,8 @@ enum Cmd {
         conn_id: u64,
         consumer_id: u64,
         ack: CommandAck,
-        reply: Reply<()>,
+        /// None when the client asked for no receipt (the ack is not awaited).
+        reply: Option<Reply<()>>,
     },
     Redeliver {
         conn_id: u64,
@@ -294,9 +295,23 @@ impl SubscriptionHandle {
             conn_id,
             consumer_id,
             ack,
-            reply,
+            reply: Some(reply),
         })
         .await
+    }
+
+    /// An ack the client wants no receipt for: queued, not awaited (errors
+    /// are dropped, as Pulsar drops them without a request id).
+    pub async fn ack_no_reply(&self, conn_id: u64, consumer_id: u64, ack: CommandAck) {
+        let _ = self
+            .tx
+            .send(Cmd::Ack {
+                conn_id,
+                consumer_id,
+                ack,
+                reply: None,
+            })
+            .await;
     }
 
     pub async fn redeliver(&self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {
@@ -552,7 +567,11 @@ impl Subscription {
                 reply,
             } => {
                 let r = self.ack(conn_id, consumer_id, ack);
-                let _ = reply.send(r);
+                if let Some(reply) = reply {
+                    let _ = reply.send(r);
+                } else if let Err(e) = r {
+                    debug!(error = %e, "ack without a request id refused");
+                }
             }
             Cmd::Redeliver {
                 conn_id,

@@ -170,6 +170,15 @@ pub struct Flusher {
     chunks_per_topic: HashMap<u32, u32>,
 }
 
+impl std::fmt::Debug for Flusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flusher")
+            .field("journal", &self.jf.path)
+            .field("offset", &self.jf.offset)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Flusher {
     pub fn start(sh: Arc<Shared>, seq: u64) -> Result<Flusher> {
         // The first journal file is preallocated too (once, at startup).
@@ -198,11 +207,37 @@ impl Flusher {
         })
     }
 
-    pub fn run(mut self) {
-        loop {
-            let Some(reqs) = self.next_batch() else { break };
-            self.process(reqs);
+    /// What the flusher thread waits for before its next batch: nothing
+    /// (idle work is due: unsynced write-once references) or up to a timeout.
+    fn wait_plan(&self) -> Option<Duration> {
+        if self.refs_unsynced.is_some() {
+            return None;
         }
+        Some(match self.sh.cfg.sync {
+            SyncMode::Interval(ms) if self.unsynced => {
+                Duration::from_millis(ms).saturating_sub(self.last_sync.elapsed())
+            }
+            _ => Duration::from_millis(200),
+        })
+    }
+
+    /// Whether an append of `bytes` may be processed on the appending thread
+    /// (see [`Shared::enqueue`]): nothing to sync (`sync = never`), and no
+    /// journal rotation due, which opens and syncs files.
+    pub fn can_process_inline(&self, bytes: usize) -> bool {
+        let cfg = &self.sh.cfg;
+        cfg.sync == SyncMode::Never
+            && self.jf.offset + (bytes as u64) * 2 + 4096 <= cfg.journal_file_bytes
+            && self.last_rotate.elapsed() < cfg.checkpoint_interval
+    }
+
+    /// Processes a batch taken from the queue by another thread (which holds
+    /// the flusher's lock, so batches still run in queue order).
+    pub fn process_inline(&mut self, reqs: Vec<Req>) {
+        self.process(reqs);
+    }
+
+    fn finish(&mut self) {
         if self.unsynced && self.sh.cfg.sync != SyncMode::Never {
             let _ = self.sync();
         }
@@ -211,45 +246,68 @@ impl Flusher {
             let _ = self.rotate(true);
         }
     }
+}
 
-    fn next_batch(&mut self) -> Option<Vec<Req>> {
-        let sh = self.sh.clone();
-        let mut q = sh.queue.lock();
-        if q.reqs.is_empty() {
-            if q.shutdown {
-                return None;
-            }
-            if self.refs_unsynced.is_some() && q.failed.is_none() {
-                // Idle: sync the write-once references now (an empty batch).
-                return Some(Vec::new());
-            }
-            let timeout = match sh.cfg.sync {
-                SyncMode::Interval(ms) if self.unsynced => {
-                    Duration::from_millis(ms).saturating_sub(self.last_sync.elapsed())
-                }
-                _ => Duration::from_millis(200),
-            };
-            q.waiting = true;
-            sh.queue_cv.wait_for(&mut q, timeout);
-            q.waiting = false;
+/// Takes the next batch from the queue: everything queued up to
+/// `max_batch_bytes` (at least one request). `None` once shut down and empty.
+pub fn take_batch(sh: &Shared, q: &mut Queue) -> Option<Vec<Req>> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    while let Some(r) = q.reqs.front() {
+        let s = r.size();
+        if !out.is_empty() && bytes + s > sh.cfg.max_batch_bytes {
+            break;
         }
-        let mut out = Vec::new();
-        let mut bytes = 0;
-        while let Some(r) = q.reqs.front() {
-            let s = r.size();
-            if !out.is_empty() && bytes + s > sh.cfg.max_batch_bytes {
+        bytes += s;
+        out.push(q.reqs.pop_front().expect("front exists"));
+    }
+    q.bytes -= bytes;
+    if out.is_empty() && q.shutdown {
+        return None;
+    }
+    Some(out)
+}
+
+/// The flusher thread. The [`Flusher`] itself lives in [`Shared::flusher`]:
+/// whoever holds its lock takes batches from the queue, so an append that
+/// finds it idle can run the group commit itself (`sync = never`); this
+/// thread waits for work without holding it.
+pub fn run(sh: Arc<Shared>) {
+    loop {
+        let plan = match sh.flusher.lock().as_ref() {
+            Some(f) => f.wait_plan(),
+            None => break,
+        };
+        {
+            let mut q = sh.queue.lock();
+            if let Some(timeout) = plan
+                && q.reqs.is_empty()
+                && !q.shutdown
+            {
+                q.waiting = true;
+                sh.queue_cv.wait_for(&mut q, timeout);
+                q.waiting = false;
+            }
+        }
+        let mut g = sh.flusher.lock();
+        let Some(f) = g.as_mut() else { break };
+        let batch = {
+            let mut q = sh.queue.lock();
+            take_batch(&sh, &mut q)
+        };
+        match batch {
+            Some(reqs) => f.process(reqs),
+            None => {
+                f.finish();
                 break;
             }
-            bytes += s;
-            out.push(q.reqs.pop_front().expect("front exists"));
         }
-        q.bytes -= bytes;
-        if out.is_empty() && q.shutdown {
-            return None;
-        }
-        Some(out)
     }
+    // Dropping the flusher here ends its reference to `Shared`.
+    sh.flusher.lock().take();
+}
 
+impl Flusher {
     fn sync(&mut self) -> Result<()> {
         self.jf
             .file

@@ -233,6 +233,9 @@ struct Shared {
     meta: Mutex<BTreeMap<String, TopicMeta>>,
     queue: Mutex<Queue>,
     queue_cv: Condvar,
+    /// The group commit's state; `None` once its thread stopped. Whoever
+    /// holds this lock takes the next batch from `queue` (see [`flusher::run`]).
+    flusher: Mutex<Option<flusher::Flusher>>,
     ckpt: Mutex<checkpoint::Pending>,
     ckpt_cv: Condvar,
     /// Spare journal files, ready to be renamed into use.
@@ -312,6 +315,7 @@ impl FileBackend {
             meta: Mutex::new(ckpt.topic_meta()?),
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
+            flusher: Mutex::new(None),
             ckpt: Mutex::new(checkpoint::Pending::default()),
             ckpt_cv: Condvar::new(),
             pool: Mutex::new(Vec::new()),
@@ -321,11 +325,12 @@ impl FileBackend {
             cfg,
         });
         let next_seq = checkpoint::recover(&shared, ckpt.journal_seq)?;
-        let flusher = flusher::Flusher::start(shared.clone(), next_seq)?;
+        *shared.flusher.lock() = Some(flusher::Flusher::start(shared.clone(), next_seq)?);
         let sh = shared.clone();
+        let fsh = shared.clone();
         let t1 = std::thread::Builder::new()
             .name("strobe-ledger-flusher".into())
-            .spawn(move || flusher.run())
+            .spawn(move || flusher::run(fsh))
             .map_err(|e| LedgerError::io("spawn", "flusher", e))?;
         let t2 = std::thread::Builder::new()
             .name("strobe-ledger-checkpoint".into())
@@ -442,8 +447,25 @@ impl Shared {
             req.fail(e);
             return;
         }
-        q.bytes += req.size();
+        let size = req.size();
+        q.bytes += size;
         q.reqs.push_back(req);
+        // With nothing to sync (`sync = never`) and the flusher idle, the
+        // appending thread runs the group commit itself: two thread hand-offs
+        // (wake the flusher, wake the appender's task) cost more than the
+        // write into the page cache.
+        if self.cfg.sync == SyncMode::Never
+            && q.reqs.len() == 1
+            && let Some(mut g) = self.flusher.try_lock()
+            && let Some(f) = g.as_mut()
+            && f.can_process_inline(size)
+        {
+            if let Some(reqs) = flusher::take_batch(self, &mut q) {
+                drop(q);
+                f.process_inline(reqs);
+            }
+            return;
+        }
         if q.waiting {
             self.queue_cv.notify_one();
         }

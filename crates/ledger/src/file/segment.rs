@@ -10,6 +10,27 @@ use std::sync::Arc;
 use super::format::{self, HEADER, SEG_FIXED};
 use crate::{LedgerError, Result};
 
+/// How much of a segment is handed to the disk at a time (see
+/// [`Segment::start_writeback`]).
+pub const WRITEBACK_STEP: u64 = 1 << 20;
+
+/// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: queues the range's dirty pages
+/// for write-out and returns; durability still comes from fdatasync. A
+/// failure only means the kernel writes them later, so it is ignored.
+#[allow(unsafe_code)]
+pub fn start_writeback(file: &File, from: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on a valid descriptor, no memory passed.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            from as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
 /// One ledger's segment file and its in-memory index.
 #[derive(Debug)]
 pub struct Segment {
@@ -27,6 +48,9 @@ pub struct Segment {
     pub pending: Vec<u8>,
     /// Bytes known to be on disk (fdatasync'd).
     pub synced_len: u64,
+    /// Write-out of `..writeback_from` has been started (see
+    /// [`Segment::flush_pending`]).
+    pub writeback_from: u64,
     /// Sum of entry data lengths.
     pub bytes: u64,
     pub first_ts: u64,
@@ -75,6 +99,7 @@ impl Segment {
             written: 0,
             pending: Vec::new(),
             synced_len: 0,
+            writeback_from: 0,
             bytes: 0,
             first_ts: 0,
             last_ts: 0,
@@ -105,6 +130,7 @@ impl Segment {
             written: 0,
             pending: Vec::new(),
             synced_len: 0,
+            writeback_from: 0,
             bytes: 0,
             first_ts: 0,
             last_ts: 0,
@@ -259,7 +285,22 @@ impl Segment {
             .map_err(|e| LedgerError::io("write", &self.path, e))?;
         self.written += self.pending.len() as u64;
         self.pending.clear();
+        self.start_writeback();
         Ok(())
+    }
+
+    /// Starts the disk write of what was handed to the OS, once a
+    /// [`WRITEBACK_STEP`] has built up, without waiting for it. Left to the
+    /// kernel, tens of MiB of a busy topic stay dirty until the checkpoint's
+    /// fdatasync writes them in one burst, and every group commit's
+    /// fdatasync queued behind that burst stalls (seen: 50-60 ms at 10 MB/s).
+    pub fn start_writeback(&mut self) {
+        if self.written < self.writeback_from + WRITEBACK_STEP {
+            return;
+        }
+        let (from, len) = (self.writeback_from, self.written - self.writeback_from);
+        self.writeback_from = self.written;
+        start_writeback(&self.file, from, len);
     }
 
     /// Index file: magic, count, segment length, bytes, first/last ts, offsets, CRC.

@@ -273,6 +273,13 @@ impl TopicStorage for FileTopicHandle {
         last: u64,
     ) -> BoxFuture<'static, Result<Vec<Bytes>>> {
         let t = self.topic.clone();
+        // A consumer at the tail reads what was written moments ago: it is in
+        // the write-behind buffer or the page cache, and reading it here costs
+        // less than the two thread hand-offs of the blocking pool. Anything
+        // older or larger may wait on the disk, so it goes to the pool.
+        if reads_from_memory(&t, ledger_id, first, last) {
+            return futures::future::ready(read_range(&t, ledger_id, first, last)).boxed();
+        }
         async move {
             tokio::task::spawn_blocking(move || read_range(&t, ledger_id, first, last))
                 .await
@@ -328,6 +335,31 @@ impl TopicStorage for FileTopicHandle {
 }
 
 /// Reads and checks entries `first..=last` of a ledger.
+/// Reads at most this many bytes on the caller's thread (see [`reads_from_memory`]).
+const INLINE_READ_BYTES: u64 = 256 * 1024;
+/// ... and only within this distance of the end of the topic's newest segment.
+const INLINE_READ_RECENT: u64 = 8 << 20;
+
+/// Whether entries `first..=last` of `ledger` are small and recent enough to
+/// be read without the blocking pool: in the topic's newest segment, within
+/// its last [`INLINE_READ_RECENT`] bytes, at most [`INLINE_READ_BYTES`].
+fn reads_from_memory(t: &TopicShared, ledger: u64, first: u64, last: u64) -> bool {
+    let f = t.files.lock();
+    let Some((&newest, seg)) = f.ledgers.iter().next_back() else {
+        return false;
+    };
+    if newest != ledger || first > last || last as usize >= seg.offsets.len() {
+        return false;
+    }
+    let start = seg.offsets[first as usize];
+    let end = seg
+        .offsets
+        .get(last as usize + 1)
+        .copied()
+        .unwrap_or(seg.len);
+    end - start <= INLINE_READ_BYTES && seg.len - start <= INLINE_READ_RECENT
+}
+
 fn read_range(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Vec<Bytes>> {
     let (file, path, start, end, file_end, tail) = {
         let f = t.files.lock();
