@@ -289,6 +289,17 @@ impl Segment {
         Ok(())
     }
 
+    /// Byte offsets `[start, end)` of entries `first..=last` (both stored).
+    pub fn byte_range(&self, first: u64, last: u64) -> (u64, u64) {
+        let start = self.offsets[first as usize];
+        let end = self
+            .offsets
+            .get(last as usize + 1)
+            .copied()
+            .unwrap_or(self.len);
+        (start, end)
+    }
+
     /// Starts the disk write of what was handed to the OS, once a
     /// [`WRITEBACK_STEP`] has built up, without waiting for it. Left to the
     /// kernel, tens of MiB of a busy topic stay dirty until the checkpoint's

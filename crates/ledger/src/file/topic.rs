@@ -351,12 +351,7 @@ fn reads_from_memory(t: &TopicShared, ledger: u64, first: u64, last: u64) -> boo
     if newest != ledger || first > last || last as usize >= seg.offsets.len() {
         return false;
     }
-    let start = seg.offsets[first as usize];
-    let end = seg
-        .offsets
-        .get(last as usize + 1)
-        .copied()
-        .unwrap_or(seg.len);
+    let (start, end) = seg.byte_range(first, last);
     end - start <= INLINE_READ_BYTES && seg.len - start <= INLINE_READ_RECENT
 }
 
@@ -377,12 +372,7 @@ fn read_range(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Vec
                 reason: "no such entry in storage",
             });
         };
-        let start = seg.offsets[first as usize];
-        let end = seg
-            .offsets
-            .get(last as usize + 1)
-            .copied()
-            .unwrap_or(seg.len);
+        let (start, end) = seg.byte_range(first, last);
         // The part still in the write-behind buffer is copied under the lock;
         // the part in the file stays there (the file only grows).
         let file_end = end.min(seg.written);
