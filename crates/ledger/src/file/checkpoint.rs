@@ -150,6 +150,8 @@ pub struct Pending {
     /// (journal record, then checkpoint), and an open after a crash deletes
     /// ledgers below the trim point, so a later unlink loses nothing.
     pub trash: Vec<PathBuf>,
+    /// Segment ranges whose write-out to the disk should start.
+    pub writeback: Vec<super::segment::Writeback>,
 }
 
 /// The checkpoint thread.
@@ -158,8 +160,16 @@ pub fn run(sh: Arc<Shared>) {
     loop {
         let (upto, topics, shutdown, trash) = {
             let mut p = sh.ckpt.lock();
-            while !p.requested && !p.shutdown && p.trash.is_empty() {
+            while !p.requested && !p.shutdown && p.trash.is_empty() && p.writeback.is_empty() {
                 sh.ckpt_cv.wait(&mut p);
+            }
+            let writeback = std::mem::take(&mut p.writeback);
+            if !writeback.is_empty() {
+                drop(p);
+                for wb in &writeback {
+                    wb.start();
+                }
+                continue;
             }
             let trash = std::mem::take(&mut p.trash);
             let job = p.requested;

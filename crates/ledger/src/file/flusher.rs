@@ -846,11 +846,17 @@ fn write_chunk<'a>(
         let n = (seg.pending.len() - before) as u64;
         seg.push(at, ts, data.len() as u64, n);
     }
-    if seg.pending.len() >= WRITE_BEHIND
-        && let Err(e) = seg.flush_pending()
-    {
-        f.corrupt = Some(e.clone());
-        return Err(e);
+    if seg.pending.len() >= WRITE_BEHIND {
+        if let Err(e) = seg.flush_pending() {
+            f.corrupt = Some(e.clone());
+            return Err(e);
+        }
+        if let Some(wb) = seg.take_writeback() {
+            // Started on the checkpoint thread: the syscall can wait on the
+            // device queue, and this thread's time is every producer's latency.
+            sh.ckpt.lock().writeback.push(wb);
+            sh.ckpt_cv.notify_all();
+        }
     }
     Ok(())
 }

@@ -11,23 +11,35 @@ use super::format::{self, HEADER, SEG_FIXED};
 use crate::{LedgerError, Result};
 
 /// How much of a segment is handed to the disk at a time (see
-/// [`Segment::start_writeback`]).
+/// [`Segment::take_writeback`]).
 pub const WRITEBACK_STEP: u64 = 1 << 20;
 
-/// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: queues the range's dirty pages
-/// for write-out and returns; durability still comes from fdatasync. A
-/// failure only means the kernel writes them later, so it is ignored.
-#[allow(unsafe_code)]
-pub fn start_writeback(file: &File, from: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a plain syscall on a valid descriptor, no memory passed.
-    unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            from as libc::off64_t,
-            len as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
+/// A segment range whose write-out to the disk should start.
+#[derive(Debug)]
+pub struct Writeback {
+    file: Arc<File>,
+    from: u64,
+    len: u64,
+}
+
+impl Writeback {
+    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: queues the range's dirty
+    /// pages for write-out and returns; durability still comes from
+    /// fdatasync. A failure only means the kernel writes them later, so it
+    /// is ignored.
+    #[allow(unsafe_code)]
+    pub fn start(&self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain syscall on a descriptor `self.file` keeps open; no
+        // memory is passed.
+        unsafe {
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                self.from as libc::off64_t,
+                self.len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
     }
 }
 
@@ -48,8 +60,8 @@ pub struct Segment {
     pub pending: Vec<u8>,
     /// Bytes known to be on disk (fdatasync'd).
     pub synced_len: u64,
-    /// Write-out of `..writeback_from` has been started (see
-    /// [`Segment::flush_pending`]).
+    /// Write-out of `..writeback_from` has been asked for (see
+    /// [`Segment::take_writeback`]).
     pub writeback_from: u64,
     /// Sum of entry data lengths.
     pub bytes: u64,
@@ -285,7 +297,6 @@ impl Segment {
             .map_err(|e| LedgerError::io("write", &self.path, e))?;
         self.written += self.pending.len() as u64;
         self.pending.clear();
-        self.start_writeback();
         Ok(())
     }
 
@@ -300,18 +311,23 @@ impl Segment {
         (start, end)
     }
 
-    /// Starts the disk write of what was handed to the OS, once a
-    /// [`WRITEBACK_STEP`] has built up, without waiting for it. Left to the
-    /// kernel, tens of MiB of a busy topic stay dirty until the checkpoint's
-    /// fdatasync writes them in one burst, and every group commit's
-    /// fdatasync queued behind that burst stalls (seen: 50-60 ms at 10 MB/s).
-    pub fn start_writeback(&mut self) {
+    /// The range whose disk write should start now, once a
+    /// [`WRITEBACK_STEP`] has been handed to the OS since the last one. Left
+    /// to the kernel, tens of MiB of a busy topic stay dirty until the
+    /// checkpoint's fdatasync writes them in one burst, and every group
+    /// commit's fdatasync queued behind that burst stalls (seen: 50-60 ms at
+    /// 10 MB/s). The checkpoint thread starts it (see [`Writeback`]).
+    pub fn take_writeback(&mut self) -> Option<Writeback> {
         if self.written < self.writeback_from + WRITEBACK_STEP {
-            return;
+            return None;
         }
-        let (from, len) = (self.writeback_from, self.written - self.writeback_from);
+        let from = self.writeback_from;
         self.writeback_from = self.written;
-        start_writeback(&self.file, from, len);
+        Some(Writeback {
+            file: self.file.clone(),
+            from,
+            len: self.written - from,
+        })
     }
 
     /// Index file: magic, count, segment length, bytes, first/last ts, offsets, CRC.
