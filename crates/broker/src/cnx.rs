@@ -97,6 +97,12 @@ const WRITE_DIRECT: usize = 64 * 1024;
 async fn write_loop<W: AsyncWrite + Unpin>(mut write: W, mut rx: mpsc::Receiver<OutFrame>) {
     let mut buf = bytes::BytesMut::with_capacity(WRITE_COALESCE);
     while let Some(first) = rx.recv().await {
+        // Let the tasks woken together with this one queue their frames
+        // first: a storage completion wakes the producer (receipt) and the
+        // subscription (the message) at once, and the scheduler runs this
+        // task in between, so they would go out in two writes (and wake the
+        // client twice) instead of one.
+        tokio::task::yield_now().await;
         let mut next = Some(first);
         while let Some(frame) = next.take() {
             if frame.body.len() >= WRITE_DIRECT {
