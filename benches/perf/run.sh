@@ -43,6 +43,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # CPU seconds (user+system) of a pid, and busy seconds of the whole machine.
 proc_cpu() { awk -v t="$CLK_TCK" '{ sub(/.*\) /, ""); print ($12 + $13) / t }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 machine_busy() { awk -v t="$CLK_TCK" '/^cpu / { print ($2+$3+$4+$7+$8) / t }' /proc/stat; }
+# CPU time the hypervisor gave to other guests while ours wanted it: when it is
+# high, every figure of that phase is slowed by the host, not by the broker.
+machine_steal() { awk -v t="$CLK_TCK" '/^cpu / { print $9 / t }' /proc/stat; }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 
 PID=""; PORT=""
@@ -131,14 +134,14 @@ phase() { # broker phase perf-args...
   ensure_broker "$b"
   wait_quiet
   ensure_broker "$b"
-  c0=$(proc_cpu "$PID"); m0=$(machine_busy); t0=$(date +%s.%N)
+  c0=$(proc_cpu "$PID"); m0=$(machine_busy); s0=$(machine_steal); t0=$(date +%s.%N)
   # Bounded: a broker that never answers a subscribe must not hang the run.
   timeout "$PHASE_TIMEOUT" "$STROBE" perf "$@" -u "pulsar://127.0.0.1:$PORT" --json > "$OUT/$b-$ph.perf.json" 2> "$OUT/$b-$ph.log" || {
     log "$b $ph failed: $(tail -3 "$OUT/$b-$ph.log")"; echo '{}' > "$OUT/$b-$ph.perf.json"; }
-  c1=$(proc_cpu "$PID"); m1=$(machine_busy); t1=$(date +%s.%N)
-  python3 - "$OUT/$b-$ph.perf.json" "$c0" "$c1" "$m0" "$m1" "$t0" "$t1" > "$OUT/$b-$ph.json" <<'PY'
+  c1=$(proc_cpu "$PID"); m1=$(machine_busy); s1=$(machine_steal); t1=$(date +%s.%N)
+  python3 - "$OUT/$b-$ph.perf.json" "$c0" "$c1" "$m0" "$m1" "$t0" "$t1" "$s0" "$s1" > "$OUT/$b-$ph.json" <<'PY'
 import json, sys
-f, c0, c1, m0, m1, t0, t1 = sys.argv[1], *map(float, sys.argv[2:])
+f, c0, c1, m0, m1, t0, t1, s0, s1 = sys.argv[1], *map(float, sys.argv[2:])
 try:
     d = json.load(open(f))
 except Exception:
@@ -151,10 +154,11 @@ cli = d.get("client_cpu_s", 0.0) or 0.0
 msgs = d.get("published") or ((d.get("received") or 0) - (d.get("duplicates") or 0))
 d.update(broker_cpu_s=srv, wall_s=wall, broker_cores=srv / wall, client_cores=cli / wall,
          other_cores=max(0.0, (m1 - m0 - srv - cli) / wall),
+         steal_cores=(s1 - s0) / wall,
          broker_us_per_msg=(srv * 1e6 / msgs) if msgs else None)
 print(json.dumps(d))
 PY
-  log "$b $ph: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print({k: (round(v,3) if isinstance(v,float) else v) for k,v in d.items() if k in ("publish_rate","receive_rate","broker_us_per_msg","broker_cores","client_cores","other_cores")})' "$OUT/$b-$ph.json")"
+  log "$b $ph: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print({k: (round(v,3) if isinstance(v,float) else v) for k,v in d.items() if k in ("publish_rate","receive_rate","broker_us_per_msg","broker_cores","client_cores","other_cores","steal_cores")})' "$OUT/$b-$ph.json")"
 }
 
 fsync_probe() {
@@ -208,9 +212,9 @@ for s in scen:
         recv = d.get("unique_receive_rate", d.get("receive_rate"))
         rate = d.get("publish_rate") if s == "produce" else recv if recv else d.get("publish_rate")
         rows.append([s, b, f(rate, 0), f(d.get("broker_us_per_msg"), 2), f(d.get("broker_cores"), 2),
-                     f(d.get("client_cores"), 2), f(d.get("other_cores"), 2),
+                     f(d.get("client_cores"), 2), f(d.get("other_cores"), 2), f(d.get("steal_cores"), 2),
                      lat(d, "publish_latency_ms"), lat(d, "e2e_latency_ms"), f(d.get("duplicates"))])
-hdr = ["scenario", "broker", "msg/s", "brk us/msg", "brk cores", "cli cores", "other", "pub ms p50/p99/p99.9", "e2e ms p50/p99/p99.9", "dups"]
+hdr = ["scenario", "broker", "msg/s", "brk us/msg", "brk cores", "cli cores", "other", "steal", "pub ms p50/p99/p99.9", "e2e ms p50/p99/p99.9", "dups"]
 w = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
 line = lambda r: "  ".join(str(c).ljust(w[i]) for i, c in enumerate(r))
 print(line(hdr)); print("  ".join("-" * x for x in w))
