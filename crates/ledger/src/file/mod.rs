@@ -18,9 +18,16 @@
 //!
 //! # Write path and group commit
 //!
-//! `append` only queues. One flusher thread per backend (per broker) takes
+//! `append` only queues. One flusher per backend (per broker) takes
 //! everything queued (up to `max_batch_bytes`), from every producer of every
-//! topic, and groups it by (topic, ledger). Each group goes one of two ways:
+//! topic, and groups it by (topic, ledger). The flusher is state behind a
+//! lock, run by its own thread; whoever holds the lock takes the next batch,
+//! so batches run in queue order. With `sync = never` an append that finds
+//! the queue empty and the flusher idle runs the group commit itself, on the
+//! appending thread: waking the flusher thread and then the appender's task
+//! again cost more than the write into the page cache (measured: broker CPU
+//! per unbatched message at 10k msg/s fell from 43 to 33 µs). Journal
+//! rotation is left to the thread. Each group goes one of two ways:
 //!
 //! * **Journal path** (small groups; the common case with many topics): the
 //!   entries go into the journal, all topics together, with one `pwrite` and
@@ -28,7 +35,17 @@
 //!   writer of every topic) appends them to their segments through a 64 KiB
 //!   write-behind buffer per segment (reads see it), so a topic written at a
 //!   low rate costs one `pwrite` per 64 KiB, not one per group commit; the
-//!   journal covers the buffers until a checkpoint writes them out.
+//!   journal covers the buffers until a checkpoint syncs them. Every 1 MiB
+//!   handed to the OS, the checkpoint thread starts its write-out
+//!   (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, not waited for): otherwise
+//!   tens of MiB of a busy topic stay dirty until the checkpoint's fdatasync
+//!   writes them at once, and every group commit's fdatasync queues behind
+//!   that burst (seen: 50-60 ms stalls at 10 MB/s, once per checkpoint).
+//!
+//! Reads of a small range near the end of a topic's newest segment (a
+//! consumer at the tail) are served on the caller's thread, from the
+//! write-behind buffer or the page cache; anything older or larger goes to
+//! the blocking pool, since it may wait on the disk.
 //! * **Write-once path** (`sync = always`, a topic's group of at least
 //!   [`FileBackendConfig::direct_write_bytes`], and that topic's only group
 //!   in this commit): the entries are written once, straight to the topic's
