@@ -384,9 +384,8 @@ fn prepare_pool(sh: &Shared) {
         if sh.ckpt.lock().shutdown {
             return;
         }
-        match zero_filled_file(sh, true) {
+        match zero_filled_file(sh) {
             Ok(path) => sh.pool.lock().push(path),
-            Err(_) if sh.ckpt.lock().shutdown => return,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot preallocate a journal file");
                 return;
@@ -395,12 +394,8 @@ fn prepare_pool(sh: &Shared) {
     }
 }
 
-/// Writes one zero-filled, synced spare journal file. `paced` (spares made
-/// while the broker serves): each MiB is written out to the disk before the
-/// next, with a pause between, so at most a MiB of it is ever ahead of a
-/// group commit's fdatasync; unpaced, the whole file reached the disk in one
-/// burst at the final sync and stalled every group commit behind it.
-pub fn zero_filled_file(sh: &Shared, paced: bool) -> Result<PathBuf> {
+/// Writes one zero-filled, synced spare journal file.
+pub fn zero_filled_file(sh: &Shared) -> Result<PathBuf> {
     let n = sh.next_pool_id.fetch_add(1, Ordering::Relaxed);
     let tmp = sh.journal_dir.join(format!("pool-{n}.tmp"));
     let path = sh.journal_dir.join(format!("pool-{n}.wal"));
@@ -415,13 +410,6 @@ pub fn zero_filled_file(sh: &Shared, paced: bool) -> Result<PathBuf> {
         while at < sh.cfg.journal_file_bytes {
             let n = zeros.len().min((sh.cfg.journal_file_bytes - at) as usize);
             f.write_all_at(&zeros[..n], at)?;
-            if paced {
-                if sh.ckpt.lock().shutdown {
-                    return Err(std::io::Error::other("the backend is shutting down"));
-                }
-                super::segment::write_out_now(&f, at, n as u64);
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
             at += n as u64;
         }
         f.sync_all()?;

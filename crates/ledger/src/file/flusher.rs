@@ -183,7 +183,7 @@ impl Flusher {
     pub fn start(sh: Arc<Shared>, seq: u64) -> Result<Flusher> {
         // The first journal file is preallocated too (once, at startup).
         if sh.cfg.preallocate && sh.pool.lock().is_empty() {
-            let spare = super::checkpoint::zero_filled_file(&sh, false)?;
+            let spare = super::checkpoint::zero_filled_file(&sh)?;
             sh.pool.lock().push(spare);
         }
         let jf = open_journal(&sh, seq)?;

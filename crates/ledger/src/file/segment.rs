@@ -23,41 +23,23 @@ pub struct Writeback {
 }
 
 impl Writeback {
-    /// Queues the range's dirty pages for write-out and returns (see
-    /// [`sync_file_range`]).
+    /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: queues the range's dirty
+    /// pages for write-out and returns; durability still comes from
+    /// fdatasync. A failure only means the kernel writes them later, so it
+    /// is ignored.
+    #[allow(unsafe_code)]
     pub fn start(&self) {
-        sync_file_range(&self.file, self.from, self.len, libc::SYNC_FILE_RANGE_WRITE);
-    }
-}
-
-/// Writes a range's dirty pages out to the disk and waits for them (not a
-/// durability point: no device flush, no metadata; see [`sync_file_range`]).
-pub fn write_out_now(file: &File, from: u64, len: u64) {
-    sync_file_range(
-        file,
-        from,
-        len,
-        libc::SYNC_FILE_RANGE_WAIT_BEFORE
-            | libc::SYNC_FILE_RANGE_WRITE
-            | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-    );
-}
-
-/// `sync_file_range(2)`, which has no safe wrapper in our dependencies. It
-/// only paces writes: durability always comes from fdatasync, so a failure
-/// means the kernel writes the pages later, and is ignored.
-#[allow(unsafe_code)]
-fn sync_file_range(file: &File, from: u64, len: u64, flags: libc::c_uint) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a plain syscall on a descriptor that `file` keeps open; no
-    // memory is passed.
-    unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            from as libc::off64_t,
-            len as libc::off64_t,
-            flags,
-        );
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain syscall on a descriptor `self.file` keeps open; no
+        // memory is passed.
+        unsafe {
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                self.from as libc::off64_t,
+                self.len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
     }
 }
 
