@@ -35,7 +35,7 @@
 //!   writer of every topic) appends them to their segments through a 64 KiB
 //!   write-behind buffer per segment (reads see it), so a topic written at a
 //!   low rate costs one `pwrite` per 64 KiB, not one per group commit; the
-//!   journal covers the buffers until a checkpoint syncs them. Every 1 MiB
+//!   journal covers the buffers until a checkpoint syncs them. Every 256 KiB
 //!   handed to the OS, the checkpoint thread starts its write-out
 //!   (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, not waited for): otherwise
 //!   tens of MiB of a busy topic stay dirty until the checkpoint's fdatasync

@@ -11,8 +11,11 @@ use super::format::{self, HEADER, SEG_FIXED};
 use crate::{LedgerError, Result};
 
 /// How much of a segment is handed to the disk at a time (see
-/// [`Segment::take_writeback`]).
-pub const WRITEBACK_STEP: u64 = 1 << 20;
+/// [`Segment::take_writeback`]). A group commit's fdatasync that meets a
+/// write-out waits for it; the disk time they take is the same whatever the
+/// step, so a smaller step delays more fsyncs by less each (at 400 MB/s,
+/// 256 KiB is about 0.6 ms).
+pub const WRITEBACK_STEP: u64 = 256 << 10;
 
 /// A segment range whose write-out to the disk should start.
 #[derive(Debug)]
