@@ -189,6 +189,8 @@ for b in $BROKERS; do
     esac
   done
   stop_broker
+  # A run writes gigabytes; keep the broker's log, not its data (KEEP_DATA=1 keeps it).
+  [[ "${KEEP_DATA:-0}" == 1 ]] || rm -rf "$OUT/data-$b/data" "$OUT/data-$b/db"
 done
 fsync_probe end
 
