@@ -450,18 +450,19 @@ fn main() {
         }
         if on("large") {
             // The bare loop right before and right after, on the same disk.
-            quiesce();
-            let before = bare_sequential(&root, args.seq_mib, MIB);
-            println!(
-                "{:<34} {:>10} {before:>18.1} MB/s",
-                "bare 1 MiB write + fdatasync", "(before)"
-            );
-            quiesce();
-            let before_short = bare_sequential(&root, args.seq_mib, MIB_SHORT);
-            println!(
-                "{:<34} {:>10} {before_short:>18.1} MB/s",
-                "bare 1020 KiB write + fdatasync", "(before)"
-            );
+            let bare_loop = |chunk: usize, when: &str| {
+                quiesce();
+                let mbs = bare_sequential(&root, args.seq_mib, chunk);
+                let label = if chunk == MIB {
+                    "bare 1 MiB write + fdatasync"
+                } else {
+                    "bare 1020 KiB write + fdatasync"
+                };
+                println!("{label:<34} {:>10} {mbs:>18.1} MB/s", format!("({when})"));
+                mbs
+            };
+            let before = bare_loop(MIB, "before");
+            let before_short = bare_loop(MIB_SHORT, "before");
             quiesce();
             let inflight = (4 * (1usize << 20) / args.large_entry_bytes).max(4);
             let st0 = backend.stats();
@@ -484,18 +485,8 @@ fn main() {
                 st1.syncs - st0.syncs,
                 (st1.journal_bytes - st0.journal_bytes) as f64 / 1e6
             );
-            quiesce();
-            let after_short = bare_sequential(&root, args.seq_mib, MIB_SHORT);
-            println!(
-                "{:<34} {:>10} {after_short:>18.1} MB/s",
-                "bare 1020 KiB write + fdatasync", "(after)"
-            );
-            quiesce();
-            let after = bare_sequential(&root, args.seq_mib, MIB);
-            println!(
-                "{:<34} {:>10} {after:>18.1} MB/s",
-                "bare 1 MiB write + fdatasync", "(after)"
-            );
+            let after_short = bare_loop(MIB_SHORT, "after");
+            let after = bare_loop(MIB, "after");
             let bare = (before + after) / 2.0;
             let bare_short = (before_short + after_short) / 2.0;
             let mbs = eps * args.large_entry_bytes as f64 / 1e6;
