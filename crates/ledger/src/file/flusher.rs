@@ -231,12 +231,6 @@ impl Flusher {
             && self.last_rotate.elapsed() < cfg.checkpoint_interval
     }
 
-    /// Processes a batch taken from the queue by another thread (which holds
-    /// the flusher's lock, so batches still run in queue order).
-    pub fn process_inline(&mut self, reqs: Vec<Req>) {
-        self.process(reqs);
-    }
-
     fn finish(&mut self) {
         if self.unsynced && self.sh.cfg.sync != SyncMode::Never {
             let _ = self.sync();
@@ -599,7 +593,9 @@ impl Flusher {
         }
     }
 
-    fn process(&mut self, reqs: Vec<Req>) {
+    /// Runs one group commit. The caller holds the flusher's lock and took
+    /// `reqs` from the queue under it, so batches run in queue order.
+    pub fn process(&mut self, reqs: Vec<Req>) {
         if let Some(e) = self.sh.queue.lock().failed.clone() {
             for r in reqs {
                 r.fail(e.clone());

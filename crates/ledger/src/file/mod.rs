@@ -479,7 +479,7 @@ impl Shared {
         {
             if let Some(reqs) = flusher::take_batch(self, &mut q) {
                 drop(q);
-                f.process_inline(reqs);
+                f.process(reqs);
             }
             return;
         }
