@@ -275,9 +275,13 @@ fn many_small_topics_share_the_journal_fsync() {
                     .unwrap(),
             );
         }
+        // Payloads made first, so the appends reach the queue back to back.
+        let payloads: Vec<_> = (0..2000).map(|i| payload(i, 1000)).collect();
         let s0 = b.stats();
-        let futs: Vec<_> = (0..2000)
-            .map(|i| mls[i % mls.len()].append(payload(i, 1000)))
+        let futs: Vec<_> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| mls[i % mls.len()].append(p))
             .collect();
         for f in futs {
             f.await.unwrap();
@@ -285,7 +289,12 @@ fn many_small_topics_share_the_journal_fsync() {
         let st = b.stats();
         assert_eq!(st.segment_syncs, s0.segment_syncs, "{st:?}");
         assert_eq!(st.direct_entries, 0, "{st:?}");
-        assert!(st.syncs - s0.syncs < 100, "{st:?}");
+        // Fewer journal fsyncs than topics: each one covered many topics'
+        // entries (one per topic per flush would be 200 at least). How many
+        // there are depends on how fast the appends arrive: 124 were seen
+        // in a debug build on a loaded CI machine when the payloads were
+        // still made in the loop.
+        assert!(st.syncs - s0.syncs < mls.len() as u64, "{st:?}");
         for ml in mls {
             ml.close().await.unwrap();
         }
