@@ -273,15 +273,19 @@ impl TopicStorage for FileTopicHandle {
         last: u64,
     ) -> BoxFuture<'static, Result<Vec<Bytes>>> {
         let t = self.topic.clone();
+        let loc = match locate(&t, ledger_id, first, last) {
+            Ok(loc) => loc,
+            Err(e) => return futures::future::ready(Err(e)).boxed(),
+        };
         // A consumer at the tail reads what was written moments ago: it is in
         // the write-behind buffer or the page cache, and reading it here costs
         // less than the two thread hand-offs of the blocking pool. Anything
         // older or larger may wait on the disk, so it goes to the pool.
-        if reads_from_memory(&t, ledger_id, first, last) {
-            return futures::future::ready(read_range(&t, ledger_id, first, last)).boxed();
+        if loc.in_memory {
+            return futures::future::ready(read_located(&t, loc, first, last)).boxed();
         }
         async move {
-            tokio::task::spawn_blocking(move || read_range(&t, ledger_id, first, last))
+            tokio::task::spawn_blocking(move || read_located(&t, loc, first, last))
                 .await
                 .map_err(|e| LedgerError::Io {
                     op: "read",
@@ -334,63 +338,79 @@ impl TopicStorage for FileTopicHandle {
     }
 }
 
-/// Reads and checks entries `first..=last` of a ledger.
-/// Reads at most this many bytes on the caller's thread (see [`reads_from_memory`]).
+/// Reads at most this many bytes on the caller's thread (see [`Located::in_memory`]).
 const INLINE_READ_BYTES: u64 = 256 * 1024;
 /// ... and only within this distance of the end of the topic's newest segment.
 const INLINE_READ_RECENT: u64 = 8 << 20;
 
-/// Whether entries `first..=last` of `ledger` are small and recent enough to
-/// be read without the blocking pool: in the topic's newest segment, within
-/// its last [`INLINE_READ_RECENT`] bytes, at most [`INLINE_READ_BYTES`].
-fn reads_from_memory(t: &TopicShared, ledger: u64, first: u64, last: u64) -> bool {
-    let f = t.files.lock();
-    let Some((&newest, seg)) = f.ledgers.iter().next_back() else {
-        return false;
-    };
-    if newest != ledger || first > last || last as usize >= seg.offsets.len() {
-        return false;
-    }
-    let (start, end) = seg.byte_range(first, last);
-    end - start <= INLINE_READ_BYTES && seg.len - start <= INLINE_READ_RECENT
+/// Where entries `first..=last` of a ledger are, found under the topic's lock.
+struct Located {
+    file: Arc<std::fs::File>,
+    path: PathBuf,
+    start: u64,
+    end: u64,
+    /// `start..file_end` is read from the file.
+    file_end: u64,
+    /// The rest, copied from the write-behind buffer.
+    tail: Vec<u8>,
+    /// Small and recent enough to read without the blocking pool: in the
+    /// topic's newest segment, within its last [`INLINE_READ_RECENT`] bytes,
+    /// at most [`INLINE_READ_BYTES`] (in the write-behind buffer or the page
+    /// cache, not waiting on the disk).
+    in_memory: bool,
 }
 
-fn read_range(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Vec<Bytes>> {
-    let (file, path, start, end, file_end, tail) = {
-        let f = t.files.lock();
-        if let Some(e) = &f.corrupt {
-            return Err(e.clone());
-        }
-        let seg = f
-            .ledgers
-            .get(&ledger)
-            .filter(|s| (last as usize) < s.offsets.len() && first <= last);
-        let Some(seg) = seg else {
-            return Err(LedgerError::InvalidPosition {
-                topic: t.name.clone(),
-                position: Position::new(ledger, first),
-                reason: "no such entry in storage",
-            });
-        };
-        let (start, end) = seg.byte_range(first, last);
-        // The part still in the write-behind buffer is copied under the lock;
-        // the part in the file stays there (the file only grows).
-        let file_end = end.min(seg.written);
-        let tail = if end > seg.written {
-            let from = (start.max(seg.written) - seg.written) as usize;
-            seg.pending[from..(end - seg.written) as usize].to_vec()
-        } else {
-            Vec::new()
-        };
-        (
-            seg.file.clone(),
-            seg.path.clone(),
-            start,
-            end,
-            file_end,
-            tail,
-        )
+fn locate(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Located> {
+    let f = t.files.lock();
+    if let Some(e) = &f.corrupt {
+        return Err(e.clone());
+    }
+    let seg = f
+        .ledgers
+        .get(&ledger)
+        .filter(|s| (last as usize) < s.offsets.len() && first <= last);
+    let Some(seg) = seg else {
+        return Err(LedgerError::InvalidPosition {
+            topic: t.name.clone(),
+            position: Position::new(ledger, first),
+            reason: "no such entry in storage",
+        });
     };
+    let (start, end) = seg.byte_range(first, last);
+    // The part still in the write-behind buffer is copied under the lock;
+    // the part in the file stays there (the file only grows).
+    let file_end = end.min(seg.written);
+    let tail = if end > seg.written {
+        let from = (start.max(seg.written) - seg.written) as usize;
+        seg.pending[from..(end - seg.written) as usize].to_vec()
+    } else {
+        Vec::new()
+    };
+    let newest = f.ledgers.keys().next_back() == Some(&ledger);
+    Ok(Located {
+        file: seg.file.clone(),
+        path: seg.path.clone(),
+        start,
+        end,
+        file_end,
+        tail,
+        in_memory: newest
+            && end - start <= INLINE_READ_BYTES
+            && seg.len - start <= INLINE_READ_RECENT,
+    })
+}
+
+/// Reads and checks the entries `loc` found.
+fn read_located(t: &TopicShared, loc: Located, first: u64, last: u64) -> Result<Vec<Bytes>> {
+    let Located {
+        file,
+        path,
+        start,
+        end,
+        file_end,
+        tail,
+        ..
+    } = loc;
     let mut buf = Vec::with_capacity((end - start) as usize);
     if file_end > start {
         buf.resize((file_end - start) as usize, 0);
