@@ -7,7 +7,10 @@
 //!    bandwidth (the bare loop runs right before and right after the large
 //!    phase, and the ledger is compared with their mean, so a neighbour's
 //!    disk traffic hits both sides alike);
-//! 2. at 10,000 entries/s on one topic, p99 <= 2x the bare 4 KiB p99;
+//! 2. at 10,000 entries/s on one topic, p99 <= 2x the bare 4 KiB p99 (the
+//!    two run in alternating slices, `--rounds`, and the bare syncs are also
+//!    replayed through an ideal serial group commit to show what any design
+//!    that acknowledges after its fsync would get on them);
 //! 3. 1,000 topics reach >= 50% of the single-topic throughput.
 //!
 //! The single topic's ledgers roll over every `--ledger-mib` and are trimmed
@@ -48,6 +51,13 @@ struct Args {
     /// Entries per second of the fixed-rate phases.
     #[arg(long, default_value_t = 10_000)]
     rate: u64,
+    /// The fixed-rate phases alternate this many times between the bare 4 KiB
+    /// fdatasync loop and the ledger (each slice `secs / rounds` long), so both
+    /// meet the same host: on this VM the disk's tail changes from minute to
+    /// minute, and a bare figure from the start of the run says little about
+    /// the minute the ledger ran in.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
     /// Iterations of the bare 4 KiB fdatasync loop.
     #[arg(long, default_value_t = 3000)]
     bare_iters: usize,
@@ -122,6 +132,82 @@ fn bare_fdatasync(dir: &Path, iters: usize) -> (f64, f64, f64, f64) {
     std::fs::remove_file(&path).unwrap();
     let (p50, p99, p999) = Lat(lat).summary();
     (iters as f64 / secs, p50, p99, p999)
+}
+
+/// The bare 4 KiB write + fdatasync loop for `secs`: each iteration's latency (ns).
+fn bare_fdatasync_for(dir: &Path, secs: f64) -> Vec<u32> {
+    let path = dir.join("bare-slice.wal");
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let buf = vec![7u8; 4096];
+    let mut lat = Vec::new();
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < end {
+        let t = Instant::now();
+        f.write_all(&buf).unwrap();
+        f.sync_data().unwrap();
+        lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
+    }
+    std::fs::remove_file(&path).unwrap();
+    lat
+}
+
+/// What an ideal serial group commit would show on the same disk: appends
+/// arrive as in [`fixed_rate`] (`rate / 1000` per 1 ms tick), a sync starts
+/// whenever one is not running and appends are waiting, covers every append
+/// waiting at its start, and takes as long as the bare fdatasync of `syncs`
+/// that was running at the same offset into the bare loop's time line (the
+/// disk's state at that moment; the slices laid end to end span about as
+/// long as the ledger ran); no CPU time, no thread wake-ups.
+/// Entries that arrive during a sync wait for the rest of it and then their
+/// own, and a slow sync collects more arrivals than a fast one, so even this
+/// design's p99 sits above the bare loop's p99: how far above is the disk's,
+/// not the ledger's, doing.
+fn ideal_group_commit(syncs: &[u32], rate: u64, secs: f64) -> Vec<u32> {
+    let gap = 1e6; // ns per tick
+    let per_tick = rate as f64 / 1000.0;
+    let ticks = (secs * 1000.0) as u64;
+    let mut lat = Vec::with_capacity((rate as f64 * secs) as usize);
+    let mut pending: Vec<f64> = Vec::new();
+    let (mut t, mut owed, mut tick) = (0.0f64, 0.0f64, 0u64);
+    // End of each bare sync on the bare loop's time line (ns).
+    let ends: Vec<f64> = syncs
+        .iter()
+        .scan(0.0f64, |acc, &d| {
+            *acc += d as f64;
+            Some(*acc)
+        })
+        .collect();
+    let Some(&span) = ends.last() else {
+        return lat;
+    };
+    loop {
+        // Arrivals up to now.
+        while tick < ticks && tick as f64 * gap <= t {
+            owed += per_tick;
+            while owed >= 1.0 {
+                owed -= 1.0;
+                pending.push(tick as f64 * gap);
+            }
+            tick += 1;
+        }
+        if pending.is_empty() {
+            if tick >= ticks {
+                return lat;
+            }
+            t = tick as f64 * gap;
+            continue;
+        }
+        let at = t % span;
+        let i = ends.partition_point(|&e| e <= at).min(syncs.len() - 1);
+        let end = t + syncs[i] as f64;
+        lat.extend(pending.drain(..).map(|a| (end - a) as u32));
+        t = end;
+    }
 }
 
 /// MB/s of a loop appending `chunk` bytes + fdatasync to a new file, `mib` MiB in all.
@@ -336,11 +422,9 @@ fn main() {
         .unwrap();
 
     let mut goals: Vec<String> = Vec::new();
-    let mut bare_p99 = None;
     if on("bare") {
         quiesce();
         let (ops, p50, p99, p999) = bare_fdatasync(&root, args.bare_iters);
-        bare_p99 = Some(p99);
         println!(
             "{:<34} {ops:>10.0} syncs/s   {:>8.1} MB/s  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  p99.9 {p999:>7.3} ms",
             "bare 4 KiB write + fdatasync",
@@ -383,32 +467,65 @@ fn main() {
         let one = open_ledgers(&backend, 1, "one", args.ledger_mib, args.trim_secs).await;
         let many = open_ledgers(&backend, args.topics, "many", args.ledger_mib, 0).await;
         for (ph, mls, label) in [("rate1", &one, "1 topic"), ("rateN", &many, "many topics")] {
-            if on(ph) {
+            if !on(ph) {
+                continue;
+            }
+            let rounds = args.rounds.max(1);
+            let slice = args.secs / rounds as f64;
+            let mut bare: Vec<u32> = Vec::new();
+            let mut ledger = Run {
+                entries: 0,
+                secs: 0.0,
+                lat: Lat(Vec::new()),
+                syncs: 0,
+            };
+            for _ in 0..rounds {
                 quiesce();
-                let r = fixed_rate(&backend, mls, args.entry_bytes, args.rate, args.secs).await;
-                let mut lat = r.lat.0.clone();
-                lat.sort_unstable();
-                let p99 = pct(&lat, 0.99);
-                let name = if label == "1 topic" {
-                    format!("ledger {} entries/s, 1 topic", args.rate)
-                } else {
-                    format!("ledger {} entries/s, {} topics", args.rate, args.topics)
-                };
-                report(&name, r, args.entry_bytes);
-                if let Some(b) = bare_p99 {
-                    println!(
-                        "  -> p99 is {:.2}x the bare fdatasync p99 (goal <= 2x)",
-                        p99 / b
-                    );
-                    if label == "1 topic" {
-                        goals.push(format!(
-                            "p99 at {}/s on 1 topic: {p99:.3} ms = {:.2}x bare 4 KiB p99 {b:.3} ms (goal <= 2x): {}",
-                            args.rate,
-                            p99 / b,
-                            verdict(p99 <= 2.0 * b)
-                        ));
-                    }
-                }
+                bare.extend(bare_fdatasync_for(&root, slice));
+                quiesce();
+                let r = fixed_rate(&backend, mls, args.entry_bytes, args.rate, slice).await;
+                ledger.entries += r.entries;
+                ledger.secs += r.secs;
+                ledger.syncs += r.syncs;
+                ledger.lat.0.extend(r.lat.0);
+            }
+            let ideal = ideal_group_commit(&bare, args.rate, args.secs);
+            let mut lat = ledger.lat.0.clone();
+            lat.sort_unstable();
+            let p99 = pct(&lat, 0.99);
+            let name = if label == "1 topic" {
+                format!("ledger {} entries/s, 1 topic", args.rate)
+            } else {
+                format!("ledger {} entries/s, {} topics", args.rate, args.topics)
+            };
+            let n_bare = bare.len();
+            let (b50, b99, b999) = Lat(bare).summary();
+            let (i50, i99, i999) = Lat(ideal).summary();
+            println!(
+                "{:<34} {:>10.0} syncs/s   {:>8} {:>4}  p50 {b50:>7.3} ms  p99 {b99:>7.3} ms  p99.9 {b999:>7.3} ms",
+                format!("bare 4 KiB fdatasync, {rounds} slices"),
+                n_bare as f64 / args.secs,
+                "",
+                ""
+            );
+            println!(
+                "{:<34} {:>10} {:>18}  p50 {i50:>7.3} ms  p99 {i99:>7.3} ms  p99.9 {i999:>7.3} ms",
+                "ideal group commit on those syncs", "", ""
+            );
+            report(&format!("{name}, {rounds} slices"), ledger, args.entry_bytes);
+            println!(
+                "  -> p99 is {:.2}x the bare fdatasync p99 (goal <= 2x); an ideal serial group commit on the same syncs: {:.2}x",
+                p99 / b99,
+                i99 / b99
+            );
+            if label == "1 topic" {
+                goals.push(format!(
+                    "p99 at {}/s on 1 topic: {p99:.3} ms = {:.2}x bare 4 KiB p99 {b99:.3} ms measured in alternating slices (goal <= 2x): {} (ideal group commit on those syncs: {i99:.3} ms = {:.2}x)",
+                    args.rate,
+                    p99 / b99,
+                    verdict(p99 <= 2.0 * b99),
+                    i99 / b99
+                ));
             }
         }
         let mut t1 = None;
