@@ -908,17 +908,16 @@ impl ServerCnx {
                         b.extend_from_slice(&section);
                         b.freeze()
                     };
-                    if p.topic.has_producer((self.id, c.producer_id)) {
-                        p.topic.counters.add_in(
-                            u64::from(c.num_messages.unwrap_or(1).max(1) as u32),
-                            stored.len() as u64,
-                        );
-                        p.topic.publish(&p.name, highest as i64, stored)
-                    } else {
-                        Err(BrokerError::ProducerFenced(
-                            "the producer was closed by the broker".into(),
-                        ))
+                    let len = stored.len() as u64;
+                    let r =
+                        p.topic
+                            .publish((self.id, c.producer_id), &p.name, highest as i64, stored);
+                    if r.is_ok() {
+                        p.topic
+                            .counters
+                            .add_in(u64::from(c.num_messages.unwrap_or(1).max(1) as u32), len);
                     }
+                    r
                 }
             },
         };

@@ -115,6 +115,16 @@ pub struct Topic {
     /// The last finished compaction, read by `read_compacted` subscriptions.
     pub compacted: crate::compaction::SharedView,
     pub compaction_status: Mutex<crate::compaction::CompactionStatus>,
+    /// Held by a publish from its checks through queuing the append, so
+    /// positions follow the order of the dedup decisions; the state lock is
+    /// held only for the checks (an append can run a group commit, and
+    /// subscriptions and connections read the state meanwhile).
+    publish_lock: Mutex<()>,
+    /// Mirrors `state.dedup.is_some()` (a completed publish skips the state
+    /// lock when deduplication is off).
+    dedup_on: std::sync::atomic::AtomicBool,
+    /// Mirrors `state.terminated.is_some()` (subscriptions ask on every pass).
+    is_terminated: std::sync::atomic::AtomicBool,
     state: Mutex<TopicState>,
 }
 
@@ -249,6 +259,7 @@ impl Topic {
         if dedup {
             state.dedup = Some(rebuild_dedup(&ledger).await?);
         }
+        let dedup_on = std::sync::atomic::AtomicBool::new(state.dedup.is_some());
         let topic = Arc::new(Topic {
             name,
             ledger,
@@ -259,6 +270,9 @@ impl Topic {
             in_flight: std::sync::atomic::AtomicU64::new(0),
             compacted: Arc::new(Mutex::new(None)),
             compaction_status: Mutex::new(crate::compaction::CompactionStatus::NotRun),
+            publish_lock: Mutex::new(()),
+            dedup_on,
+            is_terminated: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(state),
         });
         info!(topic = %topic.name, "topic loaded");
@@ -420,8 +434,12 @@ impl Topic {
         if enabled && !on {
             let d = rebuild_dedup(&self.ledger).await?;
             self.state.lock().dedup.get_or_insert(d);
+            self.dedup_on
+                .store(true, std::sync::atomic::Ordering::Release);
         } else if !enabled && on {
             self.state.lock().dedup = None;
+            self.dedup_on
+                .store(false, std::sync::atomic::Ordering::Release);
         }
         Ok(())
     }
@@ -431,33 +449,43 @@ impl Topic {
         self.state.lock().producers.contains_key(&key)
     }
 
-    /// Stores one entry (the metadata-and-payload bytes as received). With
-    /// deduplication on, a sequence id at or below the producer's highest is
-    /// dropped.
+    /// Stores one entry (the metadata-and-payload bytes as received) for
+    /// producer `key`, if it is still registered (not fenced or closed by the
+    /// broker). With deduplication on, a sequence id at or below the
+    /// producer's highest is dropped.
     pub fn publish(
         &self,
+        key: ProducerKey,
         producer: &str,
         highest_sequence_id: i64,
         section: Bytes,
     ) -> Result<Published, BrokerError> {
-        let mut st = self.state.lock();
-        if st.terminated.is_some() {
-            return Err(BrokerError::TopicTerminated(format!(
-                "topic {} is terminated",
-                self.name
-            )));
-        }
-        if let Some(d) = st.dedup.as_mut() {
-            let last = d.pushed.get(producer).copied().unwrap_or(-1);
-            if highest_sequence_id <= last {
-                return Ok(Published::Duplicate);
+        let _order = self.publish_lock.lock();
+        {
+            let mut st = self.state.lock();
+            if !st.producers.contains_key(&key) {
+                return Err(BrokerError::ProducerFenced(
+                    "the producer was closed by the broker".into(),
+                ));
             }
-            d.pushed.insert(producer.to_owned(), highest_sequence_id);
+            if st.terminated.is_some() {
+                return Err(BrokerError::TopicTerminated(format!(
+                    "topic {} is terminated",
+                    self.name
+                )));
+            }
+            if let Some(d) = st.dedup.as_mut() {
+                let last = d.pushed.get(producer).copied().unwrap_or(-1);
+                if highest_sequence_id <= last {
+                    return Ok(Published::Duplicate);
+                }
+                d.pushed.insert(producer.to_owned(), highest_sequence_id);
+            }
+            // Counted under the state lock: terminate, once it has set
+            // `terminated`, waits for every publish that got past the check.
+            self.in_flight
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
-        self.in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        // The append is queued under the lock so positions follow the order of
-        // the dedup decisions.
         Ok(Published::Stored(self.ledger.append(section)))
     }
 
@@ -466,6 +494,9 @@ impl Topic {
     pub fn published(&self, producer: &str, highest_sequence_id: i64, ok: bool) {
         self.in_flight
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        if !self.dedup_on.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let mut st = self.state.lock();
         if let Some(d) = st.dedup.as_mut() {
             if ok {
@@ -698,12 +729,20 @@ impl Topic {
     /// The terminated state: `None` if the topic takes messages; `Some(last)`
     /// once terminated (`last` is the final message, None if there is none).
     pub fn terminated(&self) -> Option<Option<Position>> {
+        if !self
+            .is_terminated
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return None;
+        }
         self.state.lock().terminated
     }
 
     /// Restores the terminated state recorded in the metadata store.
     pub fn restore_terminated(&self, last: Option<Position>) {
         self.state.lock().terminated = Some(last);
+        self.is_terminated
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Pulsar's terminate: no more messages are accepted, producers are
@@ -717,6 +756,8 @@ impl Topic {
                 return last;
             }
             st.terminated = Some(None);
+            self.is_terminated
+                .store(true, std::sync::atomic::Ordering::Release);
             for ((_, pid), p) in st.producers.drain() {
                 let _ =
                     p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
