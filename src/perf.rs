@@ -66,6 +66,8 @@ struct Opts {
     #[arg(short = 't', long, default_value_t = 1)]
     topics: usize,
     /// Total publish rate in msg/s over all producers (0: as fast as possible).
+    /// As pulsar-perf's rate limiter, sends are spaced evenly (one pacing
+    /// thread for all producers, round robin), not released in bursts.
     #[arg(short = 'r', long, default_value_t = 0.0)]
     rate: f64,
     /// Message size in bytes (at least 8: the timestamp).
@@ -314,17 +316,14 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
     } else {
         0
     };
-    let per_producer_rate = if o.rate > 0.0 && n_producers > 0 {
-        o.rate / n_producers as f64
-    } else {
-        0.0
-    };
     let per_producer_count = if o.messages > 0 && n_producers > 0 {
         o.messages.div_ceil(n_producers as u64)
     } else {
         0
     };
     let mut producer_tasks = Vec::new();
+    // With a rate: one gate per producer, opened message by message by the pacer.
+    let mut gates: Vec<Arc<tokio::sync::Semaphore>> = Vec::new();
     if produce {
         for t in &topics {
             for _ in 0..o.producers.max(1) {
@@ -348,16 +347,29 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
                     .with_context(|| format!("creating a producer on {t}"))?;
                 let stats = stats.clone();
                 let size = o.size;
+                let gate = (o.rate > 0.0).then(|| {
+                    let g = Arc::new(tokio::sync::Semaphore::new(0));
+                    gates.push(g.clone());
+                    g
+                });
                 producer_tasks.push(tokio::spawn(produce_loop(
                     producer,
                     stats,
                     size,
-                    per_producer_rate,
+                    gate,
                     per_producer_count,
                     o.max_pending,
                 )));
             }
         }
+    }
+    if !gates.is_empty() {
+        let rate = o.rate;
+        let stats = stats.clone();
+        std::thread::Builder::new()
+            .name("perf-pacer".into())
+            .spawn(move || pace(rate, &gates, &stats))
+            .context("starting the pacing thread")?;
     }
 
     let started = Instant::now();
@@ -481,11 +493,45 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
     Ok(())
 }
 
+/// Opens the producers' gates at `rate` messages per second in all, one at a
+/// time and round robin, each at its due time (`start + k / rate`), as
+/// pulsar-perf's rate limiter paces its sends; tokio's timer has 1 ms
+/// resolution, which would release 10 messages at once at 10,000 msg/s and
+/// make the broker and the client queue them behind each other. After an
+/// oversleep every message due by then is released. Returns once producing
+/// stops or every gate is closed (its producer finished).
+fn pace(rate: f64, gates: &[Arc<tokio::sync::Semaphore>], stats: &Stats) {
+    let start = Instant::now();
+    let mut k: u64 = 0;
+    loop {
+        if stats.stop_producing.load(Ordering::Relaxed) || gates.iter().all(|g| g.is_closed()) {
+            // Wakes the producers waiting for their next permit.
+            for g in gates {
+                g.close();
+            }
+            return;
+        }
+        let due = start + Duration::from_secs_f64(k as f64 / rate);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        let target = (start.elapsed().as_secs_f64() * rate) as u64 + 1;
+        // At most a second's worth at once (a stalled producer does not
+        // build up an unbounded burst).
+        let target = target.min(k + rate.ceil().max(1.0) as u64);
+        while k < target {
+            gates[(k % gates.len() as u64) as usize].add_permits(1);
+            k += 1;
+        }
+    }
+}
+
 async fn produce_loop(
     producer: strobe_client::Producer,
     stats: Arc<Stats>,
     size: usize,
-    rate: f64,
+    gate: Option<Arc<tokio::sync::Semaphore>>,
     count: u64,
     max_pending: usize,
 ) {
@@ -512,24 +558,18 @@ async fn produce_loop(
         }
     });
     let filler = vec![b'x'; size - 8];
-    let start = Instant::now();
     let mut sent: u64 = 0;
-    // Open loop: every tick sends what is due by then. One tick per message
-    // at low rates, 1 ms ticks (several messages each) above 1000 msg/s.
-    let period = if rate > 0.0 {
-        Duration::from_secs_f64((1.0 / rate).clamp(0.001, 0.010))
-    } else {
-        Duration::from_millis(1)
-    };
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     'outer: loop {
-        let due = if rate > 0.0 {
-            tick.tick().await;
-            let target = (start.elapsed().as_secs_f64() * rate) as u64;
-            target.saturating_sub(sent)
-        } else {
-            256
+        let due = match &gate {
+            // Open loop: one message per permit from the pacer.
+            Some(g) => match g.acquire().await {
+                Ok(p) => {
+                    p.forget();
+                    1
+                }
+                Err(_) => break 'outer,
+            },
+            None => 256,
         };
         for _ in 0..due {
             if stats.stop_producing.load(Ordering::Relaxed) || (count > 0 && sent >= count) {
@@ -553,9 +593,12 @@ async fn produce_loop(
                 }
             }
         }
-        if rate <= 0.0 {
+        if gate.is_none() {
             tokio::task::yield_now().await;
         }
+    }
+    if let Some(g) = &gate {
+        g.close();
     }
     let _ = producer.flush().await;
     drop(tx);

@@ -1,8 +1,19 @@
 """Bare fdatasync latency: append 1 KiB, fdatasync, N times, in DIR.
-Prints one JSON object: {"n":..,"p50_ms":..,"p99_ms":..,"syncs_per_s":..}."""
-import json, os, sys, time
+Prints one JSON object: {"n":..,"p50_ms":..,"p99_ms":..,"syncs_per_s":..,
+"ideal_p50_ms":..,"ideal_p99_ms":..}.
+
+ideal_*: what an ideal serial group commit would show on these syncs at
+RATE appends per second (default 10,000; RATE/1000 per 1 ms tick, as
+`strobe perf -r` sends them): a sync starts whenever none is running and
+appends wait, covers all of them, and lasts as long as the bare sync that
+was running at the same moment of the probe's time line; no CPU, no
+network. Appends that arrive during a slow sync wait out the rest of it and
+then their own, so this p99 is above the bare p99 by the disk's doing: it
+is the floor for any broker that acknowledges after its fsync."""
+import bisect, json, os, sys, time
 
 d, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+rate = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
 path = os.path.join(d, "fsync-probe.dat")
 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 buf = b"x" * 1024
@@ -16,6 +27,41 @@ for _ in range(n):
 total = time.perf_counter() - t0
 os.close(fd)
 os.unlink(path)
-lat.sort()
-q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1000
-print(json.dumps({"n": n, "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": lat[-1] * 1000, "syncs_per_s": n / total}))
+
+
+def ideal(syncs, rate):
+    ends, acc = [], 0.0
+    for x in syncs:
+        acc += x
+        ends.append(acc)
+    span, per_tick, gap = acc, rate / 1000.0, 1e-3
+    ticks = int(span / gap)
+    out, pending, t, owed, tick = [], [], 0.0, 0.0, 0
+    while True:
+        while tick < ticks and tick * gap <= t:
+            owed += per_tick
+            while owed >= 1.0:
+                owed -= 1.0
+                pending.append(tick * gap)
+            tick += 1
+        if not pending:
+            if tick >= ticks:
+                return out
+            t = tick * gap
+            continue
+        i = min(bisect.bisect_right(ends, t % span), len(syncs) - 1)
+        end = t + syncs[i]
+        out.extend(end - a for a in pending)
+        pending = []
+        t = end
+
+
+def q(v, p):
+    return v[min(len(v) - 1, int(p * len(v)))] * 1000 if v else None
+
+
+gc = sorted(ideal(lat, rate))
+s = sorted(lat)
+print(json.dumps({"n": n, "p50_ms": q(s, 0.5), "p99_ms": q(s, 0.99), "max_ms": s[-1] * 1000,
+                  "syncs_per_s": n / total, "ideal_rate": rate,
+                  "ideal_p50_ms": q(gc, 0.5), "ideal_p99_ms": q(gc, 0.99)}))
