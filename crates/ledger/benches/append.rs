@@ -111,7 +111,9 @@ impl Lat {
     }
 }
 
-fn bare_fdatasync(dir: &Path, iters: usize) -> (f64, f64, f64, f64) {
+/// The bare loop: 4 KiB write + fdatasync, appending to a new file, while
+/// `more(iterations so far)`; each iteration's latency (ns).
+fn bare_fdatasync_loop(dir: &Path, mut more: impl FnMut(usize) -> bool) -> Vec<u32> {
     let path = dir.join("bare.wal");
     let mut f = OpenOptions::new()
         .create(true)
@@ -120,33 +122,8 @@ fn bare_fdatasync(dir: &Path, iters: usize) -> (f64, f64, f64, f64) {
         .open(&path)
         .unwrap();
     let buf = vec![7u8; 4096];
-    let mut lat = Vec::with_capacity(iters);
-    let t0 = Instant::now();
-    for _ in 0..iters {
-        let t = Instant::now();
-        f.write_all(&buf).unwrap();
-        f.sync_data().unwrap();
-        lat.push(t.elapsed().as_nanos().min(u32::MAX as u128) as u32);
-    }
-    let secs = t0.elapsed().as_secs_f64();
-    std::fs::remove_file(&path).unwrap();
-    let (p50, p99, p999) = Lat(lat).summary();
-    (iters as f64 / secs, p50, p99, p999)
-}
-
-/// The bare 4 KiB write + fdatasync loop for `secs`: each iteration's latency (ns).
-fn bare_fdatasync_for(dir: &Path, secs: f64) -> Vec<u32> {
-    let path = dir.join("bare-slice.wal");
-    let mut f = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
-    let buf = vec![7u8; 4096];
     let mut lat = Vec::new();
-    let end = Instant::now() + Duration::from_secs_f64(secs);
-    while Instant::now() < end {
+    while more(lat.len()) {
         let t = Instant::now();
         f.write_all(&buf).unwrap();
         f.sync_data().unwrap();
@@ -154,6 +131,21 @@ fn bare_fdatasync_for(dir: &Path, secs: f64) -> Vec<u32> {
     }
     std::fs::remove_file(&path).unwrap();
     lat
+}
+
+/// `iters` bare iterations: (syncs/s, p50, p99, p99.9).
+fn bare_fdatasync(dir: &Path, iters: usize) -> (f64, f64, f64, f64) {
+    let t0 = Instant::now();
+    let lat = bare_fdatasync_loop(dir, |i| i < iters);
+    let secs = t0.elapsed().as_secs_f64();
+    let (p50, p99, p999) = Lat(lat).summary();
+    (iters as f64 / secs, p50, p99, p999)
+}
+
+/// The bare loop for `secs`.
+fn bare_fdatasync_for(dir: &Path, secs: f64) -> Vec<u32> {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    bare_fdatasync_loop(dir, |_| Instant::now() < end)
 }
 
 /// What an ideal serial group commit would show on the same disk: appends
