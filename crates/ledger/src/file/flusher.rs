@@ -105,14 +105,27 @@ pub struct Queue {
     /// Shut down with a final checkpoint.
     pub clean: bool,
     pub failed: Option<LedgerError>,
-    /// The flusher sleeps on the condvar (so appends know to wake it).
-    pub waiting: bool,
+    /// Flusher threads asleep on the condvar (appends wake one when all are).
+    pub waiting: usize,
+}
+
+/// A group commit written to the journal (`sync = always`) and waiting for
+/// the fdatasync that makes it durable: see [`commit_written`].
+#[derive(Debug)]
+pub struct Written {
+    reqs: Vec<Req>,
+    results: Vec<Result<()>>,
+    /// The journal file to sync first (`None`: nothing in this group needs
+    /// a sync, e.g. write-once references within their window).
+    journal: Option<(u64, Arc<File>, PathBuf)>,
+    /// Trimmed segments, deleted once the trim is durable.
+    trash: Vec<PathBuf>,
 }
 
 pub struct JournalFile {
     pub seq: u64,
     pub path: PathBuf,
-    pub file: File,
+    pub file: Arc<File>,
     pub offset: u64,
 }
 
@@ -138,7 +151,7 @@ pub fn open_journal(sh: &Shared, seq: u64) -> Result<JournalFile> {
     Ok(JournalFile {
         seq,
         path,
-        file,
+        file: Arc::new(file),
         offset: 0,
     })
 }
@@ -262,10 +275,19 @@ pub fn take_batch(sh: &Shared, q: &mut Queue) -> Option<Vec<Req>> {
     Some(out)
 }
 
-/// The flusher thread. The [`Flusher`] itself lives in [`Shared::flusher`]:
+/// A flusher thread. The [`Flusher`] itself lives in [`Shared::flusher`]:
 /// whoever holds its lock takes batches from the queue, so an append that
-/// finds it idle can run the group commit itself (`sync = never`); this
-/// thread waits for work without holding it.
+/// finds it idle can run the group commit itself (`sync = never`); these
+/// threads wait for work without holding it.
+///
+/// With `sync = always` there are two such threads, and a group commit has
+/// two stages: writing (under the flusher's lock: journal records, segment
+/// write-behind) and making durable ([`commit_written`]: one fdatasync, then
+/// the completions, in order). While one thread waits on the disk, the other
+/// can write the next group, so the disk and the CPU work overlap instead of
+/// taking turns. The second thread is only woken for that when the queue has
+/// at least [`PIPELINE_BYTES`] (a low rate keeps to one thread and saves the
+/// wake-ups).
 pub fn run(sh: Arc<Shared>) {
     loop {
         let plan = match sh.flusher.lock().as_ref() {
@@ -278,27 +300,110 @@ pub fn run(sh: Arc<Shared>) {
                 && q.reqs.is_empty()
                 && !q.shutdown
             {
-                q.waiting = true;
+                q.waiting += 1;
                 sh.queue_cv.wait_for(&mut q, timeout);
-                q.waiting = false;
+                q.waiting -= 1;
             }
         }
-        let mut g = sh.flusher.lock();
-        let Some(f) = g.as_mut() else { break };
-        let batch = {
-            let mut q = sh.queue.lock();
-            take_batch(&sh, &mut q)
+        {
+            let mut g = sh.flusher.lock();
+            let Some(f) = g.as_mut() else { break };
+            let batch = {
+                let mut q = sh.queue.lock();
+                take_batch(&sh, &mut q)
+            };
+            match batch {
+                Some(reqs) => f.process(reqs),
+                None => {
+                    f.finish();
+                    // Dropping the flusher ends its reference to `Shared`
+                    // (and tells the other thread to stop).
+                    *g = None;
+                    drop(g);
+                    commit_written(&sh);
+                    break;
+                }
+            }
+        }
+        commit_written(&sh);
+    }
+}
+
+/// Queued bytes that make a thread about to wait on the disk wake the other
+/// flusher thread to write the next group commit meanwhile (see [`run`]).
+pub const PIPELINE_BYTES: usize = 32 << 10;
+
+/// The durable stage of `sync = always` group commits: takes every group
+/// written so far, fdatasyncs the journal once (no two threads sync at the
+/// same time: on this kind of disk a second flush in flight slows both),
+/// then completes the groups in the order they were written. The completion
+/// lock is taken before the sync lock is released, so the next thread's
+/// sync overlaps these completions but its own come after them.
+pub fn commit_written(sh: &Shared) {
+    let s = sh.sync_lock.lock();
+    let groups: Vec<Written> = sh.written.lock().drain(..).collect();
+    if groups.is_empty() {
+        return;
+    }
+    {
+        let q = sh.queue.lock();
+        if q.waiting > 0 && q.bytes >= PIPELINE_BYTES {
+            sh.queue_cv.notify_one();
+        }
+    }
+    let mut failed = sh.queue.lock().failed.clone();
+    let mut last = None;
+    for g in &groups {
+        let Some((seq, file, path)) = &g.journal else {
+            continue;
         };
-        match batch {
-            Some(reqs) => f.process(reqs),
-            None => {
-                f.finish();
-                break;
+        if failed.is_some() || last == Some(*seq) {
+            continue;
+        }
+        match file.sync_data() {
+            Ok(()) => {
+                sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
+                last = Some(*seq);
+            }
+            Err(e) => {
+                let e = LedgerError::io("fdatasync", path, e);
+                tracing::error!(error = %e, "journal sync failed; the file backend stops accepting writes");
+                let rest: Vec<Req> = {
+                    let mut q = sh.queue.lock();
+                    q.failed = Some(e.clone());
+                    q.bytes = 0;
+                    q.reqs.drain(..).collect()
+                };
+                for r in rest {
+                    r.fail(e.clone());
+                }
+                failed = Some(e);
             }
         }
     }
-    // Dropping the flusher here ends its reference to `Shared`.
-    sh.flusher.lock().take();
+    let c = sh.complete_lock.lock();
+    drop(s);
+    let mut trash = Vec::new();
+    for mut g in groups {
+        match &failed {
+            Some(e) => {
+                for r in g.reqs {
+                    r.fail(e.clone());
+                }
+            }
+            None => {
+                trash.append(&mut g.trash);
+                for (r, res) in g.reqs.into_iter().zip(g.results) {
+                    r.complete(res);
+                }
+            }
+        }
+    }
+    drop(c);
+    if !trash.is_empty() {
+        sh.ckpt.lock().trash.append(&mut trash);
+        sh.ckpt_cv.notify_all();
+    }
 }
 
 impl Flusher {
@@ -649,23 +754,40 @@ impl Flusher {
             c.batches.fetch_add(1, Ordering::Relaxed);
             c.journal_bytes
                 .fetch_add(self.buf.len() as u64, Ordering::Relaxed);
-            if cfg.sync == SyncMode::Always {
-                // Write-once references alone may wait (their entries are
-                // synced in the segment already), up to the window.
-                let window = cfg.reference_sync_window;
-                let due = self.buf_needs_sync
-                    || window.is_zero()
-                    || self.refs_unsynced.is_some_and(|t| t.elapsed() >= window);
-                if due {
-                    if let Err(e) = self.sync() {
-                        return self.fail_all(reqs, e);
-                    }
-                } else {
-                    self.refs_unsynced.get_or_insert_with(Instant::now);
-                }
+        }
+        let mut journal = None;
+        if cfg.sync == SyncMode::Always && !self.buf.is_empty() {
+            // Write-once references alone may wait (their entries are
+            // synced in the segment already), up to the window.
+            let window = cfg.reference_sync_window;
+            let due = self.buf_needs_sync
+                || window.is_zero()
+                || self.refs_unsynced.is_some_and(|t| t.elapsed() >= window);
+            if due {
+                // `commit_written` syncs everything written so far.
+                self.refs_unsynced = None;
+                journal = Some((self.jf.seq, self.jf.file.clone(), self.jf.path.clone()));
+            } else {
+                self.refs_unsynced.get_or_insert_with(Instant::now);
             }
         }
-        let results = self.apply(&reqs, &mut plan);
+        let mut trash = Vec::new();
+        let results = self.apply(&reqs, &mut plan, &mut trash);
+        if cfg.sync == SyncMode::Always {
+            // Completed by `commit_written` after the sync, in this order
+            // (every group goes there, so none overtakes an earlier one).
+            self.sh.written.lock().push_back(Written {
+                reqs,
+                results,
+                journal,
+                trash,
+            });
+            return;
+        }
+        if !trash.is_empty() {
+            self.sh.ckpt.lock().trash.append(&mut trash);
+            self.sh.ckpt_cv.notify_all();
+        }
         for (r, res) in reqs.into_iter().zip(results) {
             r.complete(res);
         }
@@ -673,9 +795,14 @@ impl Flusher {
 
     /// Writes the journal-path entries to their segments and applies
     /// metadata; the result per request.
-    fn apply(&mut self, reqs: &[Req], plan: &mut Plan) -> Vec<Result<()>> {
+    /// Files of trimmed ledgers go to `trash`, to be deleted once the trim is durable.
+    fn apply(
+        &mut self,
+        reqs: &[Req],
+        plan: &mut Plan,
+        trash: &mut Vec<PathBuf>,
+    ) -> Vec<Result<()>> {
         let mut entries = 0u64;
-        let mut trash = Vec::new();
         for r in reqs {
             match r {
                 Req::Entry { .. } => entries += 1,
@@ -719,10 +846,6 @@ impl Flusher {
             .counters
             .entries
             .fetch_add(entries, Ordering::Relaxed);
-        if !trash.is_empty() {
-            self.sh.ckpt.lock().trash.append(&mut trash);
-            self.sh.ckpt_cv.notify_all();
-        }
         for c in plan.chunks.iter_mut().filter(|c| !c.direct) {
             c.result = write_chunk(&self.sh, c, chunk_entries(reqs, &plan.next, c.first));
             self.dirty

@@ -27,7 +27,20 @@
 //! appending thread: waking the flusher thread and then the appender's task
 //! again cost more than the write into the page cache (measured: broker CPU
 //! per unbatched message at 10k msg/s fell from 43 to 33 µs). Journal
-//! rotation is left to the thread. Each group goes one of two ways:
+//! rotation is left to the thread.
+//!
+//! With `sync = always` two flusher threads pipeline the group commits: the
+//! one holding the lock writes a group (journal, segment write-behind) and
+//! queues it as written; then, without the lock, it fdatasyncs the journal
+//! for every group written so far and completes them in order. While it
+//! waits on the disk the other thread writes the next group, so the CPU work
+//! of one group commit overlaps the sync of the previous one (1,000 topics,
+//! 2,048 appends in flight: 52-53% of the single-topic throughput before,
+//! 59-75% after; the disk then writes every byte twice, journal and
+//! segment, at 250-310 MB/s). Syncs never overlap each other (a second flush
+//! in flight slowed both on the virtio disk measured), and the second
+//! thread is only woken when enough is queued, so a low rate keeps to one
+//! thread and its wake-ups. Each group goes one of two ways:
 //!
 //! * **Journal path** (small groups; the common case with many topics): the
 //!   entries go into the journal, all topics together, with one `pwrite` and
@@ -253,6 +266,15 @@ struct Shared {
     /// The group commit's state; `None` once its thread stopped. Whoever
     /// holds this lock takes the next batch from `queue` (see [`flusher::run`]).
     flusher: Mutex<Option<flusher::Flusher>>,
+    /// Flusher threads (two with `sync = always`, see [`flusher::run`]).
+    flusher_threads: usize,
+    /// Group commits written and waiting for their sync, in order.
+    written: Mutex<std::collections::VecDeque<flusher::Written>>,
+    /// Held while the journal is synced for `written` groups.
+    sync_lock: Mutex<()>,
+    /// Held while synced groups complete (taken before `sync_lock` is
+    /// released, so completions keep the order of the writes).
+    complete_lock: Mutex<()>,
     ckpt: Mutex<checkpoint::Pending>,
     ckpt_cv: Condvar,
     /// Spare journal files, ready to be renamed into use.
@@ -333,6 +355,10 @@ impl FileBackend {
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
             flusher: Mutex::new(None),
+            flusher_threads: if cfg.sync == SyncMode::Always { 2 } else { 1 },
+            written: Mutex::new(Default::default()),
+            sync_lock: Mutex::new(()),
+            complete_lock: Mutex::new(()),
             ckpt: Mutex::new(checkpoint::Pending::default()),
             ckpt_cv: Condvar::new(),
             pool: Mutex::new(Vec::new()),
@@ -343,20 +369,26 @@ impl FileBackend {
         });
         let next_seq = checkpoint::recover(&shared, ckpt.journal_seq)?;
         *shared.flusher.lock() = Some(flusher::Flusher::start(shared.clone(), next_seq)?);
+        let backend = FileBackend {
+            shared: shared.clone(),
+            threads: Mutex::new(Vec::new()),
+        };
+        // The checkpoint thread comes last: `stop` joins the flushers first.
+        for i in 0..shared.flusher_threads {
+            let fsh = shared.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("strobe-ledger-flusher-{i}"))
+                .spawn(move || flusher::run(fsh))
+                .map_err(|e| LedgerError::io("spawn", "flusher", e))?;
+            backend.threads.lock().push(t);
+        }
         let sh = shared.clone();
-        let fsh = shared.clone();
-        let t1 = std::thread::Builder::new()
-            .name("strobe-ledger-flusher".into())
-            .spawn(move || flusher::run(fsh))
-            .map_err(|e| LedgerError::io("spawn", "flusher", e))?;
-        let t2 = std::thread::Builder::new()
+        let t = std::thread::Builder::new()
             .name("strobe-ledger-checkpoint".into())
             .spawn(move || checkpoint::run(sh))
             .map_err(|e| LedgerError::io("spawn", "checkpointer", e))?;
-        Ok(FileBackend {
-            shared,
-            threads: Mutex::new(vec![t1, t2]),
-        })
+        backend.threads.lock().push(t);
+        Ok(backend)
     }
 
     /// The configuration this backend runs with.
@@ -399,9 +431,9 @@ impl FileBackend {
             q.clean = clean;
             self.shared.queue_cv.notify_all();
         }
-        let threads: Vec<_> = self.threads.lock().drain(..).collect();
-        let mut it = threads.into_iter();
-        if let Some(f) = it.next() {
+        let mut threads: Vec<_> = self.threads.lock().drain(..).collect();
+        let ckpt = threads.pop();
+        for f in threads {
             let _ = f.join();
         }
         {
@@ -409,7 +441,7 @@ impl FileBackend {
             p.shutdown = true;
             self.shared.ckpt_cv.notify_all();
         }
-        for t in it {
+        if let Some(t) = ckpt {
             let _ = t.join();
         }
     }
@@ -483,7 +515,10 @@ impl Shared {
             }
             return;
         }
-        if q.waiting {
+        // Only when every flusher thread sleeps: a busy one comes back for
+        // the queue, and `flusher::commit_written` wakes the other when
+        // there is enough to overlap with its sync.
+        if q.waiting == self.flusher_threads {
             self.queue_cv.notify_one();
         }
     }
