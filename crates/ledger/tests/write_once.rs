@@ -542,14 +542,16 @@ fn references_are_synced_within_the_window_not_per_group_commit() {
     assert!(st.segment_syncs >= 4, "{st:?}");
     assert!(st.syncs < st.segment_syncs, "{st:?}");
     // Strict: every write-once group commit syncs its reference before the
-    // appends resolve.
+    // appends resolve. With two flusher threads one journal sync may cover
+    // the references of two groups (one written while the other's sync
+    // waited), never more: each thread syncs after writing its group.
     let strict = File::with(SyncMode::Always, 8 << 20, false, |c| {
         c.direct_write_bytes = DIRECT;
         c.reference_sync_window = std::time::Duration::ZERO;
     });
     let st = append_burst(&strict, 300, 20 << 10);
     assert_eq!(st.direct_entries, 300, "{st:?}");
-    assert!(st.syncs >= st.segment_syncs, "{st:?}");
+    assert!(2 * st.syncs >= st.segment_syncs, "{st:?}");
 }
 
 #[test]
