@@ -329,6 +329,9 @@ pub fn run(sh: Arc<Shared>) {
     }
 }
 
+/// A journal rotation or write taking this long is logged.
+const SLOW_ROTATION: Duration = Duration::from_millis(20);
+
 /// Queued requests (or bytes) that make a thread about to wait on the disk
 /// wake the other flusher thread to write the next group commit meanwhile
 /// (see [`run`]). A group's CPU work grows with its requests (grouping,
@@ -436,7 +439,18 @@ impl Flusher {
         if self.unsynced && self.sh.cfg.sync != SyncMode::Never {
             self.sync()?;
         }
+        let t0 = Instant::now();
         let next = open_journal(&self.sh, self.jf.seq + 1)?;
+        let took = t0.elapsed();
+        if took >= SLOW_ROTATION {
+            // Appends wait behind it: the rename and the directory fsync can
+            // queue behind the file system's journal commit.
+            tracing::warn!(
+                seq = next.seq,
+                ms = took.as_millis() as u64,
+                "opening the next journal file was slow"
+            );
+        }
         self.ckpt_bytes += self.jf.offset;
         self.jf = next;
         self.declared.clear();
@@ -749,9 +763,20 @@ impl Flusher {
             self.encode(&reqs, &plan);
         }
         if !self.buf.is_empty() {
+            let t0 = Instant::now();
             if let Err(e) = self.jf.file.write_all_at(&self.buf, self.jf.offset) {
                 let e = LedgerError::io("write", &self.jf.path, e);
                 return self.fail_all(reqs, e);
+            }
+            let took = t0.elapsed();
+            if took >= SLOW_ROTATION {
+                // A write into the page cache that blocks (dirty-page
+                // throttling, the file system's journal) delays every append.
+                tracing::warn!(
+                    bytes = self.buf.len(),
+                    ms = took.as_millis() as u64,
+                    "a journal write was slow"
+                );
             }
             self.jf.offset += self.buf.len() as u64;
             self.unsynced = true;

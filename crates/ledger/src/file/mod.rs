@@ -21,8 +21,9 @@
 //! `append` only queues. One flusher per backend (per broker) takes
 //! everything queued (up to `max_batch_bytes`), from every producer of every
 //! topic, and groups it by (topic, ledger). The flusher is state behind a
-//! lock, run by its own thread; whoever holds the lock takes the next batch,
-//! so batches run in queue order. With `sync = never` an append that finds
+//! lock, run by its own thread (two with `sync = always`, see below);
+//! whoever holds the lock takes the next batch, so batches run in queue
+//! order. With `sync = never` an append that finds
 //! the queue empty and the flusher idle runs the group commit itself, on the
 //! appending thread: waking the flusher thread and then the appender's task
 //! again cost more than the write into the page cache (measured: broker CPU
