@@ -152,6 +152,15 @@ pub struct Pending {
     pub trash: Vec<PathBuf>,
     /// Segment ranges whose write-out to the disk should start.
     pub writeback: Vec<super::segment::Writeback>,
+    /// The thread is working (not waiting for work).
+    pub busy: bool,
+}
+
+impl Pending {
+    /// Work queued or under way.
+    pub fn active(&self) -> bool {
+        self.busy || self.requested || !self.trash.is_empty() || !self.writeback.is_empty()
+    }
 }
 
 /// The checkpoint thread.
@@ -161,8 +170,10 @@ pub fn run(sh: Arc<Shared>) {
         let (upto, topics, shutdown, trash) = {
             let mut p = sh.ckpt.lock();
             while !p.requested && !p.shutdown && p.trash.is_empty() && p.writeback.is_empty() {
+                p.busy = false;
                 sh.ckpt_cv.wait(&mut p);
             }
+            p.busy = true;
             let writeback = std::mem::take(&mut p.writeback);
             if !writeback.is_empty() {
                 drop(p);

@@ -412,6 +412,13 @@ impl FileBackend {
         }
     }
 
+    /// Whether the backend is working in the background: requests queued,
+    /// a checkpoint, segment write-outs or deletions of trimmed ledgers under
+    /// way or pending (benchmarks wait for this between phases).
+    pub fn busy(&self) -> bool {
+        !self.shared.queue.lock().reqs.is_empty() || self.shared.ckpt.lock().active()
+    }
+
     /// Bytes of entries queued and not yet written (for publish throttling).
     pub fn pending_bytes(&self) -> usize {
         self.shared.queue.lock().bytes
