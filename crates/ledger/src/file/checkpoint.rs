@@ -197,9 +197,16 @@ pub fn run(sh: Arc<Shared>) {
             out
         };
         delete_files(&trash);
+        let t0 = std::time::Instant::now();
         match checkpoint(&sh, upto, &topics) {
             Ok(()) => {
                 sh.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    journal_seq = upto,
+                    topics = topics.len(),
+                    ms = t0.elapsed().as_millis() as u64,
+                    "checkpoint written"
+                );
             }
             Err(e) => {
                 tracing::error!(error = %e, "checkpoint failed; the journal is kept");
@@ -395,8 +402,15 @@ fn prepare_pool(sh: &Shared) {
         if sh.ckpt.lock().shutdown {
             return;
         }
+        let t0 = std::time::Instant::now();
         match zero_filled_file(sh) {
-            Ok(path) => sh.pool.lock().push(path),
+            Ok(path) => {
+                tracing::debug!(
+                    ms = t0.elapsed().as_millis() as u64,
+                    "journal file preallocated"
+                );
+                sh.pool.lock().push(path)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot preallocate a journal file");
                 return;

@@ -329,8 +329,10 @@ pub fn run(sh: Arc<Shared>) {
     }
 }
 
-/// A journal rotation or write taking this long is logged.
-const SLOW_ROTATION: Duration = Duration::from_millis(20);
+/// A journal rotation, write or fdatasync taking this long is logged (the
+/// first two at warn: appends wait behind them; a slow fdatasync at debug:
+/// on a shared disk it happens every few seconds).
+const SLOW_IO: Duration = Duration::from_millis(20);
 
 /// Queued requests (or bytes) that make a thread about to wait on the disk
 /// wake the other flusher thread to write the next group commit meanwhile
@@ -368,10 +370,15 @@ pub fn commit_written(sh: &Shared) {
         if failed.is_some() || last == Some(*seq) {
             continue;
         }
+        let t0 = Instant::now();
         match file.sync_data() {
             Ok(()) => {
                 sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
                 last = Some(*seq);
+                let took = t0.elapsed();
+                if took >= SLOW_IO {
+                    tracing::debug!(ms = took.as_millis() as u64, "slow journal fdatasync");
+                }
             }
             Err(e) => {
                 let e = LedgerError::io("fdatasync", path, e);
@@ -442,7 +449,7 @@ impl Flusher {
         let t0 = Instant::now();
         let next = open_journal(&self.sh, self.jf.seq + 1)?;
         let took = t0.elapsed();
-        if took >= SLOW_ROTATION {
+        if took >= SLOW_IO {
             // Appends wait behind it: the rename and the directory fsync can
             // queue behind the file system's journal commit.
             tracing::warn!(
@@ -769,7 +776,7 @@ impl Flusher {
                 return self.fail_all(reqs, e);
             }
             let took = t0.elapsed();
-            if took >= SLOW_ROTATION {
+            if took >= SLOW_IO {
                 // A write into the page cache that blocks (dirty-page
                 // throttling, the file system's journal) delays every append.
                 tracing::warn!(
