@@ -1570,7 +1570,7 @@ async fn schema_version_of(
 async fn metrics(State(s): State<Svc>) -> Response {
     let mut out = String::new();
     let cluster = &s.config.cluster_name;
-    let families: [(&str, &str, &str); 9] = [
+    let families: [(&str, &str, &str); 10] = [
         (
             "pulsar_in_messages_total",
             "counter",
@@ -1590,6 +1590,11 @@ async fn metrics(State(s): State<Svc>) -> Response {
             "pulsar_out_bytes_total",
             "counter",
             "Bytes dispatched from the topic",
+        ),
+        (
+            "pulsar_storage_read_entries_total",
+            "counter",
+            "Entries read from storage by the topic's dispatchers (Pulsar exposes the rate as pulsar_storage_read_rate)",
         ),
         ("pulsar_storage_size", "gauge", "Bytes stored for the topic"),
         (
@@ -1624,6 +1629,7 @@ async fn metrics(State(s): State<Svc>) -> Response {
                 "pulsar_in_bytes_total" => t.counters.bytes_in.load(Relaxed),
                 "pulsar_out_messages_total" => t.counters.msg_out.load(Relaxed),
                 "pulsar_out_bytes_total" => t.counters.bytes_out.load(Relaxed),
+                "pulsar_storage_read_entries_total" => t.counters.entries_read.load(Relaxed),
                 "pulsar_storage_size" => ls.bytes,
                 "pulsar_storage_entries" => ls.entries,
                 "pulsar_subscriptions_count" => subs.len() as u64,

@@ -429,8 +429,9 @@ pub(crate) struct Subscription {
     ks_consistent_hashing: bool,
     max_read: usize,
     /// Moving average of messages per entry delivered (batches): turns the
-    /// consumers' permits, counted in messages, into entries to read.
-    avg_msgs_per_entry: f64,
+    /// consumers' permits, counted in messages, into entries to read. None
+    /// until an entry was delivered (the first read then takes one entry).
+    avg_msgs_per_entry: Option<f64>,
     max_unacked: u32,
     /// The subscription reads the topic's compacted view (set by its first consumer).
     read_compacted: bool,
@@ -477,7 +478,7 @@ impl Subscription {
             ks_meta: None,
             ks_consistent_hashing: settings.key_shared_consistent_hashing,
             max_read: settings.max_read_entries.max(1),
-            avg_msgs_per_entry: 1.0,
+            avg_msgs_per_entry: None,
             max_unacked: settings.max_unacked_messages,
             read_compacted: false,
         };
@@ -846,8 +847,29 @@ impl Subscription {
             Some(_) => self.active.map_or(0, room),
             None => 0,
         };
-        let entries = (messages as f64 / self.avg_msgs_per_entry.max(1.0)).ceil();
+        let Some(avg) = self.avg_msgs_per_entry else {
+            return 1;
+        };
+        let entries = (messages as f64 / avg.max(1.0)).ceil();
         (entries as usize).clamp(1, self.max_read)
+    }
+
+    fn count_read(&self, n: usize) {
+        self.topic
+            .counters
+            .entries_read
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// A dispatcher's read of `max` entries from `p` (a redelivery), counted.
+    async fn read_counted(
+        &self,
+        p: Position,
+        max: usize,
+    ) -> Result<Vec<Entry>, strobe_ledger::LedgerError> {
+        let entries = self.topic.ledger.read(p, max).await?;
+        self.count_read(entries.len());
+        Ok(entries)
     }
 
     fn any_ready(&self) -> bool {
@@ -880,7 +902,7 @@ impl Subscription {
                 }
                 let entries = match self.compacted_entry(p).await? {
                     Some(e) => vec![e],
-                    None => self.topic.ledger.read(p, 1).await?,
+                    None => self.read_counted(p, 1).await?,
                 };
                 match entries.into_iter().next() {
                     Some(e) if e.position == p => {
@@ -897,7 +919,11 @@ impl Subscription {
             }
             let entries = match self.compacted_read().await? {
                 Some(e) => e,
-                None => self.cursor.read(self.read_budget()).await?,
+                None => {
+                    let entries = self.cursor.read(self.read_budget()).await?;
+                    self.count_read(entries.len());
+                    entries
+                }
             };
             tracing::trace!(read = entries.len(), from = %self.cursor.read_position(), "read");
             if entries.is_empty() {
@@ -1070,7 +1096,8 @@ impl Subscription {
         }
         tracing::trace!(position = %e.position, consumer_id = c.consumer_id, redelivery, "dispatched");
         c.permits -= i64::from(permits_for_entry(n));
-        self.avg_msgs_per_entry = 0.9 * self.avg_msgs_per_entry + 0.1 * f64::from(n.max(1));
+        let m = f64::from(n.max(1));
+        self.avg_msgs_per_entry = Some(self.avg_msgs_per_entry.map_or(m, |a| 0.9 * a + 0.1 * m));
         self.topic
             .counters
             .add_out(u64::from(n), e.data.len() as u64);
@@ -1477,9 +1504,7 @@ impl Subscription {
                         let found = if self.cursor.is_acked(p) {
                             None
                         } else {
-                            self.topic
-                                .ledger
-                                .read(p, 1)
+                            self.read_counted(p, 1)
                                 .await?
                                 .into_iter()
                                 .next()
@@ -1501,6 +1526,7 @@ impl Subscription {
                 }
                 NextRead::Normal { max_entries } => {
                     let entries = self.cursor.read(max_entries).await?;
+                    self.count_read(entries.len());
                     if entries.is_empty() {
                         return Ok(());
                     }

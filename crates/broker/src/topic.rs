@@ -158,6 +158,9 @@ pub struct TopicCounters {
     pub bytes_in: std::sync::atomic::AtomicU64,
     pub msg_out: std::sync::atomic::AtomicU64,
     pub bytes_out: std::sync::atomic::AtomicU64,
+    /// Entries the subscriptions' dispatchers read from storage (re-reads
+    /// included: far above the entries dispatched means reads are wasted).
+    pub entries_read: std::sync::atomic::AtomicU64,
     /// Publish-to-durable latency, in Pulsar's storage write latency buckets.
     pub write_latency: LatencyBuckets,
     /// Rates over the last stats interval, updated by the broker's stats task.
