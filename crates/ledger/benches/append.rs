@@ -87,6 +87,9 @@ struct Args {
     /// Seconds between trims of the single topic's consumed ledgers (0: never).
     #[arg(long, default_value_t = 1)]
     trim_secs: u64,
+    /// `FileBackendConfig::max_batch_bytes` in KiB.
+    #[arg(long)]
+    max_batch_kib: Option<usize>,
     /// `FileBackendConfig::checkpoint_bytes_per_topic` in KiB.
     #[arg(long)]
     ckpt_kib_per_topic: Option<u64>,
@@ -456,6 +459,9 @@ fn main() {
     }
     if let Some(ms) = args.ref_sync_ms {
         cfg.reference_sync_window = Duration::from_millis(ms);
+    }
+    if let Some(k) = args.max_batch_kib {
+        cfg.max_batch_bytes = k << 10;
     }
     if let Some(k) = args.ckpt_kib_per_topic {
         cfg.checkpoint_bytes_per_topic = k << 10;
