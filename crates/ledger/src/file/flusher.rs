@@ -382,16 +382,7 @@ pub fn commit_written(sh: &Shared) {
             }
             Err(e) => {
                 let e = LedgerError::io("fdatasync", path, e);
-                tracing::error!(error = %e, "journal sync failed; the file backend stops accepting writes");
-                let rest: Vec<Req> = {
-                    let mut q = sh.queue.lock();
-                    q.failed = Some(e.clone());
-                    q.bytes = 0;
-                    q.reqs.drain(..).collect()
-                };
-                for r in rest {
-                    r.fail(e.clone());
-                }
+                stop_accepting(sh, e.clone());
                 failed = Some(e);
             }
         }
@@ -415,6 +406,26 @@ pub fn commit_written(sh: &Shared) {
         }
     }
     drop(c);
+    delete_later(sh, trash);
+}
+
+/// After a failed journal write or sync: fails what is queued, and every
+/// later request (see [`Queue::failed`]).
+fn stop_accepting(sh: &Shared, e: LedgerError) {
+    tracing::error!(error = %e, "the journal failed; the file backend stops accepting writes");
+    let rest: Vec<Req> = {
+        let mut q = sh.queue.lock();
+        q.failed = Some(e.clone());
+        q.bytes = 0;
+        q.reqs.drain(..).collect()
+    };
+    for r in rest {
+        r.fail(e.clone());
+    }
+}
+
+/// Hands files of trimmed ledgers to the checkpoint thread for deletion.
+fn delete_later(sh: &Shared, mut trash: Vec<PathBuf>) {
     if !trash.is_empty() {
         sh.ckpt.lock().trash.append(&mut trash);
         sh.ckpt_cv.notify_all();
@@ -486,16 +497,10 @@ impl Flusher {
     fn fail_all(&mut self, reqs: Vec<Req>, e: LedgerError) {
         // Nothing more is synced once the journal failed.
         self.refs_unsynced = None;
-        tracing::error!(error = %e, "journal write failed; the file backend stops accepting writes");
-        let rest: Vec<Req> = {
-            let mut q = self.sh.queue.lock();
-            q.failed = Some(e.clone());
-            q.bytes = 0;
-            q.reqs.drain(..).collect()
-        };
-        for r in reqs.into_iter().chain(rest) {
+        for r in reqs {
             r.fail(e.clone());
         }
+        stop_accepting(&self.sh, e);
     }
 
     /// Groups the batch's entries by (topic, ledger) and picks the chunks
@@ -821,10 +826,7 @@ impl Flusher {
             });
             return;
         }
-        if !trash.is_empty() {
-            self.sh.ckpt.lock().trash.append(&mut trash);
-            self.sh.ckpt_cv.notify_all();
-        }
+        delete_later(&self.sh, trash);
         for (r, res) in reqs.into_iter().zip(results) {
             r.complete(res);
         }
