@@ -842,16 +842,31 @@ impl Subscription {
             }
             r.max(0)
         };
+        let Some(avg) = self.avg_msgs_per_entry else {
+            return 1;
+        };
         let messages: i64 = match self.sub_type {
             Some(SubType::Shared) => (0..self.consumers.len()).map(room).sum(),
             Some(_) => self.active.map_or(0, room),
             None => 0,
         };
-        let Some(avg) = self.avg_msgs_per_entry else {
-            return 1;
-        };
         let entries = (messages as f64 / avg.max(1.0)).ceil();
         (entries as usize).clamp(1, self.max_read)
+    }
+
+    /// Up to `max` entries from the cursor's read position, counted in the
+    /// topic's `entries_read`.
+    async fn read_next(&self, max: usize) -> Result<Vec<Entry>, strobe_ledger::LedgerError> {
+        let entries = self.cursor.read(max).await?;
+        self.count_read(entries.len());
+        Ok(entries)
+    }
+
+    /// The entry at `p` (a redelivery), counted in the topic's `entries_read`.
+    async fn read_at(&self, p: Position) -> Result<Vec<Entry>, strobe_ledger::LedgerError> {
+        let entries = self.topic.ledger.read(p, 1).await?;
+        self.count_read(entries.len());
+        Ok(entries)
     }
 
     fn count_read(&self, n: usize) {
@@ -859,17 +874,6 @@ impl Subscription {
             .counters
             .entries_read
             .fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    /// A dispatcher's read of `max` entries from `p` (a redelivery), counted.
-    async fn read_counted(
-        &self,
-        p: Position,
-        max: usize,
-    ) -> Result<Vec<Entry>, strobe_ledger::LedgerError> {
-        let entries = self.topic.ledger.read(p, max).await?;
-        self.count_read(entries.len());
-        Ok(entries)
     }
 
     fn any_ready(&self) -> bool {
@@ -902,7 +906,7 @@ impl Subscription {
                 }
                 let entries = match self.compacted_entry(p).await? {
                     Some(e) => vec![e],
-                    None => self.read_counted(p, 1).await?,
+                    None => self.read_at(p).await?,
                 };
                 match entries.into_iter().next() {
                     Some(e) if e.position == p => {
@@ -919,11 +923,7 @@ impl Subscription {
             }
             let entries = match self.compacted_read().await? {
                 Some(e) => e,
-                None => {
-                    let entries = self.cursor.read(self.read_budget()).await?;
-                    self.count_read(entries.len());
-                    entries
-                }
+                None => self.read_next(self.read_budget()).await?,
             };
             tracing::trace!(read = entries.len(), from = %self.cursor.read_position(), "read");
             if entries.is_empty() {
@@ -1504,7 +1504,7 @@ impl Subscription {
                         let found = if self.cursor.is_acked(p) {
                             None
                         } else {
-                            self.read_counted(p, 1)
+                            self.read_at(p)
                                 .await?
                                 .into_iter()
                                 .next()
@@ -1525,8 +1525,7 @@ impl Subscription {
                     }
                 }
                 NextRead::Normal { max_entries } => {
-                    let entries = self.cursor.read(max_entries).await?;
-                    self.count_read(entries.len());
+                    let entries = self.read_next(max_entries).await?;
                     if entries.is_empty() {
                         return Ok(());
                     }
