@@ -99,7 +99,7 @@ impl BatchAck {
         }
     }
     /// The bits of word `w` that are indexes of the batch.
-    fn mask(&self, w: usize) -> u64 {
+    pub fn mask(&self, w: usize) -> u64 {
         let valid = u64::from(self.size).saturating_sub(64 * w as u64).min(64);
         if valid == 64 {
             u64::MAX
@@ -223,17 +223,11 @@ impl CursorState {
     /// Acknowledges `indexes` of the batch stored at `p`; the entry counts as
     /// deleted once every index of the batch is.
     pub fn ack_batch(&mut self, v: &impl LedgerView, p: Position, size: u32, indexes: &[u32]) {
-        if size == 0 || self.is_deleted(p) || !v.exists(p) {
-            return;
-        }
-        let b = self.batch.entry(p).or_insert_with(|| BatchAck::new(size));
-        for &i in indexes {
-            b.set(i);
-        }
-        self.dirty = true;
-        if b.all() {
-            self.delete(v, &[p]);
-        }
+        self.ack_batch_with(v, p, size, |b| {
+            for &i in indexes {
+                b.set(i);
+            }
+        });
     }
 
     /// Pulsar's ack-set form of [`CursorState::ack_batch`]: `unacked` is a
@@ -246,15 +240,28 @@ impl CursorState {
         size: u32,
         unacked: &[i64],
     ) {
+        self.ack_batch_with(v, p, size, |b| {
+            for w in 0..b.acked.len() {
+                let still = unacked.get(w).copied().unwrap_or(0) as u64;
+                b.acked[w] |= !still & b.mask(w);
+            }
+        });
+    }
+
+    /// Marks indexes of the batch at `p` with `set`; the entry counts as
+    /// deleted once every index is.
+    fn ack_batch_with(
+        &mut self,
+        v: &impl LedgerView,
+        p: Position,
+        size: u32,
+        set: impl FnOnce(&mut BatchAck),
+    ) {
         if size == 0 || self.is_deleted(p) || !v.exists(p) {
             return;
         }
         let b = self.batch.entry(p).or_insert_with(|| BatchAck::new(size));
-        for w in 0..b.acked.len() {
-            let still = unacked.get(w).copied().unwrap_or(0) as u64;
-            let m = b.mask(w);
-            b.acked[w] |= !still & m;
-        }
+        set(b);
         self.dirty = true;
         if b.all() {
             self.delete(v, &[p]);

@@ -840,15 +840,7 @@ impl ManagedCursor {
                 b.acked
                     .iter()
                     .enumerate()
-                    .map(|(w, &bits)| {
-                        let valid = (b.size as u64).saturating_sub(64 * w as u64).min(64);
-                        let mask = if valid == 64 {
-                            u64::MAX
-                        } else {
-                            (1u64 << valid) - 1
-                        };
-                        (!bits & mask) as i64
-                    })
+                    .map(|(w, &bits)| (!bits & b.mask(w)) as i64)
                     .collect()
             })
         })
