@@ -3,8 +3,11 @@ Prints one JSON object: {"n":..,"p50_ms":..,"p99_ms":..,"syncs_per_s":..,
 "ideal_p50_ms":..,"ideal_p99_ms":..}.
 
 ideal_*: what an ideal serial group commit would show on these syncs at
-RATE appends per second (default 10,000; RATE/1000 per 1 ms tick, as
-`strobe perf -r` sends them): a sync starts whenever none is running and
+RATE appends per second (default 10,000), arriving as `strobe perf -r` sends
+them: evenly, released by its pacing thread at most every 200 us (two at a
+time at 10,000/s). (The ledger bench's own copy of this model,
+`ideal_group_commit` in crates/ledger/benches/append.rs, uses that bench's
+1 ms ticks; this one runs without building the bench.) A sync starts whenever none is running and
 appends wait, covers all of them, and lasts as long as the bare sync that
 was running at the same moment of the probe's time line; no CPU, no
 network. Appends that arrive during a slow sync wait out the rest of it and
@@ -34,7 +37,9 @@ def ideal(syncs, rate):
     for x in syncs:
         acc += x
         ends.append(acc)
-    span, per_tick, gap = acc, rate / 1000.0, 1e-3
+    # PACE_QUANTUM in src/perf.rs: releases no closer than 200 us apart.
+    gap = max(1.0 / rate, 200e-6)
+    span, per_tick = acc, rate * gap
     ticks = int(span / gap)
     out, pending, t, owed, tick = [], [], 0.0, 0.0, 0
     while True:
