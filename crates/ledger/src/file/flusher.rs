@@ -120,6 +120,38 @@ pub struct Written {
     journal: Option<(u64, Arc<File>, PathBuf)>,
     /// Trimmed segments, deleted once the trim is durable.
     trash: Vec<PathBuf>,
+    /// Write-once chunks whose segments are synced before the group
+    /// completes (pipelined write-once path, see [`Flusher::write_direct`]).
+    direct: Vec<DirectSync>,
+}
+
+/// A write-once chunk of a pipelined group commit: written to its segment,
+/// waiting for the segment's fdatasync in [`commit_written`]. Its journal
+/// reference is written only after that sync, by the next group commit.
+#[derive(Debug)]
+pub struct DirectSync {
+    topic: Arc<TopicShared>,
+    ledger: u64,
+    file: Arc<File>,
+    path: PathBuf,
+    /// The segment's length after the chunk.
+    end: u64,
+    /// The segment file is new: its directory is synced too.
+    new_file: bool,
+    entries: u64,
+    bytes: u64,
+    /// The journal reference, written once the bytes are synced.
+    segref: [u8; SEGREF_LEN],
+    /// The chunk's requests (indices into the group's), failed if the sync fails.
+    reqs: Vec<usize>,
+}
+
+/// The outcome of a [`DirectSync`], handed back to the flusher: the journal
+/// reference to write (`None`: the sync failed and the topic refuses service).
+#[derive(Debug)]
+pub struct SyncedRef {
+    topic: Arc<TopicShared>,
+    segref: Option<[u8; SEGREF_LEN]>,
 }
 
 pub struct JournalFile {
@@ -181,6 +213,12 @@ pub struct Flusher {
     /// Scratch maps of [`Flusher::plan`], reused.
     chunk_index: HashMap<(u32, u64), usize>,
     chunks_per_topic: HashMap<u32, u32>,
+    /// Pipelined write-once chunks per topic whose references are not yet
+    /// in the journal (their segment sync may still be running).
+    inflight: HashMap<u32, u32>,
+    /// References of synced write-once chunks, written first in the next
+    /// group commit's journal records.
+    refs_out: Vec<(Arc<TopicShared>, [u8; SEGREF_LEN])>,
 }
 
 impl std::fmt::Debug for Flusher {
@@ -217,13 +255,15 @@ impl Flusher {
             recs: Vec::new(),
             chunk_index: HashMap::new(),
             chunks_per_topic: HashMap::new(),
+            inflight: HashMap::new(),
+            refs_out: Vec::new(),
         })
     }
 
     /// What the flusher thread waits for before its next batch: nothing
     /// (idle work is due: unsynced write-once references) or up to a timeout.
     fn wait_plan(&self) -> Option<Duration> {
-        if self.refs_unsynced.is_some() {
+        if self.refs_unsynced.is_some() || !self.sh.synced_refs.lock().is_empty() {
             return None;
         }
         Some(match self.sh.cfg.sync {
@@ -315,6 +355,11 @@ pub fn run(sh: Arc<Shared>) {
             match batch {
                 Some(reqs) => f.process(reqs),
                 None => {
+                    // Groups still in the pipeline complete, and the
+                    // references of their write-once chunks are written.
+                    commit_written(&sh);
+                    f.process(Vec::new());
+                    commit_written(&sh);
                     f.finish();
                     // Dropping the flusher ends its reference to `Shared`
                     // (and tells the other thread to stop).
@@ -325,7 +370,34 @@ pub fn run(sh: Arc<Shared>) {
                 }
             }
         }
-        commit_written(&sh);
+        commit_or_write_on(&sh);
+    }
+}
+
+/// After writing a group: makes it durable, unless another thread is syncing
+/// and enough is queued for one more group. Then this thread goes back to
+/// write it while the disk is busy, and the syncing thread takes this group
+/// (and that one) in its next round: when the disk is the bottleneck, its
+/// syncs grow to cover more groups instead of the queue waiting behind each.
+fn commit_or_write_on(sh: &Shared) {
+    loop {
+        let s = match sh.sync_lock.try_lock() {
+            Some(s) => s,
+            None => {
+                let q = sh.queue.lock();
+                if q.reqs.len() >= PIPELINE_REQS || q.bytes >= PIPELINE_BYTES {
+                    // The holder checks `written` after releasing the lock
+                    // (below), so it finds this thread's group.
+                    return;
+                }
+                drop(q);
+                sh.sync_lock.lock()
+            }
+        };
+        commit_round(sh, s);
+        if sh.written.lock().is_empty() {
+            return;
+        }
     }
 }
 
@@ -343,15 +415,26 @@ const SLOW_IO: Duration = Duration::from_millis(20);
 pub const PIPELINE_REQS: usize = 64;
 pub const PIPELINE_BYTES: usize = 1 << 20;
 
-/// The durable stage of `sync = always` group commits: takes every group
-/// written so far, fdatasyncs the journal once (no two threads sync at the
+/// Makes every group written so far durable and completes it (see
+/// [`commit_round`]).
+pub fn commit_written(sh: &Shared) {
+    loop {
+        commit_round(sh, sh.sync_lock.lock());
+        if sh.written.lock().is_empty() {
+            return;
+        }
+    }
+}
+
+/// The durable stage of `sync = always` group commits, under the sync lock
+/// `s`: takes every group written so far, fdatasyncs their segments
+/// (write-once chunks) and the journal once (no two threads sync at the
 /// same time: on this kind of disk a second flush in flight slows both),
 /// then completes the groups in the order they were written. The completion
 /// lock is taken before the sync lock is released, so the next thread's
 /// sync overlaps these completions but its own come after them.
-pub fn commit_written(sh: &Shared) {
-    let s = sh.sync_lock.lock();
-    let groups: Vec<Written> = sh.written.lock().drain(..).collect();
+fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
+    let mut groups: Vec<Written> = sh.written.lock().drain(..).collect();
     if groups.is_empty() {
         return;
     }
@@ -363,7 +446,22 @@ pub fn commit_written(sh: &Shared) {
     }
     let mut failed = sh.queue.lock().failed.clone();
     let mut last = None;
-    for g in &groups {
+    // Segments synced in this round: one sync covers every group drained
+    // (all were written before the drain).
+    let mut segs: Vec<(Arc<File>, Result<()>)> = Vec::new();
+    let mut refs = Vec::new();
+    // (group, chunk, sync result), booked after the sync lock is released.
+    let mut synced = Vec::new();
+    for (gi, g) in groups.iter_mut().enumerate() {
+        // In write order: a group's segments, then its journal.
+        for d in std::mem::take(&mut g.direct) {
+            let r = sync_direct(sh, &d, &mut segs);
+            refs.push(SyncedRef {
+                topic: d.topic.clone(),
+                segref: r.is_ok().then_some(d.segref),
+            });
+            synced.push((gi, d, r));
+        }
         let Some((seq, file, path)) = &g.journal else {
             continue;
         };
@@ -387,8 +485,45 @@ pub fn commit_written(sh: &Shared) {
             }
         }
     }
+    if !refs.is_empty() {
+        // Handed over before the sync lock is released: a group commit that
+        // drains the pipeline (see `Flusher::process`) finds them all.
+        sh.synced_refs.lock().append(&mut refs);
+        sh.queue_cv.notify_one();
+    }
     let c = sh.complete_lock.lock();
     drop(s);
+    // The topics' files are locked only now: the other flusher thread may
+    // hold one while it writes the next group to the segment, and the next
+    // sync should not wait for that.
+    for (gi, d, r) in synced {
+        let mut f = d.topic.files.lock();
+        match r.and_then(|()| f.corrupt.clone().map_or(Ok(()), Err)) {
+            Ok(()) => {
+                if let Some(seg) = f.ledgers.get_mut(&d.ledger) {
+                    seg.synced_len = seg.synced_len.max(d.end);
+                    if d.new_file {
+                        seg.new_file = false;
+                    }
+                }
+                let c = &sh.counters;
+                c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
+                c.direct_bytes.fetch_add(d.bytes, Ordering::Relaxed);
+            }
+            Err(e) => {
+                if f.corrupt.is_none() {
+                    // After a failed fsync the page cache may hold bytes
+                    // that never reach the disk: the topic stops here.
+                    tracing::error!(topic = %d.topic.name, error = %e, "segment sync failed; the topic refuses service");
+                    f.corrupt = Some(e.clone());
+                }
+                drop(f);
+                for &i in &d.reqs {
+                    groups[gi].results[i] = Err(e.clone());
+                }
+            }
+        }
+    }
     let mut trash = Vec::new();
     for mut g in groups {
         match &failed {
@@ -407,6 +542,35 @@ pub fn commit_written(sh: &Shared) {
     }
     drop(c);
     delete_later(sh, trash);
+}
+
+/// Syncs a pipelined write-once chunk's segment (and the directory of a new
+/// one), unless this round synced that file already.
+fn sync_direct(sh: &Shared, d: &DirectSync, segs: &mut Vec<(Arc<File>, Result<()>)>) -> Result<()> {
+    let r = match segs.iter().find(|(f, _)| Arc::ptr_eq(f, &d.file)) {
+        Some((_, r)) => r.clone(),
+        None => {
+            let t0 = Instant::now();
+            let r = d
+                .file
+                .sync_data()
+                .map_err(|e| LedgerError::io("fdatasync", &d.path, e));
+            if r.is_ok() {
+                sh.counters.segment_syncs.fetch_add(1, Ordering::Relaxed);
+                let took = t0.elapsed();
+                if took >= SLOW_IO {
+                    tracing::debug!(ms = took.as_millis() as u64, "slow segment fdatasync");
+                }
+            }
+            segs.push((d.file.clone(), r.clone()));
+            r
+        }
+    };
+    // A new segment's name must be durable before its entries are.
+    if r.is_ok() && d.new_file {
+        sync_dir(&d.topic.dir)?;
+    }
+    r
 }
 
 /// After a failed journal write or sync: fails what is queued, and every
@@ -562,11 +726,19 @@ impl Flusher {
         Plan { chunks, slot, next }
     }
 
-    /// The write-once path: writes each direct chunk to its segment, then
-    /// fdatasyncs those segments (and the directory of a new one). Runs before
-    /// the journal write, so a journal reference never reaches the disk
-    /// before the bytes it points at.
-    fn write_direct(&mut self, reqs: &[Req], plan: &mut Plan) {
+    /// The write-once path: writes each direct chunk to its segment. A
+    /// journal reference never reaches the disk before the bytes it points
+    /// at, so the segments are synced first, and the references written
+    /// after:
+    ///
+    /// * pipelined (`defer`, a non-zero reference sync window): the syncs run
+    ///   in [`commit_written`], after this group's other work, so one
+    ///   thread's segment sync overlaps the other's next group commit; the
+    ///   chunks are returned, and their references go into a later group's
+    ///   journal records ([`Flusher::take_synced_refs`]);
+    /// * serial (a zero window: every reference synced before the appends
+    ///   resolve): synced here, and referenced by this group's records.
+    fn write_direct(&mut self, reqs: &[Req], plan: &mut Plan, defer: bool) -> Vec<DirectSync> {
         let mut synced: Vec<(usize, Arc<File>, PathBuf, u64, bool)> = Vec::new();
         for (ci, c) in plan.chunks.iter_mut().enumerate() {
             if !c.direct {
@@ -594,6 +766,44 @@ impl Flusher {
                 }
                 Err(e) => c.result = Err(e),
             }
+        }
+        if defer {
+            return synced
+                .into_iter()
+                .map(|(ci, file, path, end, new_file)| {
+                    let c = &mut plan.chunks[ci];
+                    let (offset, len) = c.placed.take().expect("placed");
+                    let Req::Entry { entry, .. } = &reqs[c.first] else {
+                        unreachable!("chunks hold entries")
+                    };
+                    *self.inflight.entry(c.topic.id).or_default() += 1;
+                    let mut idx = Vec::with_capacity(c.count);
+                    let mut i = c.first;
+                    while i != usize::MAX {
+                        idx.push(i);
+                        i = plan.next[i];
+                    }
+                    DirectSync {
+                        topic: c.topic.clone(),
+                        ledger: c.ledger,
+                        file,
+                        path,
+                        end,
+                        new_file,
+                        entries: c.count as u64,
+                        bytes: len,
+                        segref: segref_body(
+                            c.topic.id,
+                            c.ledger,
+                            *entry,
+                            c.count as u64,
+                            offset,
+                            len,
+                        ),
+                        reqs: idx,
+                    }
+                })
+                .collect();
         }
         for (ci, file, path, end, new_file) in synced {
             let c = &mut plan.chunks[ci];
@@ -636,12 +846,47 @@ impl Flusher {
                 }
             }
         }
+        Vec::new()
+    }
+
+    /// Takes the references of write-once chunks synced since the last
+    /// call (see [`commit_written`]), for the next journal records.
+    fn take_synced_refs(&mut self) {
+        let got = std::mem::take(&mut *self.sh.synced_refs.lock());
+        for r in got {
+            if let Some(n) = self.inflight.get_mut(&r.topic.id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.inflight.remove(&r.topic.id);
+                }
+            }
+            if let Some(body) = r.segref {
+                self.refs_out.push((r.topic, body));
+            }
+        }
+    }
+
+    /// A topic's records go into the journal after the references of its
+    /// earlier write-once chunks, or the declaration of a topic not yet
+    /// declared in this journal file.
+    fn declare(&mut self, seed: u32, t: &TopicShared) {
+        if self.declared.insert(t.id) {
+            let mut h = vec![K_DECLARE];
+            h.extend_from_slice(&t.id.to_le_bytes());
+            format::put_record(&mut self.buf, seed, &[&h, t.name.as_bytes()]);
+        }
     }
 
     fn encode(&mut self, reqs: &[Req], plan: &Plan) {
         let seed = format::journal_seed(self.jf.seq);
         self.buf.clear();
         self.buf_needs_sync = false;
+        let refs = std::mem::take(&mut self.refs_out);
+        for (t, body) in &refs {
+            self.declare(seed, t);
+            format::put_record(&mut self.buf, seed, &[body]);
+        }
+        self.refs_out = refs;
         for (i, r) in reqs.iter().enumerate() {
             // An entry of a direct chunk: the chunk's first entry stands for
             // all of them with one reference; a failed chunk leaves nothing.
@@ -655,25 +900,14 @@ impl Flusher {
                     }
                 }
             }
-            if let Some(t) = r.topic()
-                && self.declared.insert(t.id)
-            {
-                let mut h = vec![K_DECLARE];
-                h.extend_from_slice(&t.id.to_le_bytes());
-                format::put_record(&mut self.buf, seed, &[&h, t.name.as_bytes()]);
+            if let Some(t) = r.topic() {
+                self.declare(seed, t);
             }
             if let Some((c, (offset, len))) = segref {
                 let Req::Entry { entry, .. } = r else {
                     unreachable!("chunks hold entries")
                 };
-                let mut h = [0u8; SEGREF_LEN];
-                h[0] = K_SEGREF;
-                h[1..5].copy_from_slice(&c.topic.id.to_le_bytes());
-                h[5..13].copy_from_slice(&c.ledger.to_le_bytes());
-                h[13..21].copy_from_slice(&entry.to_le_bytes());
-                h[21..29].copy_from_slice(&(c.count as u64).to_le_bytes());
-                h[29..37].copy_from_slice(&offset.to_le_bytes());
-                h[37..45].copy_from_slice(&len.to_le_bytes());
+                let h = segref_body(c.topic.id, c.ledger, *entry, c.count as u64, offset, len);
                 format::put_record(&mut self.buf, seed, &[&h]);
                 continue;
             }
@@ -733,6 +967,9 @@ impl Flusher {
     /// `reqs` from the queue under it, so batches run in queue order.
     pub fn process(&mut self, reqs: Vec<Req>) {
         if let Some(e) = self.sh.queue.lock().failed.clone() {
+            self.sh.synced_refs.lock().clear();
+            self.refs_out.clear();
+            self.inflight.clear();
             for r in reqs {
                 r.fail(e.clone());
             }
@@ -746,9 +983,10 @@ impl Flusher {
         {
             return self.fail_all(reqs, e);
         }
+        self.take_synced_refs();
         let rotate_due =
             self.jf.offset > 0 && self.last_rotate.elapsed() >= cfg.checkpoint_interval;
-        if reqs.is_empty() {
+        if reqs.is_empty() && self.refs_out.is_empty() {
             let r = if rotate_due {
                 self.rotate(false)
             } else if self.refs_unsynced.is_some() {
@@ -762,8 +1000,23 @@ impl Flusher {
             return;
         }
         let mut plan = self.plan(&reqs);
+        let defer = !cfg.reference_sync_window.is_zero();
+        if plan
+            .chunks
+            .iter()
+            .any(|c| !c.direct && self.inflight.contains_key(&c.topic.id))
+        {
+            // A topic's journal-path entries must not become durable before
+            // its earlier write-once entries are synced in their segment
+            // (after a power loss recovery would find the journal resuming
+            // past entries the segment lacks): the groups written so far
+            // complete first.
+            commit_written(&self.sh);
+            self.take_synced_refs();
+        }
+        let mut direct = Vec::new();
         if plan.chunks.iter().any(|c| c.direct) {
-            self.write_direct(&reqs, &mut plan);
+            direct = self.write_direct(&reqs, &mut plan, defer);
         }
         self.encode(&reqs, &plan);
         if self.jf.offset > 0
@@ -792,6 +1045,7 @@ impl Flusher {
             }
             self.jf.offset += self.buf.len() as u64;
             self.unsynced = true;
+            self.refs_out.clear();
             let c = &self.sh.counters;
             c.batches.fetch_add(1, Ordering::Relaxed);
             c.journal_bytes
@@ -802,7 +1056,9 @@ impl Flusher {
             // Write-once references alone may wait (their entries are
             // synced in the segment already), up to the window.
             let window = cfg.reference_sync_window;
+            // With nothing queued (only references to write), now.
             let due = self.buf_needs_sync
+                || reqs.is_empty()
                 || window.is_zero()
                 || self.refs_unsynced.is_some_and(|t| t.elapsed() >= window);
             if due {
@@ -823,6 +1079,7 @@ impl Flusher {
                 results,
                 journal,
                 trash,
+                direct,
             });
             return;
         }
@@ -899,6 +1156,26 @@ impl Flusher {
             })
             .collect()
     }
+}
+
+/// A [`K_SEGREF`] record's body.
+fn segref_body(
+    topic: u32,
+    ledger: u64,
+    first: u64,
+    count: u64,
+    offset: u64,
+    len: u64,
+) -> [u8; SEGREF_LEN] {
+    let mut h = [0u8; SEGREF_LEN];
+    h[0] = K_SEGREF;
+    h[1..5].copy_from_slice(&topic.to_le_bytes());
+    h[5..13].copy_from_slice(&ledger.to_le_bytes());
+    h[13..21].copy_from_slice(&first.to_le_bytes());
+    h[21..29].copy_from_slice(&count.to_le_bytes());
+    h[29..37].copy_from_slice(&offset.to_le_bytes());
+    h[37..45].copy_from_slice(&len.to_le_bytes());
+    h
 }
 
 /// A (topic, ledger) run of one group commit's entries.
