@@ -539,19 +539,24 @@ fn references_are_synced_within_the_window_not_per_group_commit() {
     });
     let st = append_burst(&lazy, 300, 20 << 10);
     assert_eq!(st.direct_entries, 300, "{st:?}");
-    assert!(st.segment_syncs >= 4, "{st:?}");
+    // About 6 MB in group commits of at most 1 MiB: the first sync starts
+    // after one or two groups, and a thread that finds it running writes
+    // the rest meanwhile, so one more sync may cover them all (3 were seen).
+    assert!(st.segment_syncs >= 2, "{st:?}");
     assert!(st.syncs < st.segment_syncs, "{st:?}");
-    // Strict: every write-once group commit syncs its reference before the
-    // appends resolve. With two flusher threads one journal sync may cover
-    // the references of two groups (one written while the other's sync
-    // waited), never more: each thread syncs after writing its group.
+    // Strict: every write-once group commit syncs its segment, writes its
+    // reference and syncs the journal before the appends resolve (one journal
+    // sync per durable round; a round covers every group written so far, so
+    // two or more groups may share one): at least the two rounds a burst of
+    // six groups takes, where the lazy window needed at most one.
     let strict = File::with(SyncMode::Always, 8 << 20, false, |c| {
         c.direct_write_bytes = DIRECT;
         c.reference_sync_window = std::time::Duration::ZERO;
     });
     let st = append_burst(&strict, 300, 20 << 10);
     assert_eq!(st.direct_entries, 300, "{st:?}");
-    assert!(2 * st.syncs >= st.segment_syncs, "{st:?}");
+    assert!(st.segment_syncs >= 6, "{st:?}");
+    assert!(st.syncs >= 2, "{st:?}");
 }
 
 #[test]

@@ -110,7 +110,7 @@ pub struct Queue {
 }
 
 /// A group commit written to the journal (`sync = always`) and waiting for
-/// the fdatasync that makes it durable: see [`commit_written`].
+/// the fdatasync that makes it durable: see [`commit_round`].
 #[derive(Debug)]
 pub struct Written {
     reqs: Vec<Req>,
@@ -126,7 +126,7 @@ pub struct Written {
 }
 
 /// A write-once chunk of a pipelined group commit: written to its segment,
-/// waiting for the segment's fdatasync in [`commit_written`]. Its journal
+/// waiting for the segment's fdatasync in [`commit_round`]. Its journal
 /// reference is written only after that sync, by the next group commit.
 #[derive(Debug)]
 pub struct DirectSync {
@@ -322,8 +322,9 @@ pub fn take_batch(sh: &Shared, q: &mut Queue) -> Option<Vec<Req>> {
 ///
 /// With `sync = always` there are two such threads, and a group commit has
 /// two stages: writing (under the flusher's lock: journal records, segment
-/// write-behind) and making durable ([`commit_written`]: one fdatasync, then
-/// the completions, in order). While one thread waits on the disk, the other
+/// write-behind, write-once segment bytes) and making durable
+/// ([`commit_round`]: the fdatasyncs of every group written so far, then the
+/// completions, in order). While one thread waits on the disk, the other
 /// can write the next group, so the disk and the CPU work overlap instead of
 /// taking turns. The second thread is only woken for that when the queue has
 /// at least [`PIPELINE_REQS`] requests or [`PIPELINE_BYTES`] (a low rate
@@ -375,10 +376,10 @@ pub fn run(sh: Arc<Shared>) {
 }
 
 /// After writing a group: makes it durable, unless another thread is syncing
-/// and enough is queued for one more group. Then this thread goes back to
-/// write it while the disk is busy, and the syncing thread takes this group
-/// (and that one) in its next round: when the disk is the bottleneck, its
-/// syncs grow to cover more groups instead of the queue waiting behind each.
+/// and enough is queued for another group. Then this thread goes back to
+/// write groups while the disk is busy, and the syncing thread takes them
+/// all in its next round: when the disk is the bottleneck, its syncs grow to
+/// cover more groups instead of the queue waiting behind each.
 fn commit_or_write_on(sh: &Shared) {
     loop {
         let s = match sh.sync_lock.try_lock() {
@@ -450,17 +451,53 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
     // (all were written before the drain).
     let mut segs: Vec<(Arc<File>, Result<()>)> = Vec::new();
     let mut refs = Vec::new();
-    // (group, chunk, sync result), booked after the sync lock is released.
-    let mut synced = Vec::new();
-    for (gi, g) in groups.iter_mut().enumerate() {
+    for g in &mut groups {
         // In write order: a group's segments, then its journal.
         for d in std::mem::take(&mut g.direct) {
             let r = sync_direct(sh, &d, &mut segs);
+            // Booked before the sync lock is released: once the outcome is
+            // handed over (`synced_refs`), the topic's next journal-path
+            // group may be written, and after a failed sync it must find
+            // the topic refusing service. A chunk synced after an earlier
+            // one of its topic failed is not referenced either (its appends
+            // fail).
+            let mut f = d.topic.files.lock();
+            let r = match r {
+                Ok(()) => match &f.corrupt {
+                    Some(e) => Err(e.clone()),
+                    None => {
+                        if let Some(seg) = f.ledgers.get_mut(&d.ledger) {
+                            seg.synced_len = seg.synced_len.max(d.end);
+                            if d.new_file {
+                                seg.new_file = false;
+                            }
+                        }
+                        let c = &sh.counters;
+                        c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
+                        c.direct_bytes.fetch_add(d.bytes, Ordering::Relaxed);
+                        Ok(())
+                    }
+                },
+                Err(e) => {
+                    if f.corrupt.is_none() {
+                        // After a failed fsync the page cache may hold bytes
+                        // that never reach the disk: the topic stops here.
+                        tracing::error!(topic = %d.topic.name, error = %e, "segment sync failed; the topic refuses service");
+                        f.corrupt = Some(e.clone());
+                    }
+                    Err(e)
+                }
+            };
+            drop(f);
+            if let Err(e) = &r {
+                for &i in &d.reqs {
+                    g.results[i] = Err(e.clone());
+                }
+            }
             refs.push(SyncedRef {
-                topic: d.topic.clone(),
+                topic: d.topic,
                 segref: r.is_ok().then_some(d.segref),
             });
-            synced.push((gi, d, r));
         }
         let Some((seq, file, path)) = &g.journal else {
             continue;
@@ -493,37 +530,6 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
     }
     let c = sh.complete_lock.lock();
     drop(s);
-    // The topics' files are locked only now: the other flusher thread may
-    // hold one while it writes the next group to the segment, and the next
-    // sync should not wait for that.
-    for (gi, d, r) in synced {
-        let mut f = d.topic.files.lock();
-        match r.and_then(|()| f.corrupt.clone().map_or(Ok(()), Err)) {
-            Ok(()) => {
-                if let Some(seg) = f.ledgers.get_mut(&d.ledger) {
-                    seg.synced_len = seg.synced_len.max(d.end);
-                    if d.new_file {
-                        seg.new_file = false;
-                    }
-                }
-                let c = &sh.counters;
-                c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
-                c.direct_bytes.fetch_add(d.bytes, Ordering::Relaxed);
-            }
-            Err(e) => {
-                if f.corrupt.is_none() {
-                    // After a failed fsync the page cache may hold bytes
-                    // that never reach the disk: the topic stops here.
-                    tracing::error!(topic = %d.topic.name, error = %e, "segment sync failed; the topic refuses service");
-                    f.corrupt = Some(e.clone());
-                }
-                drop(f);
-                for &i in &d.reqs {
-                    groups[gi].results[i] = Err(e.clone());
-                }
-            }
-        }
-    }
     let mut trash = Vec::new();
     for mut g in groups {
         match &failed {
@@ -670,8 +676,10 @@ impl Flusher {
     /// Groups the batch's entries by (topic, ledger) and picks the chunks
     /// that are written once, straight to their segment: `sync = always`, at
     /// least `direct_write_bytes` of data, and the topic's only chunk in this
-    /// batch (so a torn write can only cut the topic's last ledger, and what
-    /// survives a crash stays a prefix of what was queued).
+    /// batch (so a torn write can only cut the topic's last ledger). Across
+    /// a rollover a power loss can still keep a newer ledger's entries while
+    /// an earlier ledger's unacknowledged tail is cut (its bytes had not
+    /// reached the disk): nothing acknowledged is lost.
     fn plan(&mut self, reqs: &[Req]) -> Plan {
         let mut chunks: Vec<Chunk> = Vec::new();
         // Reused across group commits (a thousand topics would otherwise
@@ -732,7 +740,7 @@ impl Flusher {
     /// after:
     ///
     /// * pipelined (`defer`, a non-zero reference sync window): the syncs run
-    ///   in [`commit_written`], after this group's other work, so one
+    ///   in [`commit_round`], after this group's other work, so one
     ///   thread's segment sync overlaps the other's next group commit; the
     ///   chunks are returned, and their references go into a later group's
     ///   journal records ([`Flusher::take_synced_refs`]);
@@ -850,7 +858,7 @@ impl Flusher {
     }
 
     /// Takes the references of write-once chunks synced since the last
-    /// call (see [`commit_written`]), for the next journal records.
+    /// call (see [`commit_round`]), for the next journal records.
     fn take_synced_refs(&mut self) {
         let got = std::mem::take(&mut *self.sh.synced_refs.lock());
         for r in got {
@@ -967,9 +975,11 @@ impl Flusher {
     /// `reqs` from the queue under it, so batches run in queue order.
     pub fn process(&mut self, reqs: Vec<Req>) {
         if let Some(e) = self.sh.queue.lock().failed.clone() {
+            // Nothing more is written or synced (and an idle thread waits).
             self.sh.synced_refs.lock().clear();
             self.refs_out.clear();
             self.inflight.clear();
+            self.refs_unsynced = None;
             for r in reqs {
                 r.fail(e.clone());
             }
@@ -1009,8 +1019,9 @@ impl Flusher {
             // A topic's journal-path entries must not become durable before
             // its earlier write-once entries are synced in their segment
             // (after a power loss recovery would find the journal resuming
-            // past entries the segment lacks): the groups written so far
-            // complete first.
+            // past entries the segment lacks): the groups written so far are
+            // made durable first (a failed segment sync has marked its topic
+            // refusing service by then, see `commit_round`).
             commit_written(&self.sh);
             self.take_synced_refs();
         }
@@ -1062,7 +1073,7 @@ impl Flusher {
                 || window.is_zero()
                 || self.refs_unsynced.is_some_and(|t| t.elapsed() >= window);
             if due {
-                // `commit_written` syncs everything written so far.
+                // `commit_round` syncs everything written so far.
                 self.refs_unsynced = None;
                 journal = Some((self.jf.seq, self.jf.file.clone(), self.jf.path.clone()));
             } else {
@@ -1072,7 +1083,7 @@ impl Flusher {
         let mut trash = Vec::new();
         let results = self.apply(&reqs, &mut plan, &mut trash);
         if cfg.sync == SyncMode::Always {
-            // Completed by `commit_written` after the sync, in this order
+            // Completed by `commit_round` after the sync, in this order
             // (every group goes there, so none overtakes an earlier one).
             self.sh.written.lock().push_back(Written {
                 reqs,

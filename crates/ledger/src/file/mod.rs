@@ -42,8 +42,8 @@
 //! in flight slowed both on the virtio disk measured), and the second
 //! thread is only woken when enough is queued, so a low rate keeps to one
 //! thread and its wake-ups. A thread that finds the other syncing while
-//! enough is queued writes one more group instead of waiting; the syncing
-//! thread then makes both durable in its next round, so when the disk is
+//! enough is queued writes more groups instead of waiting; the syncing
+//! thread then makes them all durable in its next round, so when the disk is
 //! the bottleneck each sync covers more (64 KiB entries: 1.1-2.2 MiB per
 //! segment sync instead of 1 MiB). Each group goes one of two ways:
 //!
@@ -73,7 +73,8 @@
 //!   entry, count, segment offset, length) into the journal: a reference
 //!   never reaches the disk before the bytes it points at. So one thread's
 //!   segment sync overlaps the other's next write (64 KiB entries: 58-79% of
-//!   the bare 1 MiB write + fdatasync loop before, 82-125% after). Until its
+//!   the bare 1 MiB write + fdatasync loop before, 82-125% after in runs
+//!   alternating old and new builds). Until its
 //!   reference is written, the topic's small groups wait for it (the groups
 //!   written so far are made durable first): a journal entry of the topic
 //!   must not become durable ahead of earlier entries its segment may not
@@ -136,8 +137,10 @@
 //! opened: a damaged record below the entry count the checkpoint recorded is
 //! corruption (refused, naming the file and offset); past it, it is the torn
 //! tail of a write-once group whose reference never reached the journal, and
-//! it is truncated. Such a group was never acknowledged, except within the
-//! reference sync window before a power loss: then its entries were synced
+//! it is truncated. Such a group was never acknowledged, except when the
+//! power failed after its appends resolved and before its reference was
+//! written and synced (the next group commit writes it; the sync follows
+//! within the reference sync window): then its entries were synced
 //! and are intact, unless the disk itself damaged them in that window (the
 //! one case where synced bytes are cut rather than refused; a zero window
 //! rules it out). Valid records past the recorded count are kept: written
@@ -290,7 +293,7 @@ struct Shared {
     /// Held while synced groups complete (taken before `sync_lock` is
     /// released, so completions keep the order of the writes).
     complete_lock: Mutex<()>,
-    /// Write-once chunks synced by `flusher::commit_written` whose journal
+    /// Write-once chunks synced by `flusher::commit_round` whose journal
     /// references the next group commit writes.
     synced_refs: Mutex<Vec<flusher::SyncedRef>>,
     ckpt: Mutex<checkpoint::Pending>,
@@ -431,12 +434,14 @@ impl FileBackend {
     }
 
     /// Whether the backend is working in the background: requests queued,
-    /// a checkpoint, segment write-outs or deletions of trimmed ledgers under
-    /// way or pending (benchmarks wait for this between phases).
+    /// group commits awaiting or under their sync, write-once references not
+    /// yet handed to the flusher, a checkpoint, segment write-outs or deletions
+    /// of trimmed ledgers under way or pending (benchmarks wait for this between phases).
     pub fn busy(&self) -> bool {
         let sh = &self.shared;
         !sh.queue.lock().reqs.is_empty()
             || !sh.written.lock().is_empty()
+            || sh.sync_lock.is_locked()
             || !sh.synced_refs.lock().is_empty()
             || sh.ckpt.lock().active()
     }
@@ -546,7 +551,7 @@ impl Shared {
             return;
         }
         // Only when every flusher thread sleeps: a busy one comes back for
-        // the queue, and `flusher::commit_written` wakes the other when
+        // the queue, and `flusher::commit_round` wakes the other when
         // there is enough to overlap with its sync.
         if q.waiting == self.flusher_threads {
             self.queue_cv.notify_one();
