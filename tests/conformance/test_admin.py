@@ -106,6 +106,11 @@ def test_stats_lookup_health_metrics(strobe):
     assert status == 200
     assert f'pulsar_in_messages_total{{cluster="standalone",namespace="public/default",topic="{topic}"}} 4' in text
     assert "process_resident_memory_bytes" in text
+    # The file backend's own counters: the sends above were synced.
+    fsyncs = [l for l in text.splitlines() if l.startswith("strobe_storage_journal_fsyncs_total{")]
+    assert len(fsyncs) == 1 and int(fsyncs[0].split()[-1]) > 0, fsyncs
+    written = [l for l in text.splitlines() if l.startswith("strobe_storage_entries_written_total{")]
+    assert len(written) == 1 and int(written[0].split()[-1]) >= 4, written
     client.close()
 
 

@@ -1694,6 +1694,51 @@ async fn metrics(State(s): State<Svc>) -> Response {
         );
     }
     storage_latency_metrics(&mut out, cluster, &topics);
+    if let Some(st) = s.storage_engine_stats() {
+        let families = [
+            (
+                "strobe_storage_group_commits_total",
+                "Group commits written to the journal",
+                st.batches,
+            ),
+            (
+                "strobe_storage_journal_fsyncs_total",
+                "fdatasync calls on the journal",
+                st.syncs,
+            ),
+            (
+                "strobe_storage_entries_written_total",
+                "Entries written, through the journal or once, straight to their segment",
+                st.entries,
+            ),
+            (
+                "strobe_storage_journal_bytes_total",
+                "Bytes written to the journal",
+                st.journal_bytes,
+            ),
+            (
+                "strobe_storage_write_once_entries_total",
+                "Entries of large group commits written once, straight to their segment",
+                st.direct_entries,
+            ),
+            (
+                "strobe_storage_write_once_bytes_total",
+                "Segment bytes written that way",
+                st.direct_bytes,
+            ),
+            (
+                "strobe_storage_segment_fsyncs_total",
+                "fdatasync calls on segments for write-once group commits",
+                st.segment_syncs,
+            ),
+            (
+                "strobe_storage_checkpoints_total",
+                "Checkpoints completed (segments synced, journal files recycled)",
+                st.checkpoints,
+            ),
+        ];
+        storage_engine_metrics(&mut out, cluster, &families);
+    }
     let _ = writeln!(
         out,
         "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"
@@ -1705,6 +1750,19 @@ async fn metrics(State(s): State<Svc>) -> Response {
     );
     process_metrics(&mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// The file backend's own counters (Pulsar has no such family: its
+/// BookKeeper bookies export their journal's figures themselves). They tell
+/// how many entries one fsync covers (`entries / journal_fsyncs`), how much
+/// goes straight to segments, and what checkpoints cost.
+fn storage_engine_metrics(out: &mut String, cluster: &str, families: &[(&str, &str, u64)]) {
+    for (name, help, v) in families {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{cluster=\"{cluster}\"}} {v}"
+        );
+    }
 }
 
 /// Pulsar's storage write latency buckets (publish to durable), per topic:

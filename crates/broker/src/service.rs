@@ -637,6 +637,11 @@ impl BrokerService {
         }
     }
 
+    /// The storage engine's counters (`None` on the memory backend).
+    pub fn storage_engine_stats(&self) -> Option<strobe_ledger::FileBackendStats> {
+        self.backend.engine_stats()
+    }
+
     /// Every loaded topic.
     pub async fn loaded_topics(&self) -> Vec<Arc<Topic>> {
         self.topics.lock().await.values().cloned().collect()

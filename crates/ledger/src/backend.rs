@@ -55,6 +55,12 @@ pub trait LedgerBackend: Send + Sync + fmt::Debug + 'static {
 
     /// A short name for logs and test output ("memory", "file").
     fn kind(&self) -> &'static str;
+
+    /// The storage engine's own counters (group commits, fsyncs, write-once
+    /// bytes), for metrics; `None` for a backend without a journal (memory).
+    fn engine_stats(&self) -> Option<crate::FileBackendStats> {
+        None
+    }
 }
 
 /// One open topic's storage. The single writer of the topic.

@@ -510,6 +510,10 @@ impl LedgerBackend for FileBackend {
     fn kind(&self) -> &'static str {
         "file"
     }
+
+    fn engine_stats(&self) -> Option<FileBackendStats> {
+        Some(self.stats())
+    }
 }
 
 impl Shared {
