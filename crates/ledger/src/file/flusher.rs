@@ -461,34 +461,7 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
             // the topic refusing service. A chunk synced after an earlier
             // one of its topic failed is not referenced either (its appends
             // fail).
-            let mut f = d.topic.files.lock();
-            let r = match r {
-                Ok(()) => match &f.corrupt {
-                    Some(e) => Err(e.clone()),
-                    None => {
-                        if let Some(seg) = f.ledgers.get_mut(&d.ledger) {
-                            seg.synced_len = seg.synced_len.max(d.end);
-                            if d.new_file {
-                                seg.new_file = false;
-                            }
-                        }
-                        let c = &sh.counters;
-                        c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
-                        c.direct_bytes.fetch_add(d.bytes, Ordering::Relaxed);
-                        Ok(())
-                    }
-                },
-                Err(e) => {
-                    if f.corrupt.is_none() {
-                        // After a failed fsync the page cache may hold bytes
-                        // that never reach the disk: the topic stops here.
-                        tracing::error!(topic = %d.topic.name, error = %e, "segment sync failed; the topic refuses service");
-                        f.corrupt = Some(e.clone());
-                    }
-                    Err(e)
-                }
-            };
-            drop(f);
+            let r = book_direct(sh, &d, r);
             if let Err(e) = &r {
                 for &i in &d.reqs {
                     g.results[i] = Err(e.clone());
@@ -577,6 +550,39 @@ fn sync_direct(sh: &Shared, d: &DirectSync, segs: &mut Vec<(Arc<File>, Result<()
         sync_dir(&d.topic.dir)?;
     }
     r
+}
+
+/// Records a write-once chunk's sync outcome in its topic: the segment's
+/// synced length, or (the sync failed) the topic refusing service from now
+/// on. A chunk of a topic already refusing service fails too.
+fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
+    let mut f = d.topic.files.lock();
+    match r {
+        Ok(()) => match &f.corrupt {
+            Some(e) => Err(e.clone()),
+            None => {
+                if let Some(seg) = f.ledgers.get_mut(&d.ledger) {
+                    seg.synced_len = seg.synced_len.max(d.end);
+                    if d.new_file {
+                        seg.new_file = false;
+                    }
+                }
+                let c = &sh.counters;
+                c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
+                c.direct_bytes.fetch_add(d.bytes, Ordering::Relaxed);
+                Ok(())
+            }
+        },
+        Err(e) => {
+            if f.corrupt.is_none() {
+                // After a failed fsync the page cache may hold bytes that
+                // never reach the disk: the topic stops here.
+                tracing::error!(topic = %d.topic.name, error = %e, "segment sync failed; the topic refuses service");
+                f.corrupt = Some(e.clone());
+            }
+            Err(e)
+        }
+    }
 }
 
 /// After a failed journal write or sync: fails what is queued, and every
@@ -775,83 +781,50 @@ impl Flusher {
                 Err(e) => c.result = Err(e),
             }
         }
+        let direct: Vec<(usize, DirectSync)> = synced
+            .into_iter()
+            .map(|(ci, file, path, end, new_file)| {
+                let c = &plan.chunks[ci];
+                let (offset, len) = c.placed.expect("placed");
+                let Req::Entry { entry, .. } = &reqs[c.first] else {
+                    unreachable!("chunks hold entries")
+                };
+                let mut idx = Vec::with_capacity(c.count);
+                let mut i = c.first;
+                while i != usize::MAX {
+                    idx.push(i);
+                    i = plan.next[i];
+                }
+                let d = DirectSync {
+                    topic: c.topic.clone(),
+                    ledger: c.ledger,
+                    file,
+                    path,
+                    end,
+                    new_file,
+                    entries: c.count as u64,
+                    bytes: len,
+                    segref: segref_body(c.topic.id, c.ledger, *entry, c.count as u64, offset, len),
+                    reqs: idx,
+                };
+                (ci, d)
+            })
+            .collect();
         if defer {
-            return synced
-                .into_iter()
-                .map(|(ci, file, path, end, new_file)| {
-                    let c = &mut plan.chunks[ci];
-                    let (offset, len) = c.placed.take().expect("placed");
-                    let Req::Entry { entry, .. } = &reqs[c.first] else {
-                        unreachable!("chunks hold entries")
-                    };
-                    *self.inflight.entry(c.topic.id).or_default() += 1;
-                    let mut idx = Vec::with_capacity(c.count);
-                    let mut i = c.first;
-                    while i != usize::MAX {
-                        idx.push(i);
-                        i = plan.next[i];
-                    }
-                    DirectSync {
-                        topic: c.topic.clone(),
-                        ledger: c.ledger,
-                        file,
-                        path,
-                        end,
-                        new_file,
-                        entries: c.count as u64,
-                        bytes: len,
-                        segref: segref_body(
-                            c.topic.id,
-                            c.ledger,
-                            *entry,
-                            c.count as u64,
-                            offset,
-                            len,
-                        ),
-                        reqs: idx,
-                    }
-                })
-                .collect();
+            // Referenced by a later group commit, once `commit_round` synced them.
+            for (ci, d) in &direct {
+                plan.chunks[*ci].placed = None;
+                *self.inflight.entry(d.topic.id).or_default() += 1;
+            }
+            return direct.into_iter().map(|(_, d)| d).collect();
         }
-        for (ci, file, path, end, new_file) in synced {
-            let c = &mut plan.chunks[ci];
-            let r = file
-                .sync_data()
-                .map_err(|e| LedgerError::io("fdatasync", &path, e))
-                .and_then(|()| {
-                    self.sh
-                        .counters
-                        .segment_syncs
-                        .fetch_add(1, Ordering::Relaxed);
-                    // A new segment's name must be durable before its entries are.
-                    if new_file {
-                        sync_dir(&c.topic.dir)?;
-                    }
-                    Ok(())
-                });
-            let mut f = c.topic.files.lock();
-            match r {
-                Ok(()) => {
-                    if let Some(seg) = f.ledgers.get_mut(&c.ledger) {
-                        seg.synced_len = seg.synced_len.max(end);
-                        if new_file {
-                            seg.new_file = false;
-                        }
-                    }
-                    let c_ = &self.sh.counters;
-                    c_.direct_entries
-                        .fetch_add(c.count as u64, Ordering::Relaxed);
-                    c_.direct_bytes
-                        .fetch_add(c.placed.map_or(0, |p| p.1), Ordering::Relaxed);
-                }
-                Err(e) => {
-                    // After a failed fsync the page cache may hold bytes that
-                    // never reach the disk: the topic stops here.
-                    tracing::error!(topic = %c.topic.name, error = %e, "segment sync failed; the topic refuses service");
-                    f.corrupt = Some(e.clone());
-                    c.result = Err(e);
-                    c.placed = None;
-                }
+        let mut segs = Vec::new();
+        for (ci, d) in direct {
+            let r = book_direct(&self.sh, &d, sync_direct(&self.sh, &d, &mut segs));
+            if let Err(e) = r {
+                let c = &mut plan.chunks[ci];
+                c.result = Err(e);
+                c.placed = None;
             }
         }
         Vec::new()
