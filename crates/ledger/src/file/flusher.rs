@@ -125,9 +125,10 @@ pub struct Written {
     direct: Vec<DirectSync>,
 }
 
-/// A write-once chunk of a pipelined group commit: written to its segment,
-/// waiting for the segment's fdatasync in [`commit_round`]. Its journal
-/// reference is written only after that sync, by the next group commit.
+/// A write-once chunk written to its segment and waiting for the segment's
+/// fdatasync: in [`commit_round`] (pipelined; its journal reference is
+/// written only after that sync, by the next group commit), or right away
+/// in [`Flusher::write_direct`] (serial, zero reference window).
 #[derive(Debug)]
 pub struct DirectSync {
     topic: Arc<TopicShared>,
@@ -523,8 +524,8 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
     delete_later(sh, trash);
 }
 
-/// Syncs a pipelined write-once chunk's segment (and the directory of a new
-/// one), unless this round synced that file already.
+/// Syncs a write-once chunk's segment (and the directory of a new one),
+/// unless this round synced that file already.
 fn sync_direct(sh: &Shared, d: &DirectSync, segs: &mut Vec<(Arc<File>, Result<()>)>) -> Result<()> {
     let r = match segs.iter().find(|(f, _)| Arc::ptr_eq(f, &d.file)) {
         Some((_, r)) => r.clone(),
