@@ -382,19 +382,19 @@ pub fn run(sh: Arc<Shared>) {
 /// all in its next round: when the disk is the bottleneck, its syncs grow to
 /// cover more groups instead of the queue waiting behind each.
 fn commit_or_write_on(sh: &Shared) {
+    commit_rounds(sh, true);
+}
+
+/// Commit rounds until nothing written is left; with `write_on`, returns
+/// instead of waiting for a busy sync lock when enough is queued.
+fn commit_rounds(sh: &Shared, write_on: bool) {
     loop {
         let s = match sh.sync_lock.try_lock() {
             Some(s) => s,
-            None => {
-                let q = sh.queue.lock();
-                if q.reqs.len() >= PIPELINE_REQS || q.bytes >= PIPELINE_BYTES {
-                    // The holder checks `written` after releasing the lock
-                    // (below), so it finds this thread's group.
-                    return;
-                }
-                drop(q);
-                sh.sync_lock.lock()
-            }
+            // The holder checks `written` after releasing the lock (below),
+            // so it finds this thread's group.
+            None if write_on && sh.queue.lock().enough_to_pipeline() => return,
+            None => sh.sync_lock.lock(),
         };
         commit_round(sh, s);
         if sh.written.lock().is_empty() {
@@ -417,15 +417,18 @@ const SLOW_IO: Duration = Duration::from_millis(20);
 pub const PIPELINE_REQS: usize = 64;
 pub const PIPELINE_BYTES: usize = 1 << 20;
 
+impl Queue {
+    /// At least [`PIPELINE_REQS`] requests or [`PIPELINE_BYTES`] queued:
+    /// enough for a second thread to write while the first waits on the disk.
+    fn enough_to_pipeline(&self) -> bool {
+        self.reqs.len() >= PIPELINE_REQS || self.bytes >= PIPELINE_BYTES
+    }
+}
+
 /// Makes every group written so far durable and completes it (see
 /// [`commit_round`]).
 pub fn commit_written(sh: &Shared) {
-    loop {
-        commit_round(sh, sh.sync_lock.lock());
-        if sh.written.lock().is_empty() {
-            return;
-        }
-    }
+    commit_rounds(sh, false);
 }
 
 /// The durable stage of `sync = always` group commits, under the sync lock
@@ -442,7 +445,7 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
     }
     {
         let q = sh.queue.lock();
-        if q.waiting > 0 && (q.reqs.len() >= PIPELINE_REQS || q.bytes >= PIPELINE_BYTES) {
+        if q.waiting > 0 && q.enough_to_pipeline() {
             sh.queue_cv.notify_one();
         }
     }
@@ -754,7 +757,7 @@ impl Flusher {
     /// * serial (a zero window: every reference synced before the appends
     ///   resolve): synced here, and referenced by this group's records.
     fn write_direct(&mut self, reqs: &[Req], plan: &mut Plan, defer: bool) -> Vec<DirectSync> {
-        let mut synced: Vec<(usize, Arc<File>, PathBuf, u64, bool)> = Vec::new();
+        let mut direct: Vec<(usize, DirectSync)> = Vec::new();
         for (ci, c) in plan.chunks.iter_mut().enumerate() {
             if !c.direct {
                 continue;
@@ -773,59 +776,53 @@ impl Flusher {
                 slices.push(IoSlice::new(h));
                 slices.push(IoSlice::new(data));
             }
-            match place_direct(&self.sh, c, &mut slices, &self.recs) {
-                Ok((offset, end, file, path, new_file)) => {
-                    c.placed = Some((offset, len));
-                    synced.push((ci, file, path, end, new_file));
-                    self.dirty.insert(c.topic.id, c.topic.clone());
-                }
-                Err(e) => c.result = Err(e),
+            let (offset, end, file, path, new_file) =
+                match place_direct(&self.sh, c, &mut slices, &self.recs) {
+                    Ok(placed) => placed,
+                    Err(e) => {
+                        c.result = Err(e);
+                        continue;
+                    }
+                };
+            self.dirty.insert(c.topic.id, c.topic.clone());
+            let Req::Entry { entry, .. } = &reqs[c.first] else {
+                unreachable!("chunks hold entries")
+            };
+            let mut idx = Vec::with_capacity(c.count);
+            let mut i = c.first;
+            while i != usize::MAX {
+                idx.push(i);
+                i = plan.next[i];
             }
+            let d = DirectSync {
+                topic: c.topic.clone(),
+                ledger: c.ledger,
+                file,
+                path,
+                end,
+                new_file,
+                entries: c.count as u64,
+                bytes: len,
+                segref: segref_body(c.topic.id, c.ledger, *entry, c.count as u64, offset, len),
+                reqs: idx,
+            };
+            direct.push((ci, d));
         }
-        let direct: Vec<(usize, DirectSync)> = synced
-            .into_iter()
-            .map(|(ci, file, path, end, new_file)| {
-                let c = &plan.chunks[ci];
-                let (offset, len) = c.placed.expect("placed");
-                let Req::Entry { entry, .. } = &reqs[c.first] else {
-                    unreachable!("chunks hold entries")
-                };
-                let mut idx = Vec::with_capacity(c.count);
-                let mut i = c.first;
-                while i != usize::MAX {
-                    idx.push(i);
-                    i = plan.next[i];
-                }
-                let d = DirectSync {
-                    topic: c.topic.clone(),
-                    ledger: c.ledger,
-                    file,
-                    path,
-                    end,
-                    new_file,
-                    entries: c.count as u64,
-                    bytes: len,
-                    segref: segref_body(c.topic.id, c.ledger, *entry, c.count as u64, offset, len),
-                    reqs: idx,
-                };
-                (ci, d)
-            })
-            .collect();
         if defer {
-            // Referenced by a later group commit, once `commit_round` synced them.
-            for (ci, d) in &direct {
-                plan.chunks[*ci].placed = None;
+            // Referenced by a later group commit, once `commit_round` synced
+            // them (`placed` stays unset: this group's records skip them).
+            for (_, d) in &direct {
                 *self.inflight.entry(d.topic.id).or_default() += 1;
             }
             return direct.into_iter().map(|(_, d)| d).collect();
         }
         let mut segs = Vec::new();
         for (ci, d) in direct {
-            let r = book_direct(&self.sh, &d, sync_direct(&self.sh, &d, &mut segs));
-            if let Err(e) = r {
-                let c = &mut plan.chunks[ci];
-                c.result = Err(e);
-                c.placed = None;
+            let c = &mut plan.chunks[ci];
+            match book_direct(&self.sh, &d, sync_direct(&self.sh, &d, &mut segs)) {
+                // Referenced by this group's records.
+                Ok(()) => c.placed = Some(d.segref),
+                Err(e) => c.result = Err(e),
             }
         }
         Vec::new()
@@ -876,8 +873,8 @@ impl Flusher {
             if let Some(ci) = plan.slot[i] {
                 let c = &plan.chunks[ci];
                 if c.direct {
-                    match c.placed {
-                        Some(p) if c.first == i => segref = Some((c, p)),
+                    match &c.placed {
+                        Some(h) if c.first == i => segref = Some(h),
                         _ => continue,
                     }
                 }
@@ -885,12 +882,8 @@ impl Flusher {
             if let Some(t) = r.topic() {
                 self.declare(seed, t);
             }
-            if let Some((c, (offset, len))) = segref {
-                let Req::Entry { entry, .. } = r else {
-                    unreachable!("chunks hold entries")
-                };
-                let h = segref_body(c.topic.id, c.ledger, *entry, c.count as u64, offset, len);
-                format::put_record(&mut self.buf, seed, &[&h]);
+            if let Some(h) = segref {
+                format::put_record(&mut self.buf, seed, &[h]);
                 continue;
             }
             match r {
@@ -1176,8 +1169,9 @@ struct Chunk {
     bytes: usize,
     /// Written once, straight to the segment (else through the journal).
     direct: bool,
-    /// Where a direct chunk's records landed in the segment: (offset, length).
-    placed: Option<(u64, u64)>,
+    /// A direct chunk's journal reference, once its segment is synced
+    /// (serial write-once path; the pipelined one hands it to a later group).
+    placed: Option<[u8; SEGREF_LEN]>,
     result: Result<()>,
 }
 
