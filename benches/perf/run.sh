@@ -48,13 +48,14 @@ machine_busy() { awk -v t="$CLK_TCK" '/^cpu / { print ($2+$3+$4+$7+$8) / t }' /p
 machine_steal() { awk -v t="$CLK_TCK" '/^cpu / { print $9 / t }' /proc/stat; }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 
-PID=""; PORT=""
+PID=""; PORT=""; HTTP_PORT=""
 start_broker() { # name [keep: reuse the data dir]
   local name=$1 dir="$OUT/data-$1"
   [[ "${2:-}" == keep ]] || rm -rf "$dir"
   mkdir -p "$dir"
   PORT=$(free_port)
-  local http_port; http_port=$(free_port)
+  HTTP_PORT=$(free_port)
+  local http_port=$HTTP_PORT
   # Start-up time: from spawn to the first accepted TCP connection, polled in
   # this shell without forking (EPOCHREALTIME, /dev/tcp), so the poll itself
   # costs microseconds.
@@ -63,7 +64,9 @@ start_broker() { # name [keep: reuse the data dir]
     strobe|strobe-nosync)
       local sync=always; [[ $name == strobe-nosync ]] && sync=never
       printf 'sync = "%s"\n' "$sync" > "$dir/strobe.toml"
-      "$STROBE" standalone --config "$dir/strobe.toml" --data-dir "$dir/data" \
+      # The ledger's debug lines (checkpoints, journal preallocation, slow
+      # fsyncs) are a few per second at most; they date a stall.
+      STROBE_LOG=${STROBE_LOG:-info,strobe_ledger=debug} "$STROBE" standalone --config "$dir/strobe.toml" --data-dir "$dir/data" \
         --broker-port "$PORT" --http-port "$http_port" \
         --bind-address 127.0.0.1 --advertised-address 127.0.0.1 > "$dir/broker.log" 2>&1 &
       ;;
@@ -124,6 +127,44 @@ wait_quiet() {
   log "box still busy (${other} other cores) after ${QUIET_MAX}s; measuring anyway"
 }
 
+# Every 0.5 s: what the disk holding $OUT was asked to do (MB written, MB
+# discarded, cache flushes: /sys/block/<dev>/stat; vmstat's "bo" counts
+# discards as writes) and the page cache's dirty and under-writeback MB
+# (/proc/meminfo): a burst of writes the broker did not ask for shows as
+# dirty data draining.
+DISK_DEV=$(lsblk -no pkname "$(df --output=source "$OUT" | tail -1)" 2>/dev/null | head -1)
+[[ -n "$DISK_DEV" ]] || DISK_DEV=$(basename "$(df --output=source "$OUT" | tail -1)")
+disk_sampler() {
+  local t0=${EPOCHREALTIME/./} s w d f pw=0 pd=0 pf=0 first=1
+  echo "# secs written_MB discarded_MB flushes dirty_MB writeback_MB ($DISK_DEV)"
+  while :; do
+    read -r -a s < "/sys/block/$DISK_DEV/stat" || return
+    w=${s[6]}; d=${s[13]:-0}; f=${s[15]:-0}
+    if (( !first )); then
+      awk -v t=$(( ${EPOCHREALTIME/./} - t0 )) -v w=$((w - pw)) -v d=$((d - pd)) -v f=$((f - pf)) \
+        '/^Dirty:/ { dirty = $2 } /^Writeback:/ { wb = $2 }
+         END { printf "%.1f %.1f %.1f %d %.1f %.1f\n", t / 1e6, w / 2048, d / 2048, f, dirty / 1024, wb / 1024 }' /proc/meminfo
+    fi
+    pw=$w; pd=$d; pf=$f; first=0
+    sleep 0.5
+  done
+}
+
+# Totals over every topic of strobe's write-latency buckets and storage counters.
+scrape() {
+  python3 - "$HTTP_PORT" <<'PY' || true
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=10).read().decode()
+tot = {}
+for line in text.splitlines():
+    if line.startswith(("pulsar_storage_write_latency", "strobe_storage_")):
+        name = line.split("{")[0].split(" ")[0]
+        tot[name] = tot.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+for k, v in tot.items():
+    print(k, v)
+PY
+}
+
 # Runs one perf phase against the running broker and writes $OUT/<broker>-<phase>.json
 # with the perf summary plus broker CPU, client CPU and other cores.
 phase() { # broker phase perf-args...
@@ -134,11 +175,29 @@ phase() { # broker phase perf-args...
   ensure_broker "$b"
   wait_quiet
   ensure_broker "$b"
+  # The machine second by second (run queue, blocked tasks, I/O, steal), to
+  # tell a stall of the host from one of the broker or the client.
+  vmstat -n 1 > "$OUT/$b-$ph.vmstat" 2>&1 & local vm=$!
+  disk_sampler > "$OUT/$b-$ph.disk" 2>&1 & local dk=$!
+  [[ $b == strobe* ]] && scrape > "$OUT/$b-$ph.metrics0"
   c0=$(proc_cpu "$PID"); m0=$(machine_busy); s0=$(machine_steal); t0=$(date +%s.%N)
   # Bounded: a broker that never answers a subscribe must not hang the run.
   timeout "$PHASE_TIMEOUT" "$STROBE" perf "$@" -u "pulsar://127.0.0.1:$PORT" --json > "$OUT/$b-$ph.perf.json" 2> "$OUT/$b-$ph.log" || {
     log "$b $ph failed: $(tail -3 "$OUT/$b-$ph.log")"; echo '{}' > "$OUT/$b-$ph.perf.json"; }
   c1=$(proc_cpu "$PID"); m1=$(machine_busy); s1=$(machine_steal); t1=$(date +%s.%N)
+  kill "$vm" "$dk" 2>/dev/null; wait "$vm" "$dk" 2>/dev/null || true
+  # strobe's own view of the phase, as the difference of two scrapes: its
+  # write-latency buckets (queued to the producer seeing the append complete)
+  # and storage counters. A client-side stall does not show in these buckets.
+  [[ $b == strobe* ]] && scrape > "$OUT/$b-$ph.metrics1" && python3 - "$OUT/$b-$ph.metrics0" "$OUT/$b-$ph.metrics1" > "$OUT/$b-$ph.metrics.txt" <<'PY' || true
+import sys
+def load(f):
+    return dict((l.split()[0], float(l.split()[1])) for l in open(f) if l.strip())
+a, b = load(sys.argv[1]), load(sys.argv[2])
+for k, v in b.items():
+    d = v - a.get(k, 0.0)
+    print(k, int(d) if d == int(d) else round(d, 3))
+PY
   python3 - "$OUT/$b-$ph.perf.json" "$c0" "$c1" "$m0" "$m1" "$t0" "$t1" "$s0" "$s1" > "$OUT/$b-$ph.json" <<'PY'
 import json, sys
 f, c0, c1, m0, m1, t0, t1, s0, s1 = sys.argv[1], *map(float, sys.argv[2:])
@@ -251,6 +310,20 @@ if "lat10k" in scen:
             goal = 2 * bare + 1
             print(f"lat10k {b}: pub p99 {pub['p99']:.2f}, e2e p99 {e2e['p99']:.2f} ms; goal 2 x bare p99 {bare:.3f} + 1 = {goal:.2f} ms: "
                   f"{'met' if worst <= goal else 'NOT met'} (ideal group commit p99 on the probes' syncs: {ideal:.2f} ms)")
+# strobe's own write latency per phase (metrics scraped before and after it):
+# a stall the client saw that is missing here happened outside the broker.
+for s in scen:
+    for b in brokers:
+        try:
+            m = dict(l.split() for l in open(os.path.join(out, f"{b}-{s}.metrics.txt")) if l.strip())
+        except Exception:
+            continue
+        pre = "pulsar_storage_write_latency_"
+        n = float(m.get(pre + "count", 0))
+        slow = sum(float(v) for k, v in m.items() if k.startswith(pre) and k[len(pre):] in ("le_50", "le_100", "le_200", "le_1000", "overflow"))
+        syncs, ents = float(m.get("strobe_storage_journal_fsyncs_total", 0)), float(m.get("strobe_storage_entries_written_total", 0))
+        print(f"{s} {b}: broker write latency over {n:,.0f} appends: {slow:,.0f} above 20 ms; "
+              f"{ents:,.0f} entries in {syncs:,.0f} journal fsyncs, {float(m.get('strobe_storage_checkpoints_total', 0)):.0f} checkpoints")
 for b in brokers:
     d = load(f"{b}-idle.json")
     if d: print(f"{b}: first accepted connection {d['startup_ms']} ms after spawn, idle RSS {d['idle_rss_kib']/1024:.1f} MiB")

@@ -403,7 +403,7 @@ fn prepare_pool(sh: &Shared) {
             return;
         }
         let t0 = std::time::Instant::now();
-        match zero_filled_file(sh) {
+        match zero_filled_file(sh, true) {
             Ok(path) => {
                 tracing::debug!(
                     ms = t0.elapsed().as_millis() as u64,
@@ -419,8 +419,9 @@ fn prepare_pool(sh: &Shared) {
     }
 }
 
-/// Writes one zero-filled, synced spare journal file.
-pub fn zero_filled_file(sh: &Shared) -> Result<PathBuf> {
+/// Writes one zero-filled, synced spare journal file; `paced` while group
+/// commits may be running (see below), at full speed before they start.
+pub fn zero_filled_file(sh: &Shared, paced: bool) -> Result<PathBuf> {
     let n = sh.next_pool_id.fetch_add(1, Ordering::Relaxed);
     let tmp = sh.journal_dir.join(format!("pool-{n}.tmp"));
     let path = sh.journal_dir.join(format!("pool-{n}.wal"));
@@ -430,12 +431,22 @@ pub fn zero_filled_file(sh: &Shared) -> Result<PathBuf> {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
+        // Paced: 1 MiB at a time, written out and waited for, then as long
+        // again without writing, so the zero-fill takes at most half of the
+        // disk's time. Written at once and then synced, it is one 64 MiB
+        // burst (55-64 ms at startup here) that a concurrent group commit's
+        // fdatasync would queue behind.
         let zeros = vec![0u8; 1 << 20];
         let mut at = 0u64;
         while at < sh.cfg.journal_file_bytes {
+            let t0 = std::time::Instant::now();
             let n = zeros.len().min((sh.cfg.journal_file_bytes - at) as usize);
             f.write_all_at(&zeros[..n], at)?;
             at += n as u64;
+            if paced && !sh.ckpt.lock().shutdown {
+                super::segment::write_out_and_wait(&f, at - n as u64, n as u64);
+                std::thread::sleep(t0.elapsed());
+            }
         }
         f.sync_all()?;
         std::fs::rename(&tmp, &path)

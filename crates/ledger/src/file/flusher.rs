@@ -172,6 +172,13 @@ pub fn open_journal(sh: &Shared, seq: u64) -> Result<JournalFile> {
     let path = journal_path(sh, seq);
     if let Some(spare) = sh.take_pool_file() {
         std::fs::rename(&spare, &path).map_err(|e| LedgerError::io("rename", &spare, e))?;
+    } else if sh.cfg.preallocate {
+        // Journal files are used faster than checkpoints recycle them and
+        // the checkpoint thread zero-fills new ones.
+        tracing::warn!(
+            seq,
+            "no preallocated journal file was ready; this one grows as it is written"
+        );
     }
     let file = OpenOptions::new()
         .read(true)
@@ -235,7 +242,7 @@ impl Flusher {
     pub fn start(sh: Arc<Shared>, seq: u64) -> Result<Flusher> {
         // The first journal file is preallocated too (once, at startup).
         if sh.cfg.preallocate && sh.pool.lock().is_empty() {
-            let spare = super::checkpoint::zero_filled_file(&sh)?;
+            let spare = super::checkpoint::zero_filled_file(&sh, false)?;
             sh.pool.lock().push(spare);
         }
         let jf = open_journal(&sh, seq)?;
@@ -649,6 +656,11 @@ impl Flusher {
                 "opening the next journal file was slow"
             );
         }
+        tracing::debug!(
+            seq = next.seq,
+            ms = took.as_millis() as u64,
+            "journal file started"
+        );
         self.ckpt_bytes += self.jf.offset;
         self.jf = next;
         self.declared.clear();

@@ -30,19 +30,39 @@ impl Writeback {
     /// pages for write-out and returns; durability still comes from
     /// fdatasync. A failure only means the kernel writes them later, so it
     /// is ignored.
-    #[allow(unsafe_code)]
     pub fn start(&self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a plain syscall on a descriptor `self.file` keeps open; no
-        // memory is passed.
-        unsafe {
-            libc::sync_file_range(
-                self.file.as_raw_fd(),
-                self.from as libc::off64_t,
-                self.len as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
-        }
+        sync_file_range(&self.file, self.from, self.len, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/// Writes a file range's dirty pages out and waits for them (not a
+/// durability point: no device cache flush, no metadata). Background writers
+/// use it to hand the disk a bounded amount at a time, so a group commit's
+/// fdatasync never queues behind a burst of tens of MiB. A failure only
+/// means the final fdatasync writes them, so it is ignored.
+pub fn write_out_and_wait(file: &File, from: u64, len: u64) {
+    sync_file_range(
+        file,
+        from,
+        len,
+        libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+    );
+}
+
+#[allow(unsafe_code)]
+fn sync_file_range(file: &File, from: u64, len: u64, flags: libc::c_uint) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on a descriptor `file` keeps open; no memory
+    // is passed.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            from as libc::off64_t,
+            len as libc::off64_t,
+            flags,
+        );
     }
 }
 
