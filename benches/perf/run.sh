@@ -225,6 +225,14 @@ fsync_probe() {
   log "fdatasync ($1): $(cat "$OUT/fsync-$1.json")"
 }
 
+# Start from a page cache without other programs' dirty data: the kernel
+# writes it back 30 s after it was written (vm.dirty_expire_centisecs), and a
+# release build finished right before the run put ~90 MB of it on the disk in
+# the middle of lat10k, where every group commit's fdatasync queued behind it
+# (50-75 ms stalls, seen in four runs). Between brokers too, so one broker's
+# unsynced writes (pulsar-lite does not fsync) do not land in the next one's
+# phases.
+sync
 log "results in $OUT"
 fsync_probe start
 for b in $BROKERS; do
@@ -252,6 +260,7 @@ for b in $BROKERS; do
   stop_broker
   # A run writes gigabytes; keep the broker's log, not its data (KEEP_DATA=1 keeps it).
   [[ "${KEEP_DATA:-0}" == 1 ]] || rm -rf "$OUT/data-$b/data" "$OUT/data-$b/db"
+  sync
 done
 fsync_probe end
 

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::format;
-use super::segment::Segment;
+use super::segment::{Segment, WRITE_BEHIND};
 use super::topic::{TopicFiles, TopicShared, ensure_dir};
 use super::{Shared, sync_dir};
 use crate::backend::AppendCallback;
@@ -1220,9 +1220,6 @@ fn chunk_entries<'a>(
 /// Framed segment records: (offset in the buffer, record length, ts, data length).
 type Recs = [(u64, u64, u64, u64)];
 
-/// Bytes gathered per segment before they are written to the file.
-const WRITE_BEHIND: usize = 64 << 10;
-
 /// The segment of `ledger`, created on first use. Entering a new ledger
 /// (rollover) hands the older segments' write-behind to the OS first, so a
 /// topic's files are written in position order.
@@ -1272,11 +1269,12 @@ fn write_chunk<'a>(
         let n = (seg.pending.len() - before) as u64;
         seg.push(at, ts, data.len() as u64, n);
     }
-    if seg.pending.len() >= WRITE_BEHIND {
+    if seg.pending.len() >= seg.flush_at {
         if let Err(e) = seg.flush_pending() {
             f.corrupt = Some(e.clone());
             return Err(e);
         }
+        seg.flush_at = WRITE_BEHIND;
         if let Some(wb) = seg.take_writeback() {
             // Started on the checkpoint thread: the syscall can wait on the
             // device queue, and this thread's time is every producer's latency.
