@@ -199,12 +199,17 @@ pub fn run(sh: Arc<Shared>) {
         delete_files(&trash);
         let t0 = std::time::Instant::now();
         match checkpoint(&sh, upto, &topics) {
-            Ok(()) => {
+            Ok(cost) => {
                 sh.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
                     journal_seq = upto,
                     topics = topics.len(),
                     ms = t0.elapsed().as_millis() as u64,
+                    segments = cost.segments,
+                    unsynced_kib = cost.unsynced_bytes >> 10,
+                    sync_ms = cost.sync_us / 1000,
+                    max_locked_ms = cost.max_locked_ms,
+                    file_ms = cost.file_ms,
                     "checkpoint written"
                 );
             }
@@ -256,7 +261,21 @@ struct SyncWork {
     new_file: bool,
 }
 
-fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()> {
+/// Where a checkpoint's time went (logged at debug level with it).
+#[derive(Debug, Default)]
+struct CheckpointCost {
+    /// Segments fdatasync'd, and the bytes they had not synced before.
+    segments: usize,
+    unsynced_bytes: u64,
+    sync_us: u64,
+    /// The longest a topic's files lock was held (appends of that topic wait).
+    max_locked_ms: u64,
+    /// Writing, syncing and renaming `checkpoint.json`.
+    file_ms: u64,
+}
+
+fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<CheckpointCost> {
+    let mut cost = CheckpointCost::default();
     let mut seen = std::collections::HashSet::new();
     for t in topics {
         if !seen.insert(t.id) {
@@ -266,6 +285,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
         // path already synced only need their entry counts recorded.
         let (work, already): (Vec<SyncWork>, Vec<(u64, u64)>) = {
             let mut f = t.files.lock();
+            let locked = std::time::Instant::now();
             for seg in f.ledgers.values_mut() {
                 seg.flush_pending()?;
             }
@@ -273,6 +293,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
             let mut already = Vec::new();
             for (&id, s) in &f.ledgers {
                 if s.synced_len < s.len || s.new_file {
+                    cost.unsynced_bytes += s.len - s.synced_len;
                     work.push(SyncWork {
                         ledger: id,
                         file: s.file.clone(),
@@ -285,6 +306,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
                     already.push((id, s.offsets.len() as u64));
                 }
             }
+            cost.max_locked_ms = cost.max_locked_ms.max(locked.elapsed().as_millis() as u64);
             (work, already)
         };
         for w in &work {
@@ -292,6 +314,8 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
             w.file
                 .sync_data()
                 .map_err(|e| LedgerError::io("fdatasync", &w.path, e))?;
+            cost.segments += 1;
+            cost.sync_us += t0.elapsed().as_micros() as u64;
             // Pace: leave the disk to the journal's group commits at least half
             // of the time, so a checkpoint of many topics does not show up
             // in append latency.
@@ -332,9 +356,11 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<()>
         });
     }
     let meta = sh.meta.lock().clone();
+    let t0 = std::time::Instant::now();
     CheckpointFile::write(&sh.cfg.dir, upto, &meta)?;
+    cost.file_ms = t0.elapsed().as_millis() as u64;
     recycle_below(sh, upto);
-    Ok(())
+    Ok(cost)
 }
 
 fn parse_journal_name(name: &str) -> Option<u64> {

@@ -1260,7 +1260,24 @@ fn write_chunk<'a>(
     c: &Chunk,
     entries: impl Iterator<Item = (u64, u64, &'a Bytes)>,
 ) -> Result<()> {
-    let mut f = c.topic.files.lock();
+    let mut f = match c.topic.files.try_lock() {
+        Some(f) => f,
+        None => {
+            // Held by a reader or the checkpoint thread; every append of
+            // this group commit waits with us.
+            let t0 = Instant::now();
+            let f = c.topic.files.lock();
+            let took = t0.elapsed();
+            if took >= SLOW_IO {
+                tracing::debug!(
+                    topic = %c.topic.name,
+                    ms = took.as_millis() as u64,
+                    "waited for a topic's files"
+                );
+            }
+            f
+        }
+    };
     let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
     for (entry, ts, data) in entries {
         let at = seg.len;
