@@ -59,6 +59,11 @@
 //!   tens of MiB of a busy topic stay dirty until the checkpoint's fdatasync
 //!   writes them at once, and every group commit's fdatasync queues behind
 //!   that burst (seen: 50-60 ms stalls at 10 MB/s, once per checkpoint).
+//!   Each segment's first flush and first write-out come at a point of its
+//!   own (1/4 to 1 of the step, by a hash of its path): topics created
+//!   together at the same rate would otherwise all hand the disk their
+//!   write-outs in the same group commit (100 topics at 200 msg/s: 25 MB
+//!   every ~1.3 s, publish p99 12-13 ms; staggered 3.4-4.8 ms).
 //!
 //! Reads of a small range near the end of a topic's newest segment (a
 //! consumer at the tail) are served on the caller's thread, from the
@@ -93,7 +98,10 @@
 //! bytes durable, in queue order. While a group commit runs, new appends queue up and form the
 //! next one, so the batch grows with the load. Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
-//! have to update file size metadata.
+//! have to update file size metadata. The checkpoint thread zero-fills new
+//! spares 1 MiB at a time, waiting for each to reach the disk and then
+//! pausing as long, so a spare never reaches the disk as one 64 MiB burst
+//! that group commits would queue behind.
 //!
 //! A checkpoint thread writes out and syncs the segments touched since the
 //! previous checkpoint (one fdatasync per touched segment per checkpoint, not
