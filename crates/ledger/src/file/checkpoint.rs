@@ -163,15 +163,38 @@ impl Pending {
     }
 }
 
-/// The checkpoint thread.
+/// Trimmed segments are freed in steps of this many bytes (the file is
+/// shrunk, then removed once small), ...
+const DELETE_STEP: u64 = 8 << 20;
+/// ... at most this fast. On a file system mounted with `discard` every
+/// freed extent becomes a discard request to the device, and the group
+/// commits' fdatasyncs queue behind them: deleting 3 GiB in 8 MiB steps 1 ms
+/// apart took 1.6 s and raised a concurrent 1 KiB write + fdatasync loop's
+/// p99 from 0.54 to 1.93 ms; at 512 MiB/s (steps 16 ms apart) it took 7 s
+/// and the p99 stayed at 0.25 ms (0.23 before).
+const DELETE_BYTES_PER_SEC: f64 = (512u64 << 20) as f64;
+
+/// The checkpoint thread: segment write-outs first, then checkpoints, and
+/// in between the paced deletion of trimmed segments.
 pub fn run(sh: Arc<Shared>) {
     prepare_pool(&sh);
+    // When the next deletion step may run.
+    let mut delete_at = std::time::Instant::now();
     loop {
-        let (upto, topics, shutdown, trash) = {
+        let (upto, topics, shutdown) = {
             let mut p = sh.ckpt.lock();
-            while !p.requested && !p.shutdown && p.trash.is_empty() && p.writeback.is_empty() {
-                p.busy = false;
-                sh.ckpt_cv.wait(&mut p);
+            loop {
+                if p.requested || p.shutdown || !p.writeback.is_empty() {
+                    break;
+                }
+                if p.trash.is_empty() {
+                    p.busy = false;
+                    sh.ckpt_cv.wait(&mut p);
+                } else if std::time::Instant::now() >= delete_at {
+                    break;
+                } else {
+                    sh.ckpt_cv.wait_until(&mut p, delete_at);
+                }
             }
             p.busy = true;
             let writeback = std::mem::take(&mut p.writeback);
@@ -182,21 +205,30 @@ pub fn run(sh: Arc<Shared>) {
                 }
                 continue;
             }
-            let trash = std::mem::take(&mut p.trash);
+            if !p.requested && !p.shutdown {
+                // A deletion step is due.
+                let path = p.trash.remove(0);
+                drop(p);
+                let (freed, done) = delete_step(&path);
+                if !done {
+                    sh.ckpt.lock().trash.insert(0, path);
+                }
+                delete_at = std::time::Instant::now()
+                    + std::time::Duration::from_secs_f64(freed as f64 / DELETE_BYTES_PER_SEC);
+                continue;
+            }
             let job = p.requested;
             p.requested = false;
-            let out = (p.upto, std::mem::take(&mut p.topics), p.shutdown, trash);
+            let out = (p.upto, std::mem::take(&mut p.topics), p.shutdown);
             if !job {
+                // Shutting down: nothing left to disturb, delete at once.
+                let trash = std::mem::take(&mut p.trash);
                 drop(p);
-                delete_files(&out.3);
-                if out.2 {
-                    return;
-                }
-                continue;
+                delete_files(&trash);
+                return;
             }
             out
         };
-        delete_files(&trash);
         let t0 = std::time::Instant::now();
         match checkpoint(&sh, upto, &topics) {
             Ok(cost) => {
@@ -219,36 +251,38 @@ pub fn run(sh: Arc<Shared>) {
             }
         }
         if shutdown {
+            let trash = std::mem::take(&mut sh.ckpt.lock().trash);
+            delete_files(&trash);
             return;
         }
         prepare_pool(&sh);
     }
 }
 
-/// Deletes trimmed segments. A large file is first shrunk in steps: on a
-/// filesystem mounted with `discard`, freeing 256 MiB at once stalls the
-/// device for tens of milliseconds (every group commit waits), while a few
-/// MiB at a time leaves room for the journal's writes in between.
+/// One step of deleting a trimmed file: shrinks it by [`DELETE_STEP`], or
+/// removes it once that is all it holds. Returns the bytes freed and
+/// whether the file is gone.
+fn delete_step(p: &Path) -> (u64, bool) {
+    if let Ok(f) = OpenOptions::new().write(true).open(p)
+        && let Ok(m) = f.metadata()
+        && m.len() > DELETE_STEP
+        && f.set_len(m.len() - DELETE_STEP).is_ok()
+    {
+        return (DELETE_STEP, false);
+    }
+    let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    if let Err(e) = std::fs::remove_file(p)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(path = %p.display(), error = %e, "cannot delete a trimmed segment");
+    }
+    (len, true)
+}
+
+/// Deletes trimmed files without pacing (at shutdown).
 fn delete_files(paths: &[PathBuf]) {
-    const STEP: u64 = 8 << 20;
     for p in paths {
-        if let Ok(f) = OpenOptions::new().write(true).open(p)
-            && let Ok(m) = f.metadata()
-        {
-            let mut len = m.len();
-            while len > STEP {
-                len -= STEP;
-                if f.set_len(len).is_err() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        }
-        if let Err(e) = std::fs::remove_file(p)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %p.display(), error = %e, "cannot delete a trimmed segment");
-        }
+        while !delete_step(p).1 {}
     }
 }
 
