@@ -173,6 +173,11 @@ const DELETE_STEP: u64 = 8 << 20;
 /// p99 from 0.54 to 1.93 ms; at 512 MiB/s (steps 16 ms apart) it took 7 s
 /// and the p99 stayed at 0.25 ms (0.23 before).
 const DELETE_BYTES_PER_SEC: f64 = (512u64 << 20) as f64;
+/// Unless this many files wait: deleting must keep up with a producer
+/// that writes faster than the pace (the disk would fill up), so a backlog
+/// this long (16 segments and their indexes: 4 GiB of default ledgers) is
+/// deleted without pauses.
+const DELETE_BACKLOG_FILES: usize = 32;
 
 /// The checkpoint thread: segment write-outs first, then checkpoints, and
 /// in between the paced deletion of trimmed segments.
@@ -190,7 +195,9 @@ pub fn run(sh: Arc<Shared>) {
                 if p.trash.is_empty() {
                     p.busy = false;
                     sh.ckpt_cv.wait(&mut p);
-                } else if std::time::Instant::now() >= delete_at {
+                } else if p.trash.len() > DELETE_BACKLOG_FILES
+                    || std::time::Instant::now() >= delete_at
+                {
                     break;
                 } else {
                     sh.ckpt_cv.wait_until(&mut p, delete_at);
