@@ -132,8 +132,8 @@ wait_quiet() {
 # discards as writes) and the page cache's dirty and under-writeback MB
 # (/proc/meminfo): a burst of writes the broker did not ask for shows as
 # dirty data draining.
-DISK_DEV=$(lsblk -no pkname "$(df --output=source "$OUT" | tail -1)" 2>/dev/null | head -1)
-[[ -n "$DISK_DEV" ]] || DISK_DEV=$(basename "$(df --output=source "$OUT" | tail -1)")
+DISK_DEV=$(lsblk -no pkname "$(df --output=source "$OUT" | tail -1)" 2>/dev/null | head -1 || true)
+[[ -n "$DISK_DEV" ]] || DISK_DEV=$(basename "$(df --output=source "$OUT" | tail -1)" || true)
 disk_sampler() {
   local t0=${EPOCHREALTIME/./} s w d f pw=0 pd=0 pf=0 first=1
   echo "# secs written_MB discarded_MB flushes dirty_MB writeback_MB ($DISK_DEV)"

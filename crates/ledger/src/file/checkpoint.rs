@@ -334,7 +334,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
             let mut already = Vec::new();
             for (&id, s) in &f.ledgers {
                 if s.synced_len < s.len || s.new_file {
-                    cost.unsynced_bytes += s.len - s.synced_len;
+                    cost.unsynced_bytes += s.len.saturating_sub(s.synced_len);
                     work.push(SyncWork {
                         ledger: id,
                         file: s.file.clone(),
