@@ -102,7 +102,9 @@ stop_broker() {
   wait "$PID" 2>/dev/null || true
   PID=""
 }
-trap stop_broker EXIT
+SAMPLERS=""
+cleanup() { [[ -z "$SAMPLERS" ]] || kill $SAMPLERS 2>/dev/null || true; stop_broker; }
+trap cleanup EXIT
 
 ensure_broker() { # name
   if ! kill -0 "$PID" 2>/dev/null; then
@@ -134,8 +136,10 @@ wait_quiet() {
 # dirty data draining.
 DISK_DEV=$(lsblk -no pkname "$(df --output=source "$OUT" | tail -1)" 2>/dev/null | head -1 || true)
 [[ -n "$DISK_DEV" ]] || DISK_DEV=$(basename "$(df --output=source "$OUT" | tail -1)" || true)
+[[ -r "/sys/block/$DISK_DEV/stat" ]] || DISK_DEV=""
 disk_sampler() {
   local t0=${EPOCHREALTIME/./} s w d f pw=0 pd=0 pf=0 first=1
+  if [[ -z "$DISK_DEV" ]]; then echo "# no block device found for $OUT"; return 0; fi
   echo "# secs written_MB discarded_MB flushes dirty_MB writeback_MB ($DISK_DEV)"
   while :; do
     read -r -a s < "/sys/block/$DISK_DEV/stat" || return
@@ -179,13 +183,14 @@ phase() { # broker phase perf-args...
   # tell a stall of the host from one of the broker or the client.
   vmstat -n 1 > "$OUT/$b-$ph.vmstat" 2>&1 & local vm=$!
   disk_sampler > "$OUT/$b-$ph.disk" 2>&1 & local dk=$!
+  SAMPLERS="$vm $dk"
   [[ $b == strobe* ]] && scrape > "$OUT/$b-$ph.metrics0"
   c0=$(proc_cpu "$PID"); m0=$(machine_busy); s0=$(machine_steal); t0=$(date +%s.%N)
   # Bounded: a broker that never answers a subscribe must not hang the run.
   timeout "$PHASE_TIMEOUT" "$STROBE" perf "$@" -u "pulsar://127.0.0.1:$PORT" --json > "$OUT/$b-$ph.perf.json" 2> "$OUT/$b-$ph.log" || {
     log "$b $ph failed: $(tail -3 "$OUT/$b-$ph.log")"; echo '{}' > "$OUT/$b-$ph.perf.json"; }
   c1=$(proc_cpu "$PID"); m1=$(machine_busy); s1=$(machine_steal); t1=$(date +%s.%N)
-  kill "$vm" "$dk" 2>/dev/null; wait "$vm" "$dk" 2>/dev/null || true
+  kill "$vm" "$dk" 2>/dev/null || true; wait "$vm" "$dk" 2>/dev/null || true; SAMPLERS=""
   # strobe's own view of the phase, as the difference of two scrapes: its
   # write-latency buckets (queued to the producer seeing the append complete)
   # and storage counters. A client-side stall does not show in these buckets.

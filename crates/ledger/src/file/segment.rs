@@ -216,12 +216,20 @@ impl Segment {
     /// the first write-behind flush at 1/4 to 1 of [`WRITE_BEHIND`], the
     /// first write-out after 1/4 to 1 of [`WRITEBACK_STEP`].
     fn staggered(mut self) -> Segment {
-        let wb = WRITE_BEHIND as u64;
-        self.flush_at = (wb / 4 + stagger(&self.path, wb * 3 / 4 + 1)) as usize;
+        self.restagger_flush();
         let step = WRITEBACK_STEP;
         self.writeback_due =
             self.written + step / 4 + stagger(&self.path.with_extension("wb"), step * 3 / 4 + 1);
         self
+    }
+
+    /// The next write-behind flush at this segment's own point (1/4 to 1 of
+    /// [`WRITE_BEHIND`]): after a checkpoint emptied every segment's buffer
+    /// at once, equal rates would otherwise bring their flushes, and the
+    /// write-outs checked at them, back into step.
+    pub fn restagger_flush(&mut self) {
+        let wb = WRITE_BEHIND as u64;
+        self.flush_at = (wb / 4 + stagger(&self.path, wb * 3 / 4 + 1)) as usize;
     }
 
     fn scan(&mut self, file_len: u64) -> Result<Option<ScanStop>> {
@@ -302,6 +310,8 @@ impl Segment {
         self.len = len;
         self.written = len;
         self.pending.clear();
+        self.writeback_from = self.writeback_from.min(len);
+        self.writeback_due = self.writeback_due.min(len + WRITEBACK_STEP);
         Ok(())
     }
 
