@@ -204,12 +204,9 @@ pub fn run(sh: Arc<Shared>) {
                 }
             }
             p.busy = true;
-            let writeback = std::mem::take(&mut p.writeback);
-            if !writeback.is_empty() {
+            if !p.writeback.is_empty() {
                 drop(p);
-                for wb in &writeback {
-                    wb.start();
-                }
+                start_writebacks(&sh);
                 continue;
             }
             if !p.requested && !p.shutdown {
@@ -228,10 +225,8 @@ pub fn run(sh: Arc<Shared>) {
             p.requested = false;
             let out = (p.upto, std::mem::take(&mut p.topics), p.shutdown);
             if !job {
-                // Shutting down: nothing left to disturb, delete at once.
-                let trash = std::mem::take(&mut p.trash);
                 drop(p);
-                delete_files(&trash);
+                delete_all_trash(&sh);
                 return;
             }
             out
@@ -258,8 +253,7 @@ pub fn run(sh: Arc<Shared>) {
             }
         }
         if shutdown {
-            let trash = std::mem::take(&mut sh.ckpt.lock().trash);
-            delete_files(&trash);
+            delete_all_trash(&sh);
             return;
         }
         prepare_pool(&sh);
@@ -286,10 +280,20 @@ fn delete_step(p: &Path) -> (u64, bool) {
     (len, true)
 }
 
-/// Deletes trimmed files without pacing (at shutdown).
-fn delete_files(paths: &[PathBuf]) {
-    for p in paths {
+/// Shutting down: nothing is left to disturb, so every trimmed file is
+/// deleted at once.
+fn delete_all_trash(sh: &Shared) {
+    let trash = std::mem::take(&mut sh.ckpt.lock().trash);
+    for p in &trash {
         while !delete_step(p).1 {}
+    }
+}
+
+/// Starts the segment write-outs queued for this thread.
+fn start_writebacks(sh: &Shared) {
+    let queued = std::mem::take(&mut sh.ckpt.lock().writeback);
+    for wb in &queued {
+        wb.start();
     }
 }
 
@@ -520,10 +524,7 @@ pub fn zero_filled_file(sh: &Shared, paced: bool) -> Result<PathBuf> {
                 std::thread::sleep(t0.elapsed());
                 // Segment write-outs queued meanwhile are this thread's
                 // too: they must not wait for the whole file.
-                let queued = std::mem::take(&mut sh.ckpt.lock().writeback);
-                for wb in &queued {
-                    wb.start();
-                }
+                start_writebacks(sh);
             }
         }
         f.sync_all()?;

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::format;
-use super::segment::{Segment, WRITE_BEHIND};
+use super::segment::Segment;
 use super::topic::{TopicFiles, TopicShared, ensure_dir};
 use super::{Shared, sync_dir};
 use crate::backend::AppendCallback;
@@ -379,21 +379,17 @@ pub fn run(sh: Arc<Shared>) {
                 }
             }
         }
-        commit_or_write_on(&sh);
+        commit_rounds(&sh, true);
     }
 }
 
-/// After writing a group: makes it durable, unless another thread is syncing
-/// and enough is queued for another group. Then this thread goes back to
-/// write groups while the disk is busy, and the syncing thread takes them
-/// all in its next round: when the disk is the bottleneck, its syncs grow to
-/// cover more groups instead of the queue waiting behind each.
-fn commit_or_write_on(sh: &Shared) {
-    commit_rounds(sh, true);
-}
-
-/// Commit rounds until nothing written is left; with `write_on`, returns
-/// instead of waiting for a busy sync lock when enough is queued.
+/// Commit rounds until nothing written is left. With `write_on` (a flusher
+/// thread right after writing a group), returns instead of waiting when
+/// another thread is syncing and enough is queued for another group: this
+/// thread then goes back to write groups while the disk is busy, and the
+/// syncing thread takes them all in its next round, so when the disk is the
+/// bottleneck its syncs grow to cover more groups instead of the queue
+/// waiting behind each.
 fn commit_rounds(sh: &Shared, write_on: bool) {
     loop {
         let s = match sh.sync_lock.try_lock() {
@@ -1286,17 +1282,19 @@ fn write_chunk<'a>(
         let n = (seg.pending.len() - before) as u64;
         seg.push(at, ts, data.len() as u64, n);
     }
-    if seg.pending.len() >= seg.flush_at {
-        if let Err(e) = seg.flush_pending() {
+    match seg.flush_when_full() {
+        Ok(false) => {}
+        Err(e) => {
             f.corrupt = Some(e.clone());
             return Err(e);
         }
-        seg.flush_at = WRITE_BEHIND;
-        if let Some(wb) = seg.take_writeback() {
-            // Started on the checkpoint thread: the syscall can wait on the
-            // device queue, and this thread's time is every producer's latency.
-            sh.ckpt.lock().writeback.push(wb);
-            sh.ckpt_cv.notify_all();
+        Ok(true) => {
+            if let Some(wb) = seg.take_writeback() {
+                // Started on the checkpoint thread: the syscall can wait on the
+                // device queue, and this thread's time is every producer's latency.
+                sh.ckpt.lock().writeback.push(wb);
+                sh.ckpt_cv.notify_all();
+            }
         }
     }
     Ok(())
