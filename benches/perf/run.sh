@@ -16,6 +16,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/benches/perf"
 STROBE="$ROOT/target/release/strobe"
+# The broker binary may differ from the client's (A/B of two broker builds, or
+# a wrapper that sets its environment), the `strobe perf` client stays the same.
+STROBE_BROKER=${STROBE_BROKER:-$STROBE}
 LITE_VENV=${LITE_VENV:-$HOME/.cache/strobe-bench/lite-venv}
 DURATION=${DURATION:-10}
 MESSAGES=${MESSAGES:-1000000}
@@ -66,7 +69,7 @@ start_broker() { # name [keep: reuse the data dir]
       printf 'sync = "%s"\n' "$sync" > "$dir/strobe.toml"
       # The ledger's debug lines (checkpoints, journal preallocation, slow
       # fsyncs) are a few per second at most; they date a stall.
-      STROBE_LOG=${STROBE_LOG:-info,strobe_ledger=debug} "$STROBE" standalone --config "$dir/strobe.toml" --data-dir "$dir/data" \
+      STROBE_LOG=${STROBE_LOG:-info,strobe_ledger=debug} "$STROBE_BROKER" standalone --config "$dir/strobe.toml" --data-dir "$dir/data" \
         --broker-port "$PORT" --http-port "$http_port" \
         --bind-address 127.0.0.1 --advertised-address 127.0.0.1 > "$dir/broker.log" 2>&1 &
       ;;

@@ -241,6 +241,7 @@ pub fn run(sh: Arc<Shared>) {
                     ms = t0.elapsed().as_millis() as u64,
                     segments = cost.segments,
                     unsynced_kib = cost.unsynced_bytes >> 10,
+                    writeout_ms = cost.writeout_us / 1000,
                     sync_ms = cost.sync_us / 1000,
                     max_locked_ms = cost.max_locked_ms,
                     file_ms = cost.file_ms,
@@ -301,6 +302,8 @@ struct SyncWork {
     ledger: u64,
     file: Arc<std::fs::File>,
     path: PathBuf,
+    /// The unsynced bytes: `from..len`.
+    from: u64,
     len: u64,
     entries: u64,
     new_file: bool,
@@ -312,6 +315,9 @@ struct CheckpointCost {
     /// Segments fdatasync'd, and the bytes they had not synced before.
     segments: usize,
     unsynced_bytes: u64,
+    /// Writing the unsynced bytes out (paced, without the pauses).
+    writeout_us: u64,
+    /// The fdatasyncs, issued together.
     sync_us: u64,
     /// The longest a topic's files lock was held (appends of that topic wait).
     max_locked_ms: u64,
@@ -319,9 +325,66 @@ struct CheckpointCost {
     file_ms: u64,
 }
 
+/// At most this many fdatasyncs of a checkpoint run at once (see
+/// [`sync_together`]).
+const SYNC_THREADS: usize = 16;
+
+/// Makes `files` durable (`(file, path, is a directory)`: fdatasync, or fsync
+/// for a directory) with the calls issued together from up to
+/// [`SYNC_THREADS`] threads, and returns the first failure.
+///
+/// One at a time, each fdatasync of a segment whose size grew is a commit of
+/// the file system's journal and a device cache flush: 100 topics' segments
+/// took 100 of them (34-82 ms of disk time, paced over 130-190 ms), and the
+/// group commits' fdatasyncs queued behind one of them at a time for 5% of the
+/// run. Issued together, the calls wait for the same journal commit and
+/// their flushes are merged, so the disk sees about one of each; their data
+/// was written out (paced) beforehand, so none of them waits on a burst.
+fn sync_together(files: &[(Arc<std::fs::File>, PathBuf, bool)]) -> Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let first_err = parking_lot::Mutex::new(None::<LedgerError>);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some((f, path, dir)) = files.get(i) else {
+                return;
+            };
+            let r = if *dir {
+                f.sync_all()
+                    .map_err(|e| LedgerError::io("fsync directory", path, e))
+            } else {
+                f.sync_data()
+                    .map_err(|e| LedgerError::io("fdatasync", path, e))
+            };
+            if let Err(e) = r {
+                first_err.lock().get_or_insert(e);
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..files.len().min(SYNC_THREADS) {
+            // Fewer threads (down to this one) if the system refuses some.
+            if std::thread::Builder::new()
+                .name("strobe-ledger-sync".into())
+                .spawn_scoped(s, work)
+                .is_err()
+            {
+                break;
+            }
+        }
+        work();
+    });
+    match first_err.into_inner() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<CheckpointCost> {
     let mut cost = CheckpointCost::default();
     let mut seen = std::collections::HashSet::new();
+    // Per topic: the segments to sync, and those the write-once path already synced.
+    let mut planned = Vec::new();
     for t in topics {
         if !seen.insert(t.id) {
             continue;
@@ -346,6 +409,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
                         ledger: id,
                         file: s.file.clone(),
                         path: s.path.clone(),
+                        from: s.synced_len.min(s.len),
                         len: s.len,
                         entries: s.offsets.len() as u64,
                         new_file: s.new_file,
@@ -357,23 +421,37 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
             cost.max_locked_ms = cost.max_locked_ms.max(locked.elapsed().as_millis() as u64);
             (work, already)
         };
-        for w in &work {
+        // The bytes go to the disk first, one segment at a time (most of
+        // them are there already: see `Segment::take_writeback`), paced to
+        // leave the disk to the journal's group commits at least half of
+        // the time.
+        for w in work.iter().filter(|w| w.len > w.from) {
             let t0 = std::time::Instant::now();
-            w.file
-                .sync_data()
-                .map_err(|e| LedgerError::io("fdatasync", &w.path, e))?;
-            cost.segments += 1;
-            cost.sync_us += t0.elapsed().as_micros() as u64;
-            // Pace: leave the disk to the journal's group commits at least half
-            // of the time, so a checkpoint of many topics does not show up
-            // in append latency.
+            super::segment::write_out_and_wait(&w.file, w.from, w.len - w.from);
+            cost.writeout_us += t0.elapsed().as_micros() as u64;
             if !sh.ckpt.lock().shutdown {
                 std::thread::sleep(t0.elapsed());
             }
         }
-        if work.iter().any(|w| w.new_file) {
-            sync_dir(&t.dir)?;
+        planned.push((t, work, already));
+    }
+    // Then every segment (and the directory of every new one) is synced at once.
+    let mut files = Vec::new();
+    for (t, work, _) in &planned {
+        for w in work {
+            files.push((w.file.clone(), w.path.clone(), false));
         }
+        if work.iter().any(|w| w.new_file) {
+            let d = std::fs::File::open(&t.dir)
+                .map_err(|e| LedgerError::io("fsync directory", &t.dir, e))?;
+            files.push((Arc::new(d), t.dir.clone(), true));
+        }
+    }
+    let t0 = std::time::Instant::now();
+    sync_together(&files)?;
+    cost.sync_us = t0.elapsed().as_micros() as u64;
+    cost.segments = files.iter().filter(|f| !f.2).count();
+    for (t, work, already) in planned {
         {
             let mut f = t.files.lock();
             let locked = std::time::Instant::now();
