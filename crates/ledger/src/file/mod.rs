@@ -294,6 +294,9 @@ struct Shared {
     meta: Mutex<BTreeMap<String, TopicMeta>>,
     queue: Mutex<Queue>,
     queue_cv: Condvar,
+    /// Requests ever queued (read without the queue's lock, see
+    /// [`flusher::gather_burst`]).
+    enqueued: AtomicU64,
     /// The group commit's state; `None` once its thread stopped. Whoever
     /// holds this lock takes the next batch from `queue` (see [`flusher::run`]).
     flusher: Mutex<Option<flusher::Flusher>>,
@@ -388,6 +391,7 @@ impl FileBackend {
             meta: Mutex::new(ckpt.topic_meta()?),
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
+            enqueued: AtomicU64::new(0),
             flusher: Mutex::new(None),
             flusher_threads: if cfg.sync == SyncMode::Always { 2 } else { 1 },
             written: Mutex::new(Default::default()),
@@ -551,6 +555,7 @@ impl Shared {
         let size = req.size();
         q.bytes += size;
         q.reqs.push_back(req);
+        self.enqueued.fetch_add(1, Ordering::Relaxed);
         // With nothing to sync (`sync = never`) and the flusher idle, the
         // appending thread runs the group commit itself: two thread hand-offs
         // (wake the flusher, wake the appender's task) cost more than the
