@@ -412,10 +412,12 @@ const GATHER_MAX: Duration = Duration::from_micros(50);
 /// or more. A busy flusher does not wait: it is not woken, it comes back to
 /// a queue that filled while it synced.
 fn gather_burst(sh: &Shared) {
-    std::thread::yield_now();
+    // The cap counts from before the yield: when the appender (or anything
+    // else on this core) ran long meanwhile, the group goes out at once.
     let t0 = Instant::now();
+    std::thread::yield_now();
     let mut seen = sh.enqueued.load(Ordering::Relaxed);
-    let mut quiet_since = t0;
+    let mut quiet_since = Instant::now();
     let mut gathered = 0;
     while gathered < PIPELINE_REQS {
         std::hint::spin_loop();
