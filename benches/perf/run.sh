@@ -8,6 +8,7 @@
 #   benches/perf/run.sh                 # everything, ~3 minutes
 #   SCENARIOS="produce e2e" benches/perf/run.sh
 #   DURATION=10 MESSAGES=1000000 benches/perf/run.sh
+#   STROBE_BROKER=/tmp/other-strobe BROKERS=strobe benches/perf/run.sh
 #
 # Needs: target/release/strobe (built here unless SKIP_BUILD=1), python3 with
 # venv; pulsar-lite is pip-installed into $LITE_VENV on first use.
@@ -17,7 +18,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE="$ROOT/benches/perf"
 STROBE="$ROOT/target/release/strobe"
 # The broker binary may differ from the client's (A/B of two broker builds, or
-# a wrapper that sets its environment), the `strobe perf` client stays the same.
+# a wrapper that sets its environment and then `exec`s the broker: the CPU
+# figures and the stop signal go to this pid), the `strobe perf` client stays
+# the same.
 STROBE_BROKER=${STROBE_BROKER:-$STROBE}
 LITE_VENV=${LITE_VENV:-$HOME/.cache/strobe-bench/lite-venv}
 DURATION=${DURATION:-10}

@@ -47,19 +47,22 @@ pub struct Writeback {
 impl Writeback {
     /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: queues the range's dirty
     /// pages for write-out and returns; durability still comes from
-    /// fdatasync. A failure only means the kernel writes them later, so it
-    /// is ignored.
+    /// fdatasync. Without a wait it consumes no write-out error (the
+    /// fdatasync reports those), and a failure to queue only means the
+    /// kernel writes them later, so it is ignored.
     pub fn start(&self) {
-        sync_file_range(&self.file, self.from, self.len, libc::SYNC_FILE_RANGE_WRITE);
+        let _ = sync_file_range(&self.file, self.from, self.len, libc::SYNC_FILE_RANGE_WRITE);
     }
 }
 
 /// Writes a file range's dirty pages out and waits for them (not a
 /// durability point: no device cache flush, no metadata). Background writers
 /// use it to hand the disk a bounded amount at a time, so a group commit's
-/// fdatasync never queues behind a burst of tens of MiB. A failure only
-/// means the final fdatasync writes them, so it is ignored.
-pub fn write_out_and_wait(file: &File, from: u64, len: u64) {
+/// fdatasync never queues behind a burst of tens of MiB. Its error must not
+/// be dropped: the wait reports a failed write-out once per open file (and
+/// the kernel marks those pages clean), so a later fdatasync of the same
+/// file would succeed for bytes that never reached the disk.
+pub fn write_out_and_wait(file: &File, from: u64, len: u64) -> std::io::Result<()> {
     sync_file_range(
         file,
         from,
@@ -67,22 +70,26 @@ pub fn write_out_and_wait(file: &File, from: u64, len: u64) {
         libc::SYNC_FILE_RANGE_WAIT_BEFORE
             | libc::SYNC_FILE_RANGE_WRITE
             | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-    );
+    )
 }
 
 #[allow(unsafe_code)]
-fn sync_file_range(file: &File, from: u64, len: u64, flags: libc::c_uint) {
+fn sync_file_range(file: &File, from: u64, len: u64, flags: libc::c_uint) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain syscall on a descriptor `file` keeps open; no memory
     // is passed.
-    unsafe {
+    let r = unsafe {
         libc::sync_file_range(
             file.as_raw_fd(),
             from as libc::off64_t,
             len as libc::off64_t,
             flags,
-        );
+        )
+    };
+    if r == -1 {
+        return Err(std::io::Error::last_os_error());
     }
+    Ok(())
 }
 
 /// One ledger's segment file and its in-memory index.
