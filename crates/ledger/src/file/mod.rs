@@ -98,7 +98,9 @@
 //!
 //! Either way an append completes only after the fsync that makes its
 //! bytes durable, in queue order. While a group commit runs, new appends queue up and form the
-//! next one, so the batch grows with the load. Journal files are
+//! next one, so the batch grows with the load. A flusher woken by an append first lets the
+//! rest of a burst queue (one yield of its core, then up to 50 us while requests keep
+//! coming), so a burst shares one fdatasync instead of its first entry going out alone. Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata. The checkpoint thread zero-fills new
 //! spares 1 MiB at a time, waiting for each to reach the disk and then
@@ -107,8 +109,13 @@
 //!
 //! A checkpoint thread writes out and syncs the segments touched since the
 //! previous checkpoint (one fdatasync per touched segment per checkpoint, not
-//! per flush; paced so that it takes at most half of the disk's time;
-//! segments the write-once path already synced are skipped), records every
+//! per flush; segments the write-once path already synced are skipped): the
+//! unsynced bytes go to the disk first, one segment at a time, paced so that
+//! this takes at most half of the disk's time, and then every fdatasync is
+//! issued at once, so they share one commit of the file system's journal
+//! instead of one each. A segment that fails to be written out or synced
+//! makes its topic refuse service, and checkpoints fail (keeping the journal,
+//! which still holds its entries) until a restart replays it. It records every
 //! segment's synced entry count, writes the index of sealed segments and
 //! `checkpoint.json`, then recycles the journal files it covers. Between its
 //! other work it deletes the files of trimmed ledgers (not on the flusher:
