@@ -408,14 +408,14 @@ const GATHER_MAX: Duration = Duration::from_micros(50);
 /// frames of one socket read) wakes a sleeping flusher, which preempts the
 /// appending thread on its core and took that first entry alone: the rest
 /// of the burst waited for its fdatasync and then their own. At 10,000
-/// appends/s in ticks of 10 (the ledger bench), 4,208 of 8,142 group commits
+/// appends/s in ticks of 10 (the ledger bench), 4,208 of 8,564 group commits
 /// held one entry and 3,510 held nine, so 90% of the appends took two
 /// syncs. Watching the queue alone did not help (spinning up to 45 us left
 /// the same split: the appender was waiting for this core); yielding it once
 /// did: the appender finishes its burst, then this thread watches the
 /// queue, without its lock, until no request has come for
 /// [`GATHER_QUIET`] (or [`GATHER_MAX`], or enough for a group), and the
-/// split became 3,813 of 4,470 group commits of ten. It costs one
+/// split became 3,813 of 4,469 group commits of ten. It costs one
 /// `sched_yield` and a few microseconds per wake-up (a syscall that returns
 /// at once when nothing else waits for this core), against syncs of 200 us
 /// or more; when the core was given away longer (measured at 100 topics x
