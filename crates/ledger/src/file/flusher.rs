@@ -343,8 +343,6 @@ pub fn run(sh: Arc<Shared>) {
             Some(f) => f.wait_plan(),
             None => break,
         };
-        // Requests queued when an append woke this thread (see below).
-        let mut woken = None;
         {
             let mut q = sh.queue.lock();
             if let Some(timeout) = plan
@@ -352,21 +350,9 @@ pub fn run(sh: Arc<Shared>) {
                 && !q.shutdown
             {
                 q.waiting += 1;
-                // Woken by an append (not by a timeout, a shutdown, the
-                // other thread's hand-over of synced references, or to
-                // pipeline a full group): a burst may be under way.
-                let appended = !sh.queue_cv.wait_for(&mut q, timeout).timed_out()
-                    && !q.reqs.is_empty()
-                    && !q.shutdown
-                    && !q.enough_to_pipeline();
-                woken = appended.then_some(q.reqs.len());
+                sh.queue_cv.wait_for(&mut q, timeout);
                 q.waiting -= 1;
             }
-        }
-        if let Some(queued) = woken
-            && sh.cfg.sync == SyncMode::Always
-        {
-            gather_burst(&sh, queued);
         }
         {
             let mut g = sh.flusher.lock();
@@ -394,54 +380,6 @@ pub fn run(sh: Arc<Shared>) {
             }
         }
         commit_rounds(&sh, true);
-    }
-}
-
-/// A woken flusher waits this long without a new request before it takes
-/// the batch, ...
-const GATHER_QUIET: Duration = Duration::from_micros(5);
-/// ... and at most this long in all.
-const GATHER_MAX: Duration = Duration::from_micros(50);
-
-/// Lets a burst of appends finish queueing before the group commit takes
-/// them. The first append of a burst (a 1 ms tick of a paced producer, the
-/// frames of one socket read) wakes a sleeping flusher, which preempts the
-/// appending thread on its core and took that first entry alone: the rest
-/// of the burst waited for its fdatasync and then their own. At 10,000
-/// appends/s in ticks of 10 (the ledger bench), 4,208 of 8,564 group commits
-/// held one entry and 3,510 held nine: in those ticks nine appends of ten
-/// took two syncs. Watching the queue alone did not help (spinning up to 45 us left
-/// the same split: the appender was waiting for this core); yielding it once
-/// did: the appender finishes its burst, then this thread watches the
-/// queue, without its lock, until no request has come for
-/// [`GATHER_QUIET`] (or [`GATHER_MAX`], or enough for a group), and the
-/// split became 3,813 of 4,469 group commits of ten. It costs one
-/// `sched_yield` and a few microseconds per wake-up (a syscall that returns
-/// at once when nothing else waits for this core), against syncs of 200 us
-/// or more; when the core was given away longer (measured at 100 topics x
-/// 200 msg/s: 44-99 us on average), the group goes out at once. A busy
-/// flusher does not wait: it is not woken, it comes back to a queue that
-/// filled while it synced; nor does a thread woken for anything but an
-/// append (see [`run`]).
-fn gather_burst(sh: &Shared, queued: usize) {
-    // The cap counts from before the yield: when the appender (or anything
-    // else on this core) ran long meanwhile, the group goes out at once.
-    let t0 = Instant::now();
-    std::thread::yield_now();
-    let mut seen = sh.enqueued.load(Ordering::Relaxed);
-    let mut quiet_since = Instant::now();
-    let mut gathered = queued;
-    while gathered < PIPELINE_REQS {
-        std::hint::spin_loop();
-        let now = Instant::now();
-        let n = sh.enqueued.load(Ordering::Relaxed);
-        if n != seen {
-            gathered += (n - seen) as usize;
-            seen = n;
-            quiet_since = now;
-        } else if now - quiet_since >= GATHER_QUIET || now - t0 >= GATHER_MAX {
-            return;
-        }
     }
 }
 

@@ -98,9 +98,7 @@
 //!
 //! Either way an append completes only after the fsync that makes its
 //! bytes durable, in queue order. While a group commit runs, new appends queue up and form the
-//! next one, so the batch grows with the load. A flusher woken by an append first lets the
-//! rest of a burst queue (one yield of its core, then up to 50 us while requests keep
-//! coming), so a burst shares one fdatasync instead of its first entry going out alone. Journal files are
+//! next one, so the batch grows with the load. Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata. The checkpoint thread zero-fills new
 //! spares 1 MiB at a time, waiting for each to reach the disk and then
@@ -301,9 +299,6 @@ struct Shared {
     meta: Mutex<BTreeMap<String, TopicMeta>>,
     queue: Mutex<Queue>,
     queue_cv: Condvar,
-    /// Requests ever queued (read without the queue's lock, see
-    /// [`flusher::gather_burst`]).
-    enqueued: AtomicU64,
     /// The group commit's state; `None` once its thread stopped. Whoever
     /// holds this lock takes the next batch from `queue` (see [`flusher::run`]).
     flusher: Mutex<Option<flusher::Flusher>>,
@@ -398,7 +393,6 @@ impl FileBackend {
             meta: Mutex::new(ckpt.topic_meta()?),
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
-            enqueued: AtomicU64::new(0),
             flusher: Mutex::new(None),
             flusher_threads: if cfg.sync == SyncMode::Always { 2 } else { 1 },
             written: Mutex::new(Default::default()),
@@ -562,7 +556,6 @@ impl Shared {
         let size = req.size();
         q.bytes += size;
         q.reqs.push_back(req);
-        self.enqueued.fetch_add(1, Ordering::Relaxed);
         // With nothing to sync (`sync = never`) and the flusher idle, the
         // appending thread runs the group commit itself: two thread hand-offs
         // (wake the flusher, wake the appender's task) cost more than the
