@@ -396,16 +396,12 @@ fn sync_together(files: &[ToSync]) -> Vec<Result<()>> {
 }
 
 /// A topic whose segment bytes failed to reach the disk refuses service from
-/// now on (see `flusher::book_direct`), and checkpoints fail while it is so:
-/// the journal, which still holds its entries, is kept for the recovery
-/// after a restart.
-fn refuse_service(t: &TopicShared, e: &LedgerError) -> LedgerError {
-    let mut f = t.files.lock();
-    if f.corrupt.is_none() {
-        tracing::error!(topic = %t.name, error = %e, "segment write-out or sync failed; the topic refuses service");
-        f.corrupt = Some(e.clone());
-    }
-    e.clone()
+/// now on (as after a failed write-once sync), and checkpoints fail while it
+/// is so: the journal, which still holds its entries, is kept for the
+/// recovery after a restart.
+fn refuse_service(t: &TopicShared, e: LedgerError) -> LedgerError {
+    t.files.lock().refuse_service(&t.name, &e);
+    e
 }
 
 fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<CheckpointCost> {
@@ -459,7 +455,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
         for w in work.iter().filter(|w| w.len > w.from) {
             let t0 = std::time::Instant::now();
             super::segment::write_out_and_wait(&w.file, w.from, w.len - w.from)
-                .map_err(|e| refuse_service(t, &LedgerError::io("write out", &w.path, e)))?;
+                .map_err(|e| refuse_service(t, LedgerError::io("write out", &w.path, e)))?;
             cost.writeout_us += t0.elapsed().as_micros() as u64;
             if !sh.ckpt.lock().shutdown {
                 std::thread::sleep(t0.elapsed());
@@ -494,7 +490,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
     let mut failed = None;
     for (f, r) in files.iter().zip(results) {
         if let Err(e) = r {
-            let e = refuse_service(planned[f.topic].0, &e);
+            let e = refuse_service(planned[f.topic].0, e);
             failed.get_or_insert(e);
         }
     }

@@ -581,12 +581,7 @@ fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
             }
         },
         Err(e) => {
-            if f.corrupt.is_none() {
-                // After a failed fsync the page cache may hold bytes that
-                // never reach the disk: the topic stops here.
-                tracing::error!(topic = %d.topic.name, error = %e, "segment sync failed; the topic refuses service");
-                f.corrupt = Some(e.clone());
-            }
+            f.refuse_service(&d.topic.name, &e);
             Err(e)
         }
     }

@@ -38,6 +38,19 @@ pub struct TopicFiles {
     pub next_ledger_hint: u64,
 }
 
+impl TopicFiles {
+    /// A segment's bytes failed to reach the disk (a failed write-out or
+    /// fdatasync): the page cache may hold bytes that never get there, so
+    /// topic `name` refuses service from now on. The first failure is kept
+    /// and logged.
+    pub fn refuse_service(&mut self, name: &str, e: &LedgerError) {
+        if self.corrupt.is_none() {
+            tracing::error!(topic = %name, error = %e, "segment bytes failed to reach the disk; the topic refuses service");
+            self.corrupt = Some(e.clone());
+        }
+    }
+}
+
 pub const CORRUPT_MARKER: &str = "CORRUPT";
 
 pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>, RecoveredTopic)> {
