@@ -438,3 +438,102 @@ async fn ack_receipts_and_consumer_stats() {
     };
     assert_eq!(a.error, Some(ServerError::ConsumerNotFound as i32));
 }
+
+/// SENDs that arrive in one read are stored as one append batch (one wake-up
+/// of the group commit): each is still answered, in order, with positions in
+/// order, also across a PING between them (answered at once, receipts only
+/// once durable) and past the batch's size bound;
+/// a SEND for an unknown producer in the middle of a run is refused, closes
+/// the connection, and what followed it in the run is not stored.
+#[tokio::test]
+async fn sends_in_one_write_are_each_answered_in_order() {
+    let strobe = Strobe::start();
+    let topic = "persistent://public/default/send-runs";
+    let mut c = RawClient::handshake(strobe.port).await;
+    c.send(commands::producer(1, 7, topic, Some("p"))).await;
+    assert!(matches!(
+        c.recv().await,
+        Some(Frame {
+            command: Cmd::ProducerSuccess(_),
+            ..
+        })
+    ));
+    let send = |seq: u64, producer: u64| {
+        let meta = MessageMetadata {
+            producer_name: "p".into(),
+            sequence_id: seq,
+            publish_time: 1,
+            ..Default::default()
+        };
+        commands::send_frame(producer, seq, 1, payload::encode(&meta, b"m", false)).to_bytes()
+    };
+    // 150 SENDs (more than one batch's bound) with a PING after the 100th.
+    let mut bytes = Vec::new();
+    for seq in 0..150u64 {
+        bytes.extend_from_slice(&send(seq, 7));
+        if seq == 99 {
+            bytes.extend_from_slice(&strobe_wire::OutFrame::command(commands::ping()).to_bytes());
+        }
+    }
+    c.send_raw(&bytes).await;
+    let mut last = None;
+    let (mut receipts, mut pongs) = (0u64, 0);
+    while receipts < 150 {
+        match c.recv().await {
+            Some(Frame {
+                command: Cmd::SendReceipt(r),
+                ..
+            }) => {
+                assert_eq!(r.sequence_id, receipts, "receipts in order");
+                let id = r.message_id.expect("a position");
+                let pos = (id.ledger_id, id.entry_id);
+                assert!(
+                    last < Some(pos),
+                    "positions in order: {last:?} then {pos:?}"
+                );
+                last = Some(pos);
+                receipts += 1;
+            }
+            Some(Frame {
+                command: Cmd::Pong(_),
+                ..
+            }) => pongs += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(pongs, 1);
+
+    // An unknown producer in the middle of a run.
+    let mut bytes = send(150, 7).to_vec();
+    bytes.extend_from_slice(&send(151, 99));
+    bytes.extend_from_slice(&send(152, 7));
+    c.send_raw(&bytes).await;
+    let frames = c.expect_closed(Duration::from_secs(5)).await;
+    let receipts: Vec<u64> = frames
+        .iter()
+        .filter_map(|f| match &f.command {
+            Cmd::SendReceipt(r) => Some(r.sequence_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(receipts, vec![150], "{frames:?}");
+    let Some(Frame {
+        command: Cmd::SendError(e),
+        ..
+    }) = frames
+        .iter()
+        .find(|f| matches!(f.command, Cmd::SendError(_)))
+    else {
+        panic!("no SEND_ERROR: {frames:?}")
+    };
+    assert_eq!((e.producer_id, e.sequence_id), (99, 151));
+    assert_eq!(e.error(), ServerError::NotAllowedError);
+    // 151 SENDs stored, not 152: the one after the refused SEND was dropped.
+    let (code, body) = strobe.http(
+        "GET",
+        "/admin/v2/persistent/public/default/send-runs/internalStats",
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"numberOfEntries\":151"), "{body}");
+}

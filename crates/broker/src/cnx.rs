@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use strobe_security::tls::rustls::pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -222,16 +222,28 @@ impl ServerCnx {
                 }
                 frame = frames.next() => {
                     heard_since_tick = true;
-                    match frame {
-                        None => return "peer closed the connection",
-                        Some(Err(e)) => {
-                            self.protocol_error(&e).await;
-                            return "protocol error";
+                    let mut item = frame;
+                    loop {
+                        match item {
+                            None => return "peer closed the connection",
+                            Some(Err(e)) => {
+                                self.protocol_error(&e).await;
+                                return "protocol error";
+                            }
+                            Some(Ok(Frame { command: Command::Send(c), payload }))
+                                if matches!(self.state, State::Connected { .. }) =>
+                            {
+                                match self.handle_sends(c, payload, &mut frames).await {
+                                    (Next::Close(reason), _) => return reason,
+                                    (Next::Continue, Some(after)) => item = after,
+                                    (Next::Continue, None) => break,
+                                }
+                            }
+                            Some(Ok(frame)) => match self.handle(frame).await {
+                                Next::Continue => break,
+                                Next::Close(reason) => return reason,
+                            },
                         }
-                        Some(Ok(frame)) => match self.handle(frame).await {
-                            Next::Continue => {}
-                            Next::Close(reason) => return reason,
-                        },
                     }
                 }
             }
@@ -873,22 +885,70 @@ impl ServerCnx {
     }
 
     async fn handle_send(&mut self, c: proto::CommandSend, payload: Option<Bytes>) -> Next {
-        let Some(p) = self.producers.get(&c.producer_id) else {
-            if self.recently_closed.contains_key(&c.producer_id) {
-                // In flight when the producer closed; Pulsar drops these too.
-                return Next::Continue;
+        let stored = self.store_send(&c, payload);
+        self.finish_send(&c, stored).await
+    }
+
+    /// A SEND and the SEND frames that arrived with it (complete in the read
+    /// buffer, or readable without waiting; at most [`MAX_SEND_RUN`]) are
+    /// stored as one [`strobe_ledger::append_batch`]: the group commit is
+    /// woken once, after the last of them is queued, and syncs them together
+    /// instead of syncing the first alone while the rest wait for a second
+    /// sync. Returns the first frame after the run that is not a SEND (or
+    /// the end of the stream, or its error), to be handled next.
+    async fn handle_sends<R: AsyncRead + Unpin>(
+        &mut self,
+        c: proto::CommandSend,
+        payload: Option<Bytes>,
+        frames: &mut FramedRead<R, FrameCodec>,
+    ) -> (Next, Option<Option<Result<Frame, WireError>>>) {
+        let mut run = vec![(c, payload)];
+        let mut after = None;
+        while run.len() < MAX_SEND_RUN {
+            match frames.next().now_or_never() {
+                None => break,
+                Some(Some(Ok(Frame {
+                    command: Command::Send(c),
+                    payload,
+                }))) => run.push((c, payload)),
+                Some(other) => {
+                    after = Some(other);
+                    break;
+                }
             }
-            self.send(commands::send_error(
-                c.producer_id,
-                c.sequence_id,
-                ServerError::NotAllowedError,
-                format!(
-                    "producer {} is not registered on this connection",
-                    c.producer_id
-                ),
-            ))
-            .await;
-            return Next::Close("SEND for an unknown producer");
+        }
+        let stored: Vec<Stored> = strobe_ledger::append_batch(|| {
+            let mut stored = Vec::with_capacity(run.len());
+            for (c, payload) in &mut run {
+                tracing::trace!(command = ?c, "received");
+                let s = self.store_send(c, payload.take());
+                let unknown = matches!(s, Stored::UnknownProducer);
+                stored.push(s);
+                if unknown {
+                    // The connection closes: what follows is not stored.
+                    break;
+                }
+            }
+            stored
+        });
+        for ((c, _), s) in run.iter().zip(stored) {
+            if let Next::Close(reason) = self.finish_send(c, s).await {
+                return (Next::Close(reason), None);
+            }
+        }
+        (Next::Continue, after)
+    }
+
+    /// The synchronous part of a SEND: checks it and hands the entry to the
+    /// topic's ledger (see [`Self::finish_send`] for the rest).
+    fn store_send(&self, c: &proto::CommandSend, payload: Option<Bytes>) -> Stored {
+        let Some(p) = self.producers.get(&c.producer_id) else {
+            return if self.recently_closed.contains_key(&c.producer_id) {
+                // In flight when the producer closed; Pulsar drops these too.
+                Stored::Dropped
+            } else {
+                Stored::UnknownProducer
+            };
         };
         let highest = c
             .highest_sequence_id
@@ -921,16 +981,43 @@ impl ServerCnx {
                 }
             },
         };
-        let pending = Pending {
+        Stored::Queued(Pending {
             sequence_id: c.sequence_id,
             highest_sequence_id: highest,
             outcome,
             queued_at: std::time::Instant::now(),
-        };
-        if p.pending.send(pending).await.is_err() {
-            return Next::Close("producer task ended");
+        })
+    }
+
+    /// Answers an unknown producer's SEND, or queues a stored one's outcome
+    /// for its producer's task (which answers once it is durable).
+    async fn finish_send(&mut self, c: &proto::CommandSend, stored: Stored) -> Next {
+        match stored {
+            Stored::Dropped => Next::Continue,
+            Stored::UnknownProducer => {
+                self.send(commands::send_error(
+                    c.producer_id,
+                    c.sequence_id,
+                    ServerError::NotAllowedError,
+                    format!(
+                        "producer {} is not registered on this connection",
+                        c.producer_id
+                    ),
+                ))
+                .await;
+                Next::Close("SEND for an unknown producer")
+            }
+            Stored::Queued(pending) => {
+                // Still registered: nothing but SENDs ran since the store.
+                let Some(p) = self.producers.get(&c.producer_id) else {
+                    return Next::Continue;
+                };
+                if p.pending.send(pending).await.is_err() {
+                    return Next::Close("producer task ended");
+                }
+                Next::Continue
+            }
         }
-        Next::Continue
     }
 
     async fn subscribe(
@@ -1102,6 +1189,21 @@ struct ConsumerRef {
     topic: Arc<Topic>,
     sub: SubscriptionHandle,
     closed_by_broker: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// SEND frames at most stored as one append batch (see
+/// [`ServerCnx::handle_sends`]).
+const MAX_SEND_RUN: usize = 64;
+
+/// What became of a SEND's synchronous part ([`ServerCnx::store_send`]).
+enum Stored {
+    /// For a producer that closed a moment ago: dropped without an answer.
+    Dropped,
+    /// For a producer this connection never had: an error, and the
+    /// connection closes.
+    UnknownProducer,
+    /// Handed to the topic (or refused by it): the outcome to answer with.
+    Queued(Pending),
 }
 
 struct Pending {

@@ -58,6 +58,10 @@ struct Args {
     /// the minute the ledger ran in.
     #[arg(long, default_value_t = 5)]
     rounds: u32,
+    /// Issue each tick's appends one by one instead of as one append batch
+    /// (the first may then wake the group commit before the rest are queued).
+    #[arg(long)]
+    unbatched: bool,
     /// Iterations of the bare 4 KiB fdatasync loop.
     #[arg(long, default_value_t = 3000)]
     bare_iters: usize,
@@ -315,13 +319,15 @@ async fn max_throughput(
     }
 }
 
-/// Open loop: `rate` appends per second issued in 1 ms ticks.
+/// Open loop: `rate` appends per second issued in 1 ms ticks, each tick's
+/// appends as one [`strobe_ledger::append_batch`].
 async fn fixed_rate(
     backend: &FileBackend,
     mls: &[ManagedLedger],
     size: usize,
     rate: u64,
     secs: f64,
+    batched: bool,
 ) -> Run {
     let payload = Bytes::from(vec![42u8; size]);
     let mut futs = FuturesUnordered::new();
@@ -341,13 +347,22 @@ async fn fixed_rate(
             _ = tick.tick(), if issued_ticks < ticks => {
                 issued_ticks += 1;
                 owed += per_tick;
-                while owed >= 1.0 {
-                    owed -= 1.0;
-                    let ml = &mls[next % mls.len()];
-                    next += 1;
-                    let t = Instant::now();
-                    let f = ml.append(payload.clone());
-                    futs.push(async move { f.await.unwrap(); t.elapsed() });
+                // A tick's appends are one batch, as the broker issues the
+                // SENDs of one socket read: one wake-up of the group commit.
+                let mut issue = || {
+                    while owed >= 1.0 {
+                        owed -= 1.0;
+                        let ml = &mls[next % mls.len()];
+                        next += 1;
+                        let t = Instant::now();
+                        let f = ml.append(payload.clone());
+                        futs.push(async move { f.await.unwrap(); t.elapsed() });
+                    }
+                };
+                if batched {
+                    strobe_ledger::append_batch(issue);
+                } else {
+                    issue();
                 }
             }
             Some(d) = futs.next(), if !futs.is_empty() => {
@@ -495,7 +510,7 @@ fn main() {
                 quiesce();
                 bare.extend(bare_fdatasync_for(&root, slice));
                 quiesce();
-                let r = fixed_rate(&backend, mls, args.entry_bytes, args.rate, slice).await;
+                let r = fixed_rate(&backend, mls, args.entry_bytes, args.rate, slice, !args.unbatched).await;
                 ledger.entries += r.entries;
                 ledger.secs += r.secs;
                 ledger.syncs += r.syncs;

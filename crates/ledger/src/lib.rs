@@ -31,7 +31,7 @@ pub mod testing;
 pub use backend::{AppendCallback, LedgerBackend, LedgerMeta, RecoveredTopic, TopicStorage};
 pub use config::{Clock, LedgerConfig, Retention, SyncMode};
 pub use error::{LedgerError, Result};
-pub use file::{FileBackend, FileBackendConfig, FileBackendStats};
+pub use file::{FileBackend, FileBackendConfig, FileBackendStats, append_batch};
 pub use ledger::{AppendFuture, Entry, InitialPosition, LedgerStats, ManagedCursor, ManagedLedger};
 pub use memory::MemoryBackend;
 pub use strobe_model::Position;

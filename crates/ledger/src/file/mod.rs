@@ -166,6 +166,7 @@
 //! `interval`/`never` modes an unsynced torn tail of a topic's newest
 //! segment is truncated too (those modes accept losing it).
 
+mod batch;
 mod checkpoint;
 mod flusher;
 mod format;
@@ -187,6 +188,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::{LedgerBackend, RecoveredTopic, TopicStorage};
 use crate::{LedgerError, Result, SyncMode};
 
+pub use batch::append_batch;
 use checkpoint::{CheckpointFile, TopicMeta};
 use flusher::{Queue, Req};
 use topic::TopicShared;
@@ -539,7 +541,7 @@ impl Shared {
         self.topics_dir.join(escape(name))
     }
 
-    fn enqueue(&self, req: Req) {
+    fn enqueue(self: &Arc<Self>, req: Req) {
         let mut q = self.queue.lock();
         let err = if let Some(e) = &q.failed {
             Some(e.clone())
@@ -574,8 +576,18 @@ impl Shared {
         }
         // Only when every flusher thread sleeps: a busy one comes back for
         // the queue, and `flusher::commit_round` wakes the other when
-        // there is enough to overlap with its sync.
-        if q.waiting == self.flusher_threads {
+        // there is enough to overlap with its sync. Inside an
+        // [`append_batch`] the wake-up waits for the batch's end.
+        if q.waiting == self.flusher_threads && !batch::hold_wake(self) {
+            self.queue_cv.notify_one();
+        }
+    }
+
+    /// The wake-up an [`append_batch`] held back: the flusher threads are
+    /// woken if they all sleep and something is queued.
+    fn wake_held(&self) {
+        let q = self.queue.lock();
+        if q.waiting == self.flusher_threads && !q.reqs.is_empty() {
             self.queue_cv.notify_one();
         }
     }
