@@ -98,7 +98,12 @@
 //!
 //! Either way an append completes only after the fsync that makes its
 //! bytes durable, in queue order. While a group commit runs, new appends queue up and form the
-//! next one, so the batch grows with the load. Journal files are
+//! next one, so the batch grows with the load. Appends issued together (the
+//! SENDs of one socket read) go in one [`append_batch`]: a sleeping flusher
+//! is woken once, after the last of them is queued, instead of by the first,
+//! which it would otherwise sync alone while the rest wait for a second sync
+//! (the broker at 100 topics x 200 msg/s: 42k journal fsyncs in 10 s before,
+//! 32-35k after; publish p99 3.0-3.2 ms before, 1.8-2.5 ms after). Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata. The checkpoint thread zero-fills new
 //! spares 1 MiB at a time, waiting for each to reach the disk and then
