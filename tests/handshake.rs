@@ -503,10 +503,54 @@ async fn sends_in_one_write_are_each_answered_in_order() {
     }
     assert_eq!(pongs, 1);
 
+    // SENDs and then CLOSE_PRODUCER in one write: the close is handled after
+    // the run is stored and answered, so every receipt comes before its
+    // SUCCESS (handled first, it would leave the run without receipts).
+    let mut bytes = Vec::new();
+    for seq in 150..170u64 {
+        bytes.extend_from_slice(&send(seq, 7));
+    }
+    let close = strobe_wire::proto::CommandCloseProducer {
+        producer_id: 7,
+        request_id: 8,
+        ..Default::default()
+    };
+    bytes.extend_from_slice(&strobe_wire::OutFrame::command(close).to_bytes());
+    c.send_raw(&bytes).await;
+    let mut receipts = 150u64;
+    loop {
+        match c.recv().await {
+            Some(Frame {
+                command: Cmd::SendReceipt(r),
+                ..
+            }) => {
+                assert_eq!(r.sequence_id, receipts, "receipts in order");
+                receipts += 1;
+            }
+            Some(Frame {
+                command: Cmd::Success(s),
+                ..
+            }) => {
+                assert_eq!(s.request_id, 8);
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(receipts, 170, "every SEND before the close answered first");
+
     // An unknown producer in the middle of a run.
-    let mut bytes = send(150, 7).to_vec();
-    bytes.extend_from_slice(&send(151, 99));
-    bytes.extend_from_slice(&send(152, 7));
+    c.send(commands::producer(9, 8, topic, Some("p2"))).await;
+    assert!(matches!(
+        c.recv().await,
+        Some(Frame {
+            command: Cmd::ProducerSuccess(_),
+            ..
+        })
+    ));
+    let mut bytes = send(170, 8).to_vec();
+    bytes.extend_from_slice(&send(171, 99));
+    bytes.extend_from_slice(&send(172, 8));
     c.send_raw(&bytes).await;
     let frames = c.expect_closed(Duration::from_secs(5)).await;
     let receipts: Vec<u64> = frames
@@ -516,7 +560,7 @@ async fn sends_in_one_write_are_each_answered_in_order() {
             _ => None,
         })
         .collect();
-    assert_eq!(receipts, vec![150], "{frames:?}");
+    assert_eq!(receipts, vec![170], "{frames:?}");
     let Some(Frame {
         command: Cmd::SendError(e),
         ..
@@ -526,14 +570,14 @@ async fn sends_in_one_write_are_each_answered_in_order() {
     else {
         panic!("no SEND_ERROR: {frames:?}")
     };
-    assert_eq!((e.producer_id, e.sequence_id), (99, 151));
+    assert_eq!((e.producer_id, e.sequence_id), (99, 171));
     assert_eq!(e.error(), ServerError::NotAllowedError);
-    // 151 SENDs stored, not 152: the one after the refused SEND was dropped.
+    // 171 SENDs stored, not 172: the one after the refused SEND was dropped.
     let (code, body) = strobe.http(
         "GET",
         "/admin/v2/persistent/public/default/send-runs/internalStats",
         "",
     );
     assert_eq!(code, 200, "{body}");
-    assert!(body.contains("\"numberOfEntries\":151"), "{body}");
+    assert!(body.contains("\"numberOfEntries\":171"), "{body}");
 }

@@ -476,6 +476,8 @@ impl ServerCnx {
                         .await;
                 }
             }
+            // The read loop takes connected SENDs in runs (`handle_sends`);
+            // this is for a SEND handled on its own.
             Command::Send(c) => return self.handle_send(c, payload).await,
             Command::CloseProducer(c) => {
                 if let Some(p) = self.producers.remove(&c.producer_id) {
@@ -486,6 +488,19 @@ impl ServerCnx {
                         self.recently_closed.insert(c.producer_id, Instant::now());
                     }
                     p.topic.remove_producer((self.id, c.producer_id));
+                    // As Pulsar does, the SUCCESS comes once every SEND before
+                    // the close is answered: a client fails what is still
+                    // pending when its close succeeds.
+                    let ProducerRef { pending, task, .. } = p;
+                    drop(pending);
+                    let (tx, request_id) = (self.tx.clone(), c.request_id);
+                    tokio::spawn(async move {
+                        let _ = task.await;
+                        let _ = tx
+                            .send(OutFrame::command(commands::success(request_id)))
+                            .await;
+                    });
+                    return Next::Continue;
                 }
                 self.send(commands::success(c.request_id)).await;
             }
@@ -825,7 +840,7 @@ impl ServerCnx {
             tx: &self.tx,
         })?;
         let (ptx, prx) = mpsc::channel(PENDING_SENDS);
-        tokio::spawn(
+        let task = tokio::spawn(
             producer_task(topic.clone(), name.clone(), c.producer_id, prx, self.tx.clone())
                 .instrument(tracing::info_span!("producer", topic = %topic_name, producer_id = c.producer_id, producer = %name)),
         );
@@ -835,6 +850,7 @@ impl ServerCnx {
                 topic: topic.clone(),
                 name: name.clone(),
                 pending: ptx,
+                task,
             },
         );
         self.recently_closed.remove(&c.producer_id);
@@ -890,7 +906,8 @@ impl ServerCnx {
     }
 
     /// A SEND and the SEND frames that arrived with it (complete in the read
-    /// buffer, or readable without waiting; at most [`MAX_SEND_RUN`]) are
+    /// buffer, or readable without waiting; at most [`MAX_SEND_RUN`] frames
+    /// and about [`MAX_SEND_RUN_BYTES`] of payload) are
     /// stored as one [`strobe_ledger::append_batch`]: the group commit is
     /// woken once, after the last of them is queued, and syncs them together
     /// instead of syncing the first alone while the rest wait for a second
@@ -902,15 +919,19 @@ impl ServerCnx {
         payload: Option<Bytes>,
         frames: &mut FramedRead<R, FrameCodec>,
     ) -> (Next, Option<Option<Result<Frame, WireError>>>) {
+        let mut bytes = payload.as_ref().map_or(0, Bytes::len);
         let mut run = vec![(c, payload)];
         let mut after = None;
-        while run.len() < MAX_SEND_RUN {
+        while run.len() < MAX_SEND_RUN && bytes < MAX_SEND_RUN_BYTES {
             match frames.next().now_or_never() {
                 None => break,
                 Some(Some(Ok(Frame {
                     command: Command::Send(c),
                     payload,
-                }))) => run.push((c, payload)),
+                }))) => {
+                    bytes += payload.as_ref().map_or(0, Bytes::len);
+                    run.push((c, payload));
+                }
                 Some(other) => {
                     after = Some(other);
                     break;
@@ -931,12 +952,33 @@ impl ServerCnx {
             }
             stored
         });
-        for ((c, _), s) in run.iter().zip(stored) {
+        let mut stored = run.iter().map(|(c, _)| c).zip(stored);
+        while let Some((c, s)) = stored.next() {
             if let Next::Close(reason) = self.finish_send(c, s).await {
+                // Stored but never to be answered.
+                for (c, s) in stored {
+                    if let Stored::Queued(p) = s {
+                        self.abandon(c, p);
+                    }
+                }
                 return (Next::Close(reason), None);
             }
         }
         (Next::Continue, after)
+    }
+
+    /// A stored SEND that will not be answered (its producer's task is
+    /// gone): the topic forgets it (its in-flight count, which a terminate
+    /// waits on, and the sequence id deduplication took as pushed), as for
+    /// a failed append. The client resends it after reconnecting.
+    fn abandon(&self, c: &proto::CommandSend, p: Pending) {
+        if let Ok(Published::Stored(_)) = p.outcome
+            && let Some(producer) = self.producers.get(&c.producer_id)
+        {
+            producer
+                .topic
+                .published(&producer.name, p.highest_sequence_id as i64, false);
+        }
     }
 
     /// The synchronous part of a SEND: checks it and hands the entry to the
@@ -1012,7 +1054,8 @@ impl ServerCnx {
                 let Some(p) = self.producers.get(&c.producer_id) else {
                     return Next::Continue;
                 };
-                if p.pending.send(pending).await.is_err() {
+                if let Err(mpsc::error::SendError(pending)) = p.pending.send(pending).await {
+                    self.abandon(c, pending);
                     return Next::Close("producer task ended");
                 }
                 Next::Continue
@@ -1176,13 +1219,18 @@ impl ServerCnx {
     }
 }
 
-/// Sends not yet answered per producer before the connection's reader waits.
+/// Sends not yet answered per producer before the connection's reader waits
+/// (plus at most one run of SENDs stored before the first wait: see
+/// [`MAX_SEND_RUN`]).
 const PENDING_SENDS: usize = 1000;
 
 struct ProducerRef {
     topic: Arc<Topic>,
     name: String,
     pending: mpsc::Sender<Pending>,
+    /// The producer's task: answers what is pending, then ends once
+    /// `pending` is dropped.
+    task: tokio::task::JoinHandle<()>,
 }
 
 struct ConsumerRef {
@@ -1194,6 +1242,12 @@ struct ConsumerRef {
 /// SEND frames at most stored as one append batch (see
 /// [`ServerCnx::handle_sends`]).
 const MAX_SEND_RUN: usize = 64;
+
+/// A run of SENDs takes no further frame once its payloads reach this many
+/// bytes: the run is stored before any of it is answered or waits for its
+/// producer's pending limit, so it bounds what a connection holds decoded
+/// beyond that limit, and the work done before the group commit is woken.
+const MAX_SEND_RUN_BYTES: usize = 1 << 20;
 
 /// What became of a SEND's synchronous part ([`ServerCnx::store_send`]).
 enum Stored {

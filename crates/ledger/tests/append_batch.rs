@@ -24,13 +24,28 @@ async fn settle(ml: &ManagedLedger) {
     tokio::time::sleep(Duration::from_millis(20)).await;
 }
 
+/// Rounds of each test. An idle flusher thread also wakes on its own (every
+/// 200 ms), so a single round can neither show a missing wake-up for sure
+/// (the appends then complete at that timeout, which may come early) nor
+/// rule out that such a timeout split a batch (about one round in a
+/// hundred). Judged on most rounds, both are told apart: with the wake-up at
+/// the batch's end removed, both tests fail with a median of 177-180 ms.
+const ROUNDS: usize = 7;
+
+/// The median of `d`.
+fn median(mut d: Vec<Duration>) -> Duration {
+    d.sort();
+    d[d.len() / 2]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_one_group_commit() {
     let h = File::new(SyncMode::Always, 64 << 20, false);
     let backend = h.backend.clone().unwrap();
     let a = open(&h, "batch-a").await;
     let b = open(&h, "batch-b").await;
-    for round in 0..5 {
+    let (mut whole, mut took) = (0, Vec::new());
+    for round in 0..ROUNDS {
         settle(&a).await;
         let (syncs0, batches0) = (backend.stats().syncs, backend.stats().batches);
         // 41 appends over two topics, with a nested batch inside.
@@ -49,6 +64,7 @@ async fn a_batch_is_one_group_commit() {
             }
             (fa, fb)
         });
+        let t0 = std::time::Instant::now();
         let (mut pa, mut pb) = (Vec::new(), Vec::new());
         for f in fa {
             pa.push(f.await.unwrap());
@@ -56,19 +72,29 @@ async fn a_batch_is_one_group_commit() {
         for f in fb {
             pb.push(f.await.unwrap());
         }
+        took.push(t0.elapsed());
         let s = backend.stats();
-        assert_eq!(
-            (s.syncs - syncs0, s.batches - batches0),
-            (1, 1),
-            "round {round}: 41 appends in one batch, one group commit and one fdatasync"
-        );
+        let commits = (s.syncs - syncs0, s.batches - batches0);
+        // Without the batch the first append is synced alone: never (1, 1).
+        if commits == (1, 1) {
+            whole += 1;
+        } else {
+            eprintln!("round {round}: {commits:?} (fdatasyncs, group commits)");
+        }
         // Each topic's positions in the order its appends were issued.
         assert!(pa.windows(2).all(|w| w[0] < w[1]), "{pa:?}");
         assert!(pb.windows(2).all(|w| w[0] < w[1]), "{pb:?}");
     }
+    assert!(
+        whole > ROUNDS / 2,
+        "41 appends in one batch: one group commit and one fdatasync in most rounds, {whole} of {ROUNDS}"
+    );
+    // Woken when the batch ends, not at an idle timeout.
+    let took = median(took);
+    assert!(took < Duration::from_millis(20), "median {took:?}");
     // Read back: every entry is there, in issue order.
     let got = a.read(Position::EARLIEST, 1000).await.unwrap();
-    let want: Vec<String> = (0..5)
+    let want: Vec<String> = (0..ROUNDS)
         .flat_map(|r| {
             std::iter::once("settle".to_string()).chain((0..20).map(move |i| format!("a{r}-{i}")))
         })
@@ -85,11 +111,9 @@ async fn a_batch_that_panics_still_wakes_the_group_commit() {
     let h = File::new(SyncMode::Always, 64 << 20, false);
     let ml = open(&h, "batch-panic").await;
     // Without the wake-up at the batch's end, the appends wait for a flusher
-    // thread's idle timeout (200 ms, two threads at unrelated phases: 90 ms
-    // measured here); with it, one fdatasync. The fastest of three tries
-    // tells a missing wake-up from a slow disk.
-    let mut fastest = Duration::MAX;
-    for _ in 0..3 {
+    // thread's idle timeout (see `ROUNDS`); with it, one fdatasync.
+    let mut took = Vec::new();
+    for _ in 0..ROUNDS {
         settle(&ml).await;
         let mut futs = Vec::new();
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -103,9 +127,10 @@ async fn a_batch_that_panics_still_wakes_the_group_commit() {
         for f in futs {
             f.await.unwrap();
         }
-        fastest = fastest.min(t0.elapsed());
+        took.push(t0.elapsed());
         // Outside a batch, appends wake the group commit at once again.
         ml.append(Bytes::from_static(b"after")).await.unwrap();
     }
-    assert!(fastest < Duration::from_millis(20), "{fastest:?}");
+    let took = median(took);
+    assert!(took < Duration::from_millis(20), "median {took:?}");
 }
