@@ -354,6 +354,7 @@ pub fn run(sh: Arc<Shared>) {
                 q.waiting -= 1;
             }
         }
+        pace_syncs(&sh);
         {
             let mut g = sh.flusher.lock();
             let Some(f) = g.as_mut() else { break };
@@ -381,6 +382,30 @@ pub fn run(sh: Arc<Shared>) {
         }
         commit_rounds(&sh, true);
     }
+}
+
+/// Waits out [`FileBackendConfig::min_sync_interval`] since the last journal
+/// sync started, when appends are queued that soon (`sync = always`).
+///
+/// [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
+fn pace_syncs(sh: &Shared) {
+    let min = sh.cfg.min_sync_interval;
+    if sh.cfg.sync != SyncMode::Always || min.is_zero() {
+        return;
+    }
+    let Some(since) = sh.last_sync_start.lock().map(|t| t.elapsed()) else {
+        return;
+    };
+    if since >= min {
+        return;
+    }
+    {
+        let q = sh.queue.lock();
+        if q.reqs.is_empty() || q.shutdown {
+            return;
+        }
+    }
+    std::thread::sleep(min - since);
 }
 
 /// Commit rounds until nothing written is left. With `write_on` (a flusher
@@ -486,6 +511,7 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
             continue;
         }
         let t0 = Instant::now();
+        *sh.last_sync_start.lock() = Some(t0);
         match file.sync_data() {
             Ok(()) => {
                 sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
