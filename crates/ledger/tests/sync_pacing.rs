@@ -11,21 +11,27 @@ use bytes::Bytes;
 use common::File;
 use strobe_ledger::{LedgerConfig, ManagedLedger, SyncMode};
 
-async fn open(h: &File, name: &str) -> ManagedLedger {
-    ManagedLedger::open(&*h.backend.clone().unwrap(), name, LedgerConfig::default())
-        .await
-        .unwrap()
+/// A backend with `interval` and one topic on it, after its first sync.
+async fn paced(interval: Duration) -> (File, ManagedLedger) {
+    let h = File::with(SyncMode::Always, 64 << 20, false, |c| {
+        c.min_sync_interval = interval
+    });
+    let ml = ManagedLedger::open(
+        &*h.backend.clone().unwrap(),
+        "paced",
+        LedgerConfig::default(),
+    )
+    .await
+    .unwrap();
+    ml.append(Bytes::from_static(b"warm")).await.unwrap();
+    (h, ml)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn syncs_start_at_most_once_per_interval() {
     let interval = Duration::from_millis(5);
-    let h = File::with(SyncMode::Always, 64 << 20, false, |c| {
-        c.min_sync_interval = interval
-    });
+    let (h, ml) = paced(interval).await;
     let backend = h.backend.clone().unwrap();
-    let ml = open(&h, "paced").await;
-    ml.append(Bytes::from_static(b"warm")).await.unwrap();
     // One append at a time, each awaited: every one needs a sync of its own,
     // and each sync starts no sooner than `interval` after the previous one.
     let n = 20u32;
@@ -58,13 +64,8 @@ async fn syncs_start_at_most_once_per_interval() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_arriving_during_the_interval_share_a_sync() {
-    let interval = Duration::from_millis(20);
-    let h = File::with(SyncMode::Always, 64 << 20, false, |c| {
-        c.min_sync_interval = interval
-    });
+    let (h, ml) = paced(Duration::from_millis(20)).await;
     let backend = h.backend.clone().unwrap();
-    let ml = open(&h, "shared").await;
-    ml.append(Bytes::from_static(b"warm")).await.unwrap();
     // Right after a sync started, ten appends 1 ms apart: without pacing
     // the first would be synced alone (and most of the rest one or two at
     // a time); with it they wait for the interval and share one sync.
