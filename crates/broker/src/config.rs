@@ -41,6 +41,11 @@ pub struct BrokerConfig {
     /// "always" (fdatasync before the receipt, group committed; the default),
     /// "interval(MS)" (written to the OS, synced at least every MS ms) or "never".
     pub sync: strobe_ledger::SyncMode,
+    /// With sync = "always": a group commit's fdatasync starts no sooner than
+    /// this many microseconds after the previous one started, so producers
+    /// that send one message at a time share syncs instead of taking one
+    /// each (0: sync as soon as anything is queued; at most 100,000).
+    pub sync_min_interval_us: u64,
     /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).
     pub allow_auto_topic_creation: bool,
     /// "non-partitioned" or "partitioned" (Pulsar: allowAutoTopicCreationType).
@@ -127,6 +132,7 @@ impl Default for BrokerConfig {
             broker_id: String::new(),
             storage: "file".into(),
             sync: strobe_ledger::SyncMode::Always,
+            sync_min_interval_us: 300,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,
@@ -211,6 +217,12 @@ impl BrokerConfig {
             return Err(ConfigError::Invalid(format!(
                 "default_number_of_namespace_bundles must be between 1 and 1024, not {}",
                 self.default_number_of_namespace_bundles
+            )));
+        }
+        if self.sync_min_interval_us > 100_000 {
+            return Err(ConfigError::Invalid(format!(
+                "sync_min_interval_us must be at most 100000 (100 ms), not {}",
+                self.sync_min_interval_us
             )));
         }
         if self.keepalive_interval_secs == 0 {
@@ -332,6 +344,13 @@ mod tests {
             BrokerConfig::from_toml_str("keepalive_interval_secs = 0\n", Path::new("x.toml"))
                 .is_err()
         );
+        let err =
+            BrokerConfig::from_toml_str("sync_min_interval_us = 100001\n", Path::new("x.toml"))
+                .unwrap_err();
+        assert!(err.to_string().contains("sync_min_interval_us"), "{err}");
+        let cfg =
+            BrokerConfig::from_toml_str("sync_min_interval_us = 0\n", Path::new("x.toml")).unwrap();
+        assert_eq!(cfg.sync_min_interval_us, 0);
     }
 }
 

@@ -56,6 +56,9 @@ impl Broker {
                 std::fs::create_dir_all(&config.data_dir)?;
                 let fb = FileBackend::open(FileBackendConfig {
                     sync: config.sync,
+                    min_sync_interval: std::time::Duration::from_micros(
+                        config.sync_min_interval_us,
+                    ),
                     ..FileBackendConfig::new(config.data_dir.join("ledgers"))
                 })
                 .map_err(|e| {
