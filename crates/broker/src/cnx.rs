@@ -478,7 +478,10 @@ impl ServerCnx {
             }
             // The read loop takes connected SENDs in runs (`handle_sends`);
             // this is for a SEND handled on its own.
-            Command::Send(c) => return self.handle_send(c, payload).await,
+            Command::Send(c) => {
+                let stored = self.store_send(&c, payload);
+                return self.finish_send(&c, stored).await;
+            }
             Command::CloseProducer(c) => {
                 if let Some(p) = self.producers.remove(&c.producer_id) {
                     // Remembered for one keep-alive interval, as Pulsar does, and bounded.
@@ -898,11 +901,6 @@ impl ServerCnx {
             }
         }
         Ok(())
-    }
-
-    async fn handle_send(&mut self, c: proto::CommandSend, payload: Option<Bytes>) -> Next {
-        let stored = self.store_send(&c, payload);
-        self.finish_send(&c, stored).await
     }
 
     /// A SEND and the SEND frames that arrived with it (complete in the read

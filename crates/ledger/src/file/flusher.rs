@@ -107,6 +107,9 @@ pub struct Queue {
     pub failed: Option<LedgerError>,
     /// Flusher threads asleep on the condvar (appends wake one when all are).
     pub waiting: usize,
+    /// When the last journal fdatasync of a group commit started (see
+    /// [`sync_pause`]).
+    pub last_sync_start: Option<Instant>,
 }
 
 /// A group commit written to the journal (`sync = always`) and waiting for
@@ -343,7 +346,7 @@ pub fn run(sh: Arc<Shared>) {
             Some(f) => f.wait_plan(),
             None => break,
         };
-        {
+        let pause = {
             let mut q = sh.queue.lock();
             if let Some(timeout) = plan
                 && q.reqs.is_empty()
@@ -353,8 +356,11 @@ pub fn run(sh: Arc<Shared>) {
                 sh.queue_cv.wait_for(&mut q, timeout);
                 q.waiting -= 1;
             }
+            sync_pause(&sh, &q)
+        };
+        if let Some(pause) = pause {
+            std::thread::sleep(pause);
         }
-        pace_syncs(&sh);
         {
             let mut g = sh.flusher.lock();
             let Some(f) = g.as_mut() else { break };
@@ -384,28 +390,18 @@ pub fn run(sh: Arc<Shared>) {
     }
 }
 
-/// Waits out [`FileBackendConfig::min_sync_interval`] since the last journal
-/// sync started, when appends are queued that soon (`sync = always`).
+/// What is left of [`FileBackendConfig::min_sync_interval`] since the last
+/// journal sync started, when appends are queued that soon (`sync =
+/// always`): the flusher thread waits it out before taking them.
 ///
 /// [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
-fn pace_syncs(sh: &Shared) {
+fn sync_pause(sh: &Shared, q: &Queue) -> Option<Duration> {
     let min = sh.cfg.min_sync_interval;
-    if sh.cfg.sync != SyncMode::Always || min.is_zero() {
-        return;
+    if sh.cfg.sync != SyncMode::Always || min.is_zero() || q.reqs.is_empty() || q.shutdown {
+        return None;
     }
-    let Some(since) = sh.last_sync_start.lock().map(|t| t.elapsed()) else {
-        return;
-    };
-    if since >= min {
-        return;
-    }
-    {
-        let q = sh.queue.lock();
-        if q.reqs.is_empty() || q.shutdown {
-            return;
-        }
-    }
-    std::thread::sleep(min - since);
+    let since = q.last_sync_start?.elapsed();
+    (since < min).then(|| min - since)
 }
 
 /// Commit rounds until nothing written is left. With `write_on` (a flusher
@@ -511,7 +507,7 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
             continue;
         }
         let t0 = Instant::now();
-        *sh.last_sync_start.lock() = Some(t0);
+        sh.queue.lock().last_sync_start = Some(t0);
         match file.sync_data() {
             Ok(()) => {
                 sh.counters.syncs.fetch_add(1, Ordering::Relaxed);

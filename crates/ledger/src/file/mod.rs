@@ -190,7 +190,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -351,9 +351,6 @@ struct Shared {
     pool: Mutex<Vec<PathBuf>>,
     next_pool_id: AtomicU64,
     counters: Counters,
-    /// When the last journal fdatasync of a group commit started (see
-    /// [`FileBackendConfig::min_sync_interval`]).
-    last_sync_start: Mutex<Option<Instant>>,
     _lock: File,
 }
 
@@ -438,7 +435,6 @@ impl FileBackend {
             pool: Mutex::new(Vec::new()),
             next_pool_id: AtomicU64::new(0),
             counters: Counters::default(),
-            last_sync_start: Mutex::new(None),
             _lock: lock,
             cfg,
         });
