@@ -9,6 +9,7 @@
 #   SCENARIOS="produce e2e" benches/perf/run.sh
 #   DURATION=10 MESSAGES=1000000 benches/perf/run.sh
 #   STROBE_BROKER=/tmp/other-strobe BROKERS=strobe benches/perf/run.sh
+#   STROBE_CONFIG='sync_min_interval_us = 600' BROKERS=strobe benches/perf/run.sh
 #
 # Needs: target/release/strobe (built here unless SKIP_BUILD=1), python3 with
 # venv; pulsar-lite is pip-installed into $LITE_VENV on first use.
@@ -70,6 +71,9 @@ start_broker() { # name [keep: reuse the data dir]
     strobe|strobe-nosync)
       local sync=always; [[ $name == strobe-nosync ]] && sync=never
       printf 'sync = "%s"\n' "$sync" > "$dir/strobe.toml"
+      # More config lines for an A/B of broker settings, e.g.
+      # STROBE_CONFIG='sync_min_interval_us = 600'.
+      [[ -z "${STROBE_CONFIG:-}" ]] || printf '%s\n' "$STROBE_CONFIG" >> "$dir/strobe.toml"
       # The ledger's debug lines (checkpoints, journal preallocation, slow
       # fsyncs) are a few per second at most; they date a stall.
       STROBE_LOG=${STROBE_LOG:-info,strobe_ledger=debug} "$STROBE_BROKER" standalone --config "$dir/strobe.toml" --data-dir "$dir/data" \
