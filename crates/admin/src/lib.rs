@@ -1736,8 +1736,18 @@ async fn metrics(State(s): State<Svc>) -> Response {
                 "Checkpoints completed (segments synced, journal files recycled)",
                 st.checkpoints,
             ),
+            (
+                "strobe_storage_sync_interval_raises_total",
+                "Times a stalled journal fdatasync raised the interval kept between syncs",
+                st.sync_interval_raises,
+            ),
         ];
         storage_engine_metrics(&mut out, cluster, &families);
+        let _ = writeln!(
+            out,
+            "# HELP strobe_storage_sync_interval_us Interval now kept between journal fdatasyncs (sync = always)\n# TYPE strobe_storage_sync_interval_us gauge\nstrobe_storage_sync_interval_us{{cluster=\"{cluster}\"}} {}",
+            st.sync_interval_us
+        );
     }
     let _ = writeln!(
         out,

@@ -46,6 +46,9 @@ pub struct BrokerConfig {
     /// that send one message at a time share syncs instead of taking one
     /// each (0: sync as soon as anything is queued; at most 100,000).
     pub sync_min_interval_us: u64,
+    /// How far stalled syncs may raise that interval, in microseconds (at or
+    /// below sync_min_interval_us: fixed; at most 100,000).
+    pub sync_max_interval_us: u64,
     /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).
     pub allow_auto_topic_creation: bool,
     /// "non-partitioned" or "partitioned" (Pulsar: allowAutoTopicCreationType).
@@ -133,6 +136,7 @@ impl Default for BrokerConfig {
             storage: "file".into(),
             sync: strobe_ledger::SyncMode::Always,
             sync_min_interval_us: 300,
+            sync_max_interval_us: 1000,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,
@@ -219,11 +223,15 @@ impl BrokerConfig {
                 self.default_number_of_namespace_bundles
             )));
         }
-        if self.sync_min_interval_us > 100_000 {
-            return Err(ConfigError::Invalid(format!(
-                "sync_min_interval_us must be at most 100000 (100 ms), not {}",
-                self.sync_min_interval_us
-            )));
+        for (key, v) in [
+            ("sync_min_interval_us", self.sync_min_interval_us),
+            ("sync_max_interval_us", self.sync_max_interval_us),
+        ] {
+            if v > 100_000 {
+                return Err(ConfigError::Invalid(format!(
+                    "{key} must be at most 100000 (100 ms), not {v}"
+                )));
+            }
         }
         if self.keepalive_interval_secs == 0 {
             return Err(ConfigError::Invalid(
@@ -351,6 +359,10 @@ mod tests {
         let cfg =
             BrokerConfig::from_toml_str("sync_min_interval_us = 0\n", Path::new("x.toml")).unwrap();
         assert_eq!(cfg.sync_min_interval_us, 0);
+        let err =
+            BrokerConfig::from_toml_str("sync_max_interval_us = 100001\n", Path::new("x.toml"))
+                .unwrap_err();
+        assert!(err.to_string().contains("sync_max_interval_us"), "{err}");
     }
 }
 

@@ -59,6 +59,9 @@ impl Broker {
                     min_sync_interval: std::time::Duration::from_micros(
                         config.sync_min_interval_us,
                     ),
+                    max_sync_interval: std::time::Duration::from_micros(
+                        config.sync_max_interval_us,
+                    ),
                     ..FileBackendConfig::new(config.data_dir.join("ledgers"))
                 })
                 .map_err(|e| {

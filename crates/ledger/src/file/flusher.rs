@@ -14,6 +14,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::format;
+use super::pacing::SyncPacer;
 use super::segment::Segment;
 use super::topic::{TopicFiles, TopicShared, ensure_dir};
 use super::{Shared, sync_dir};
@@ -97,7 +98,7 @@ impl Req {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Queue {
     pub reqs: VecDeque<Req>,
     pub bytes: usize,
@@ -110,6 +111,8 @@ pub struct Queue {
     /// When the last journal fdatasync of a group commit started (see
     /// [`sync_pause`]).
     pub last_sync_start: Option<Instant>,
+    /// The interval [`sync_pause`] keeps between journal syncs.
+    pub pacer: SyncPacer,
 }
 
 /// A group commit written to the journal (`sync = always`) and waiting for
@@ -390,13 +393,28 @@ pub fn run(sh: Arc<Shared>) {
     }
 }
 
-/// What is left of [`FileBackendConfig::min_sync_interval`] since the last
-/// journal sync started, when appends are queued that soon (`sync =
-/// always`): the flusher thread waits it out before taking them.
+impl Queue {
+    pub fn new(cfg: &super::FileBackendConfig) -> Queue {
+        Queue {
+            reqs: VecDeque::new(),
+            bytes: 0,
+            shutdown: false,
+            clean: false,
+            failed: None,
+            waiting: 0,
+            last_sync_start: None,
+            pacer: SyncPacer::new(cfg.min_sync_interval, cfg.max_sync_interval),
+        }
+    }
+}
+
+/// What is left of the pacer's interval ([`FileBackendConfig::min_sync_interval`]
+/// and up) since the last journal sync started, when appends are queued that
+/// soon (`sync = always`): the flusher thread waits it out before taking them.
 ///
 /// [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
 fn sync_pause(sh: &Shared, q: &Queue) -> Option<Duration> {
-    let min = sh.cfg.min_sync_interval;
+    let min = q.pacer.interval();
     if sh.cfg.sync != SyncMode::Always || min.is_zero() || q.reqs.is_empty() || q.shutdown {
         return None;
     }
@@ -467,6 +485,7 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
     if groups.is_empty() {
         return;
     }
+    let bytes: usize = groups.iter().flat_map(|g| &g.reqs).map(Req::size).sum();
     {
         let q = sh.queue.lock();
         if q.waiting > 0 && q.enough_to_pipeline() {
@@ -515,6 +534,14 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
                 let took = t0.elapsed();
                 if took >= SLOW_IO {
                     tracing::debug!(ms = took.as_millis() as u64, "slow journal fdatasync");
+                }
+                let mut q = sh.queue.lock();
+                if q.pacer.on_sync(took, bytes, Instant::now()) {
+                    tracing::debug!(
+                        ms = took.as_secs_f64() * 1e3,
+                        interval_us = q.pacer.interval().as_micros() as u64,
+                        "a small journal fdatasync stalled: syncs start further apart"
+                    );
                 }
             }
             Err(e) => {

@@ -181,6 +181,7 @@ mod batch;
 mod checkpoint;
 mod flusher;
 mod format;
+mod pacing;
 mod segment;
 mod topic;
 
@@ -263,8 +264,17 @@ pub struct FileBackendConfig {
     /// took the p99 there to about 1 ms (a C group commit on the same disk:
     /// 20.2 ms with no wait, 0.71 ms with 300 us). It costs an append that
     /// arrives just after a sync started at most this much extra latency.
-    /// `Duration::ZERO` turns it off.
+    /// `Duration::ZERO` turns it off (unless `max_sync_interval` lets
+    /// stalls raise it).
     pub min_sync_interval: Duration,
+    /// How far stalls may raise the interval between journal syncs: a
+    /// journal fdatasync of a small group commit that takes 5 ms or more
+    /// doubles it, up to this; after 2 s without one it steps back down by
+    /// a quarter, to `min_sync_interval` at the lowest. On a quiet host the
+    /// short minimum gives the lower latency, on one that runs short of CPU
+    /// time for the VM fewer syncs stop the stalls (see `pacing.rs` for
+    /// the figures). At or below `min_sync_interval` the interval is fixed.
+    pub max_sync_interval: Duration,
 }
 
 impl FileBackendConfig {
@@ -281,6 +291,7 @@ impl FileBackendConfig {
             direct_write_bytes: 256 << 10,
             reference_sync_window: Duration::from_millis(50),
             min_sync_interval: Duration::from_micros(300),
+            max_sync_interval: Duration::from_micros(1000),
         }
     }
 }
@@ -305,6 +316,11 @@ pub struct FileBackendStats {
     pub direct_bytes: u64,
     /// fdatasync calls on segments in the group commit (write-once path).
     pub segment_syncs: u64,
+    /// The interval now kept between journal syncs (`sync = always`, see
+    /// [`FileBackendConfig::max_sync_interval`]), in microseconds.
+    pub sync_interval_us: u64,
+    /// How many times a stalled journal sync raised that interval.
+    pub sync_interval_raises: u64,
 }
 
 #[derive(Debug, Default)]
@@ -422,7 +438,7 @@ impl FileBackend {
             topics: Mutex::new(HashMap::new()),
             next_topic_id: AtomicU32::new(1),
             meta: Mutex::new(ckpt.topic_meta()?),
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(Queue::new(&cfg)),
             queue_cv: Condvar::new(),
             flusher: Mutex::new(None),
             flusher_threads: if cfg.sync == SyncMode::Always { 2 } else { 1 },
@@ -470,6 +486,7 @@ impl FileBackend {
     /// Journal counters.
     pub fn stats(&self) -> FileBackendStats {
         let c = &self.shared.counters;
+        let q = self.shared.queue.lock();
         FileBackendStats {
             batches: c.batches.load(Ordering::Relaxed),
             syncs: c.syncs.load(Ordering::Relaxed),
@@ -479,6 +496,8 @@ impl FileBackend {
             direct_entries: c.direct_entries.load(Ordering::Relaxed),
             direct_bytes: c.direct_bytes.load(Ordering::Relaxed),
             segment_syncs: c.segment_syncs.load(Ordering::Relaxed),
+            sync_interval_us: q.pacer.interval().as_micros() as u64,
+            sync_interval_raises: q.pacer.raises(),
         }
     }
 
