@@ -53,7 +53,13 @@
 //!   writer of every topic) appends them to their segments through a 64 KiB
 //!   write-behind buffer per segment (reads see it), so a topic written at a
 //!   low rate costs one `pwrite` per 64 KiB, not one per group commit; the
-//!   journal covers the buffers until a checkpoint syncs them. Every 256 KiB
+//!   journal covers the buffers until a checkpoint syncs them. With `sync =
+//!   always` a buffer that fills up is written by the flusher thread after
+//!   the group's sync, outside the flusher's lock, so no append waits for
+//!   that `pwrite` and the other thread writes the next group meanwhile
+//!   (with many topics these writes were a third of the group commit's
+//!   serial stage: on the VM measured the first write to a page-cache page
+//!   costs a host page fault). Every 256 KiB
 //!   handed to the OS, the checkpoint thread starts its write-out
 //!   (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, not waited for): otherwise
 //!   tens of MiB of a busy topic stay dirty until the checkpoint's fdatasync

@@ -244,10 +244,15 @@ impl Segment {
         self.flush_at = (wb / 4 + self.phase % (wb * 3 / 4 + 1)) as usize;
     }
 
+    /// The write-behind buffer holds `flush_at` bytes: time to write it.
+    pub fn flush_due(&self) -> bool {
+        self.pending.len() >= self.flush_at
+    }
+
     /// Writes the write-behind buffer to the file once it holds
     /// `flush_at` bytes; whether it did.
     pub fn flush_when_full(&mut self) -> Result<bool> {
-        if self.pending.len() < self.flush_at {
+        if !self.flush_due() {
             return Ok(false);
         }
         self.flush_pending()?;
