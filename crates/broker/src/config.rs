@@ -136,7 +136,7 @@ impl Default for BrokerConfig {
             storage: "file".into(),
             sync: strobe_ledger::SyncMode::Always,
             sync_min_interval_us: 300,
-            sync_max_interval_us: 1000,
+            sync_max_interval_us: 600,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,

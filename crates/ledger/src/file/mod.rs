@@ -279,7 +279,8 @@ pub struct FileBackendConfig {
     /// a quarter, to `min_sync_interval` at the lowest. On a quiet host the
     /// short minimum gives the lower latency, on one that runs short of CPU
     /// time for the VM fewer syncs stop the stalls (see `pacing.rs` for
-    /// the figures). At or below `min_sync_interval` the interval is fixed.
+    /// the figures; default 600 us). At or below `min_sync_interval` the
+    /// interval is fixed.
     pub max_sync_interval: Duration,
 }
 
@@ -297,7 +298,7 @@ impl FileBackendConfig {
             direct_write_bytes: 256 << 10,
             reference_sync_window: Duration::from_millis(50),
             min_sync_interval: Duration::from_micros(300),
-            max_sync_interval: Duration::from_micros(1000),
+            max_sync_interval: Duration::from_micros(600),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! | 600 µs, a host that stalls | 1.45-1.94 ms | 1.64-2.03 ms |
 //! | 300 µs, a quiet host | 0.85-1.00 ms (47-49 µs broker CPU / msg) | 1.27-1.38 ms |
 //! | 600 µs, a quiet host | 1.18-1.26 ms (33-34 µs) | 1.52-1.72 ms |
+//! | 1 ms, a quiet host | 1.67-1.92 ms (28-32 µs) | 2.34-4.38 ms |
 //!
 //! (publish p99, 1 KiB messages, batching off, `benches/perf/run.sh`; the
 //! first three rows on the machine of 2026-12-01 morning, the last two on
@@ -24,7 +25,10 @@
 //! So the pacer starts at the minimum and doubles the interval (up to the
 //! maximum) whenever a small sync stalls, which on a quiet host never
 //! happens; after [`HOLD`] without a stall it steps back down by a quarter,
-//! to the minimum at the most.
+//! to the minimum at the most. The broker's default maximum is 600 µs: the
+//! interval that stopped the stalls above, while 1 ms costs more than it
+//! saves (a noisy host raised a 1 ms maximum three times in one 10 s phase,
+//! and that phase's publish p50 went from 0.5 to 1.0-1.3 ms).
 //!
 //! [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
 //! [`FileBackendConfig::max_sync_interval`]: super::FileBackendConfig::max_sync_interval
