@@ -327,12 +327,12 @@ if "lat10k" in scen:
         worst = max(pub["p99"], e2e["p99"])
         if b == "strobe-nosync":
             ok = e2e["p50"] <= 0.5 and e2e["p99"] <= 2.0
-            print(f"lat10k {b}: e2e p50 {e2e['p50']:.2f} / p99 {e2e['p99']:.2f} ms (goal <= 0.5 / <= 2 ms): {'met' if ok else 'NOT met'}")
+            print(f"goal: lat10k {b}: e2e p50 {e2e['p50']:.2f} / p99 {e2e['p99']:.2f} ms (goal <= 0.5 / <= 2 ms): {'met' if ok else 'NOT met'}")
         else:
             bare = (pre["p99_ms"] + post["p99_ms"]) / 2
             ideal = (pre["ideal_p99_ms"] + post["ideal_p99_ms"]) / 2
             goal = 2 * bare + 1
-            print(f"lat10k {b}: pub p99 {pub['p99']:.2f}, e2e p99 {e2e['p99']:.2f} ms; goal 2 x bare p99 {bare:.3f} + 1 = {goal:.2f} ms: "
+            print(f"goal: lat10k {b}: pub p99 {pub['p99']:.2f}, e2e p99 {e2e['p99']:.2f} ms; goal 2 x bare p99 {bare:.3f} + 1 = {goal:.2f} ms: "
                   f"{'met' if worst <= goal else 'NOT met'} (ideal group commit p99 on the probes' syncs: {ideal:.2f} ms)")
 # strobe's own write latency per phase (metrics scraped before and after it):
 # a stall the client saw that is missing here happened outside the broker.
@@ -351,5 +351,28 @@ for s in scen:
 for b in brokers:
     d = load(f"{b}-idle.json")
     if d: print(f"{b}: first accepted connection {d['startup_ms']} ms after spawn, idle RSS {d['idle_rss_kib']/1024:.1f} MiB")
+# Every goal of the perf issue that this run measured, one verdict a line
+# ("goal: ... : met" / "NOT met"; repeat.sh counts them over several runs).
+# lat10k's are printed above (they need the fsync probes).
+print()
+def verdict(ok): return "met" if ok else "NOT met"
+def get(b, s, k):
+    d = load(f"{b}-{s}.json") or {}
+    return d.get(k)
+for s, key, least in (("produce", "publish_rate", 200_000), ("e2e", "unique_receive_rate", 150_000)):
+    v = get("strobe", s, key) or get("strobe", s, "receive_rate")
+    if v is not None:
+        print(f"goal: {s} strobe {v:,.0f} msg/s >= {least:,}: {verdict(v >= least)}")
+for s in ("produce", "consume", "e2e"):
+    a, l = get("strobe", s, "broker_us_per_msg"), get("lite", s, "broker_us_per_msg")
+    if a is not None and l is not None:
+        print(f"goal: {s} broker CPU strobe {a:.2f} <= lite {l:.2f} us/msg: {verdict(a <= l)}")
+one, many = get("strobe", "lat10k", "publish_latency_ms"), get("strobe", "topics100", "publish_latency_ms")
+if one and many:
+    print(f"goal: topics100 strobe publish p99 {many['p99']:.2f} <= 2 x lat10k's {one['p99']:.2f} ms: {verdict(many['p99'] <= 2 * one['p99'])}")
+d = load("strobe-idle.json")
+if d:
+    print(f"goal: strobe idle RSS {d['idle_rss_kib']/1024:.1f} < 30 MiB: {verdict(d['idle_rss_kib'] < 30 * 1024)}")
+    print(f"goal: strobe first accepted connection {d['startup_ms']} < 100 ms: {verdict(d['startup_ms'] < 100)}")
 print(f"\nraw results: {out}")
 PY
