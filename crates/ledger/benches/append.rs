@@ -113,6 +113,12 @@ struct Args {
     /// `FileBackendConfig::checkpoint_bytes_per_topic` in KiB.
     #[arg(long)]
     ckpt_kib_per_topic: Option<u64>,
+    /// `FileBackendConfig::min_sync_interval` in microseconds.
+    #[arg(long)]
+    min_sync_us: Option<u64>,
+    /// `FileBackendConfig::max_sync_interval` in microseconds.
+    #[arg(long)]
+    max_sync_us: Option<u64>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -583,11 +589,19 @@ fn main() {
     if let Some(k) = args.ckpt_kib_per_topic {
         cfg.checkpoint_bytes_per_topic = k << 10;
     }
+    if let Some(us) = args.min_sync_us {
+        cfg.min_sync_interval = Duration::from_micros(us);
+    }
+    if let Some(us) = args.max_sync_us {
+        cfg.max_sync_interval = Duration::from_micros(us);
+    }
     println!(
-        "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit, references synced within {:?}",
+        "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit, references synced within {:?}, journal syncs {:?} to {:?} apart",
         cfg.max_batch_bytes >> 10,
         cfg.direct_write_bytes >> 10,
-        cfg.reference_sync_window
+        cfg.reference_sync_window,
+        cfg.min_sync_interval,
+        cfg.max_sync_interval
     );
     let backend = FileBackend::open(cfg).unwrap();
     // Let the journal pool be zero-filled before measuring.
