@@ -108,10 +108,8 @@ pub struct Queue {
     pub failed: Option<LedgerError>,
     /// Flusher threads asleep on the condvar (appends wake one when all are).
     pub waiting: usize,
-    /// When the last journal fdatasync of a group commit started (see
-    /// [`sync_pause`]).
-    pub last_sync_start: Option<Instant>,
-    /// The interval [`sync_pause`] keeps between journal syncs.
+    /// The interval [`sync_pause`] keeps between journal syncs, and when
+    /// the last one started.
     pub pacer: SyncPacer,
 }
 
@@ -419,19 +417,12 @@ fn flush_segments(sh: &Shared, deferred: Vec<(Arc<TopicShared>, u64)>) {
         let Some(seg) = f.ledgers.get_mut(&ledger) else {
             continue; // trimmed meanwhile
         };
-        match seg.flush_when_full() {
-            // Written already (by the other thread or a checkpoint).
-            Ok(false) => {}
-            Ok(true) => {
-                if let Some(wb) = seg.take_writeback() {
-                    sh.ckpt.lock().writeback.push(wb);
-                    sh.ckpt_cv.notify_all();
-                }
-            }
-            // The entries are durable in the journal, but the segment can no
-            // longer be trusted to hold them: the topic refuses service (a
-            // restart replays the journal).
-            Err(e) => f.refuse_service(&topic.name, &e),
+        // Not full any more if the other thread or a checkpoint wrote it.
+        // On an error the entries are durable in the journal, but the
+        // segment can no longer be trusted to hold them: the topic refuses
+        // service (a restart replays the journal).
+        if let Err(e) = flush_if_full(sh, seg) {
+            f.refuse_service(&topic.name, &e);
         }
     }
 }
@@ -445,7 +436,6 @@ impl Queue {
             clean: false,
             failed: None,
             waiting: 0,
-            last_sync_start: None,
             pacer: SyncPacer::new(cfg.min_sync_interval, cfg.max_sync_interval),
         }
     }
@@ -457,12 +447,10 @@ impl Queue {
 ///
 /// [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
 fn sync_pause(sh: &Shared, q: &Queue) -> Option<Duration> {
-    let min = q.pacer.interval();
-    if sh.cfg.sync != SyncMode::Always || min.is_zero() || q.reqs.is_empty() || q.shutdown {
+    if sh.cfg.sync != SyncMode::Always || q.reqs.is_empty() || q.shutdown {
         return None;
     }
-    let since = q.last_sync_start?.elapsed();
-    (since < min).then(|| min - since)
+    q.pacer.pause(Instant::now())
 }
 
 /// Commit rounds until nothing written is left. With `write_on` (a flusher
@@ -569,7 +557,7 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
             continue;
         }
         let t0 = Instant::now();
-        sh.queue.lock().last_sync_start = Some(t0);
+        sh.queue.lock().pacer.sync_started(t0);
         match file.sync_data() {
             Ok(()) => {
                 sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
@@ -1381,22 +1369,25 @@ fn write_chunk<'a>(
     if defer {
         return Ok(seg.flush_due());
     }
-    match seg.flush_when_full() {
-        Ok(false) => {}
-        Err(e) => {
-            f.corrupt = Some(e.clone());
-            return Err(e);
-        }
-        Ok(true) => {
-            if let Some(wb) = seg.take_writeback() {
-                // Started on the checkpoint thread: the syscall can wait on the
-                // device queue, and this thread's time is every producer's latency.
-                sh.ckpt.lock().writeback.push(wb);
-                sh.ckpt_cv.notify_all();
-            }
-        }
+    if let Err(e) = flush_if_full(sh, seg) {
+        f.corrupt = Some(e.clone());
+        return Err(e);
     }
     Ok(false)
+}
+
+/// Writes a segment's write-behind buffer to its file if it is full, and
+/// hands the write-out that became due to the checkpoint thread (the
+/// syscall can wait on the device queue, and the flusher's time is every
+/// producer's latency).
+fn flush_if_full(sh: &Shared, seg: &mut Segment) -> Result<()> {
+    if seg.flush_when_full()?
+        && let Some(wb) = seg.take_writeback()
+    {
+        sh.ckpt.lock().writeback.push(wb);
+        sh.ckpt_cv.notify_all();
+    }
+    Ok(())
 }
 
 /// Write-once path: writes a chunk's records to its segment file (after

@@ -56,6 +56,8 @@ pub struct SyncPacer {
     min: Duration,
     max: Duration,
     interval: Duration,
+    /// When the last journal sync started (`None`: none yet).
+    last_start: Option<Instant>,
     /// When the interval last changed (`None`: never).
     changed: Option<Instant>,
     raises: u64,
@@ -69,6 +71,7 @@ impl SyncPacer {
             min,
             max: max.max(min),
             interval: min,
+            last_start: None,
             changed: None,
             raises: 0,
         }
@@ -77,6 +80,18 @@ impl SyncPacer {
     /// How long after a journal sync started the next may start.
     pub fn interval(&self) -> Duration {
         self.interval
+    }
+
+    /// A journal sync starts at `at`.
+    pub fn sync_started(&mut self, at: Instant) {
+        self.last_start = Some(at);
+    }
+
+    /// What is left at `now` of the interval since the last sync started:
+    /// how long the next sync still has to wait (`None`: it need not).
+    pub fn pause(&self, now: Instant) -> Option<Duration> {
+        let since = now.saturating_duration_since(self.last_start?);
+        (since < self.interval).then(|| self.interval - since)
     }
 
     /// How many times a stall raised the interval.
@@ -180,6 +195,20 @@ mod tests {
         p.on_sync(SLOW, 0, t + HOLD / 2);
         p.on_sync(FAST, 0, t + HOLD + HOLD / 4);
         assert_eq!(p.interval(), 1000 * US);
+    }
+
+    #[test]
+    fn pause_is_what_is_left_of_the_interval() {
+        let mut p = SyncPacer::new(300 * US, 1000 * US);
+        let t0 = Instant::now();
+        assert_eq!(p.pause(t0), None, "no sync yet");
+        p.sync_started(t0);
+        assert_eq!(p.pause(t0 + 100 * US), Some(200 * US));
+        assert_eq!(p.pause(t0 + 300 * US), None);
+        p.on_sync(SLOW, 0, t0 + 100 * US);
+        assert_eq!(p.pause(t0 + 100 * US), Some(500 * US));
+        let off = SyncPacer::new(Duration::ZERO, Duration::ZERO);
+        assert_eq!(off.pause(t0), None);
     }
 
     #[test]
