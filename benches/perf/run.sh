@@ -31,6 +31,9 @@ SCENARIOS=${SCENARIOS:-"produce consume e2e lat10k topics100"}
 BROKERS=${BROKERS:-"strobe lite strobe-nosync"}
 OUT=${OUT:-$(mktemp -d /tmp/strobe-bench.XXXXXX)}
 mkdir -p "$OUT"
+# A reused OUT must not lend this run an earlier run's figures (the summary
+# reads every phase's file it finds).
+rm -f "$OUT"/*.json "$OUT"/*.metrics.txt
 CLK_TCK=$(getconf CLK_TCK)
 
 log() { echo "[$(date +%T)] $*" >&2; }

@@ -49,6 +49,10 @@ pub struct BrokerConfig {
     /// How far stalled syncs may raise that interval, in microseconds (at or
     /// below sync_min_interval_us: fixed; at most 100,000).
     pub sync_max_interval_us: u64,
+    /// MiB of each segment's newest bytes kept in the page cache once on the
+    /// disk; older pages are dropped, so a fast producer does not fill all
+    /// free memory with page cache (0: left to the kernel; else at least 16).
+    pub page_cache_window_mb: u64,
     /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).
     pub allow_auto_topic_creation: bool,
     /// "non-partitioned" or "partitioned" (Pulsar: allowAutoTopicCreationType).
@@ -137,6 +141,7 @@ impl Default for BrokerConfig {
             sync: strobe_ledger::SyncMode::Always,
             sync_min_interval_us: 300,
             sync_max_interval_us: 600,
+            page_cache_window_mb: 64,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,
@@ -232,6 +237,15 @@ impl BrokerConfig {
                     "{key} must be at most 100000 (100 ms), not {v}"
                 )));
             }
+        }
+        let min_window = strobe_ledger::file::MIN_PAGE_CACHE_WINDOW >> 20;
+        if self.page_cache_window_mb != 0
+            && !(min_window..=1 << 20).contains(&self.page_cache_window_mb)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "page_cache_window_mb must be 0 or between {min_window} and 1048576, not {}",
+                self.page_cache_window_mb
+            )));
         }
         if self.keepalive_interval_secs == 0 {
             return Err(ConfigError::Invalid(
@@ -363,6 +377,21 @@ mod tests {
             BrokerConfig::from_toml_str("sync_max_interval_us = 100001\n", Path::new("x.toml"))
                 .unwrap_err();
         assert!(err.to_string().contains("sync_max_interval_us"), "{err}");
+        for bad in [
+            "page_cache_window_mb = 8\n",
+            "page_cache_window_mb = 2000000\n",
+        ] {
+            let err = BrokerConfig::from_toml_str(bad, Path::new("x.toml")).unwrap_err();
+            assert!(err.to_string().contains("page_cache_window_mb"), "{err}");
+        }
+        for ok in [0, 16, 4096] {
+            let cfg = BrokerConfig::from_toml_str(
+                &format!("page_cache_window_mb = {ok}\n"),
+                Path::new("x.toml"),
+            )
+            .unwrap();
+            assert_eq!(cfg.page_cache_window_mb, ok);
+        }
     }
 }
 

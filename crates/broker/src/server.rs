@@ -62,6 +62,7 @@ impl Broker {
                     max_sync_interval: std::time::Duration::from_micros(
                         config.sync_max_interval_us,
                     ),
+                    page_cache_window: config.page_cache_window_mb << 20,
                     ..FileBackendConfig::new(config.data_dir.join("ledgers"))
                 })
                 .map_err(|e| {

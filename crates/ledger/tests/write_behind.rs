@@ -10,9 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::File;
+use common::{File, read_all};
 use strobe_ledger::testing::Harness;
-use strobe_ledger::{LedgerConfig, ManagedLedger, Position, SyncMode};
+use strobe_ledger::{LedgerConfig, ManagedLedger, SyncMode};
 
 fn payload(i: usize) -> Bytes {
     let mut v = format!("e{i}:").into_bytes();
@@ -32,19 +32,6 @@ fn segment_bytes(dir: &Path) -> u64 {
         }
     }
     n
-}
-
-async fn read_all(ml: &ManagedLedger) -> Vec<Bytes> {
-    let mut from = Position::EARLIEST;
-    let mut got = Vec::new();
-    loop {
-        let batch = ml.read(from, 50).await.unwrap();
-        let Some(last) = batch.last() else {
-            return got;
-        };
-        from = Position::new(last.position.ledger_id, last.position.entry_id + 1);
-        got.extend(batch.into_iter().map(|e| e.data));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

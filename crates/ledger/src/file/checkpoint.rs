@@ -497,6 +497,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
     if let Some(e) = failed {
         return Err(e);
     }
+    let mut uncache = Vec::new();
     for (t, work, already) in planned {
         {
             let mut f = t.files.lock();
@@ -514,15 +515,20 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
                     }
                 }
             }
-            // Sealed (not the newest) and fully synced: index it.
+            // Sealed (not the newest) and fully synced: index it, and let
+            // its pages leave the page cache (off the topic's lock).
             let newest = f.ledgers.keys().next_back().copied();
             for (&id, seg) in f.ledgers.iter_mut() {
                 if Some(id) != newest && seg.synced_len == seg.len && !seg.indexed {
                     seg.write_index(&seg.path.with_extension("idx"))?;
                     seg.indexed = true;
+                    uncache.extend(seg.take_cache_drop_sealed(sh.cfg.page_cache_window));
                 }
             }
             cost.max_locked_ms = cost.max_locked_ms.max(locked.elapsed().as_millis() as u64);
+        }
+        for wb in uncache.drain(..) {
+            wb.start();
         }
         sh.topic_meta_entry(&t.name, |m| {
             let counts = work.iter().map(|w| (w.ledger, w.entries)).chain(already);

@@ -653,6 +653,11 @@ fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
                     if d.new_file {
                         seg.new_file = false;
                     }
+                    if let Some(wb) = seg.take_cache_drop(seg.synced_len, sh.cfg.page_cache_window)
+                    {
+                        sh.ckpt.lock().writeback.push(wb);
+                        sh.ckpt_cv.notify_all();
+                    }
                 }
                 let c = &sh.counters;
                 c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
@@ -1384,7 +1389,14 @@ fn flush_if_full(sh: &Shared, seg: &mut Segment) -> Result<()> {
     if seg.flush_when_full()?
         && let Some(wb) = seg.take_writeback()
     {
-        sh.ckpt.lock().writeback.push(wb);
+        // Everything below this write-out's start was handed to the disk a
+        // step ago: what lies a window behind it may leave the page cache.
+        let uncache = seg.take_cache_drop(wb.from(), sh.cfg.page_cache_window);
+        {
+            let mut p = sh.ckpt.lock();
+            p.writeback.push(wb);
+            p.writeback.extend(uncache);
+        }
         sh.ckpt_cv.notify_all();
     }
     Ok(())

@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use strobe_ledger::testing::Harness;
-use strobe_ledger::{FileBackend, FileBackendConfig, LedgerBackend, MemoryBackend, SyncMode};
+use strobe_ledger::{
+    FileBackend, FileBackendConfig, LedgerBackend, ManagedLedger, MemoryBackend, Position, SyncMode,
+};
 
 pub struct Memory(pub MemoryBackend);
 
@@ -71,5 +74,19 @@ impl Harness for File {
     fn crash_restart(&mut self) {
         self.crash();
         self.start().unwrap();
+    }
+}
+
+/// Every entry of a ledger, read from the start 50 at a time.
+pub async fn read_all(ml: &ManagedLedger) -> Vec<Bytes> {
+    let mut from = Position::EARLIEST;
+    let mut got = Vec::new();
+    loop {
+        let batch = ml.read(from, 50).await.unwrap();
+        let Some(last) = batch.last() else {
+            return got;
+        };
+        from = Position::new(last.position.ledger_id, last.position.entry_id + 1);
+        got.extend(batch.into_iter().map(|e| e.data));
     }
 }
