@@ -119,6 +119,9 @@ struct Args {
     /// `FileBackendConfig::max_sync_interval` in microseconds.
     #[arg(long)]
     max_sync_us: Option<u64>,
+    /// `FileBackendConfig::page_cache_window` in MiB (0: off).
+    #[arg(long)]
+    page_cache_window_mib: Option<u64>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -595,6 +598,10 @@ fn main() {
     if let Some(us) = args.max_sync_us {
         cfg.max_sync_interval = Duration::from_micros(us);
     }
+    if let Some(m) = args.page_cache_window_mib {
+        cfg.page_cache_window = m << 20;
+    }
+    println!("# page-cache window {} MiB", cfg.page_cache_window >> 20);
     println!(
         "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit, references synced within {:?}, journal syncs {:?} to {:?} apart",
         cfg.max_batch_bytes >> 10,
