@@ -77,6 +77,14 @@
 //! consumer at the tail) are served on the caller's thread, from the
 //! write-behind buffer or the page cache; anything older or larger goes to
 //! the blocking pool, since it may wait on the disk.
+//! Only the newest [`FileBackendConfig::page_cache_window`] bytes of a
+//! segment (64 MiB) stay in the page cache once on the disk: the checkpoint
+//! thread drops older pages (`POSIX_FADV_DONTNEED`), behind each write-out
+//! on the journal path and each sync on the write-once path, and a sealed
+//! segment's all once its checkpoint has indexed it. New writes then reuse
+//! pages freed moments before; left to the kernel the page cache grows into
+//! all free memory, and on the VM measured each new page costs a host page
+//! fault (see `segment::Segment::take_cache_drop`).
 //! * **Write-once path** (`sync = always`, a topic's group of at least
 //!   [`FileBackendConfig::direct_write_bytes`], and that topic's only group
 //!   in this commit): the entries are written once, straight to the topic's
