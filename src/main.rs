@@ -148,7 +148,11 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
 }
 
 fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if cfg.worker_threads > 0 {
+        builder.worker_threads(cfg.worker_threads);
+    }
+    let runtime = builder
         .enable_all()
         .thread_name("strobe")
         .build()

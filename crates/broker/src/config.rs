@@ -31,6 +31,9 @@ pub struct BrokerConfig {
     pub handshake_timeout_secs: u64,
     /// Most connections served at once; further ones are refused.
     pub max_connections: usize,
+    /// Threads of the async runtime that serve connections (Pulsar:
+    /// numIOThreads); 0: one per core. At most 1024.
+    pub worker_threads: usize,
     /// Cluster mode only: etcd endpoints, comma separated.
     pub metadata_store_url: String,
     /// Cluster mode only: this broker's unique id (default: advertised address and port).
@@ -135,6 +138,7 @@ impl Default for BrokerConfig {
             keepalive_interval_secs: 30,
             handshake_timeout_secs: 30,
             max_connections: 10_000,
+            worker_threads: 0,
             metadata_store_url: String::new(),
             broker_id: String::new(),
             storage: "file".into(),
@@ -237,6 +241,12 @@ impl BrokerConfig {
                     "{key} must be at most 100000 (100 ms), not {v}"
                 )));
             }
+        }
+        if self.worker_threads > 1024 {
+            return Err(ConfigError::Invalid(format!(
+                "worker_threads must be at most 1024 (0: one per core), not {}",
+                self.worker_threads
+            )));
         }
         let min_window = strobe_ledger::file::MIN_PAGE_CACHE_WINDOW >> 20;
         if self.page_cache_window_mb != 0
@@ -384,6 +394,11 @@ mod tests {
             let err = BrokerConfig::from_toml_str(bad, Path::new("x.toml")).unwrap_err();
             assert!(err.to_string().contains("page_cache_window_mb"), "{err}");
         }
+        let err = BrokerConfig::from_toml_str("worker_threads = 1025\n", Path::new("x.toml"))
+            .unwrap_err();
+        assert!(err.to_string().contains("worker_threads"), "{err}");
+        let cfg = BrokerConfig::from_toml_str("worker_threads = 1\n", Path::new("x.toml")).unwrap();
+        assert_eq!(cfg.worker_threads, 1);
         for ok in [0, 16, 4096] {
             let cfg = BrokerConfig::from_toml_str(
                 &format!("page_cache_window_mb = {ok}\n"),
