@@ -1737,6 +1737,11 @@ async fn metrics(State(s): State<Svc>) -> Response {
                 st.checkpoints,
             ),
             (
+                "strobe_storage_page_cache_dropped_bytes_total",
+                "Segment bytes dropped from the page cache behind the page-cache window",
+                st.page_cache_dropped_bytes,
+            ),
+            (
                 "strobe_storage_sync_interval_raises_total",
                 "Times a stalled journal fdatasync raised the interval kept between syncs",
                 st.sync_interval_raises,

@@ -123,6 +123,7 @@ async fn window_case(direct: bool, window: u64) {
     }
     let seg = segments(h.dir.path());
     assert_eq!(seg.len(), 1, "{seg:?}");
+    let dropped = || h.backend.as_ref().unwrap().stats().page_cache_dropped_bytes;
     let seg = &seg[0];
     let len = std::fs::metadata(seg).unwrap().len();
     assert!(len > 3 * WINDOW, "segment holds {len} bytes");
@@ -133,6 +134,7 @@ async fn window_case(direct: bool, window: u64) {
             r > 0.9,
             "window off: only {r:.2} of the oldest 16 MiB cached"
         );
+        assert_eq!(dropped(), 0);
     } else {
         let old = eventually(|| resident(seg, 0, len - 2 * WINDOW) < 0.05).await;
         assert!(
@@ -144,6 +146,13 @@ async fn window_case(direct: bool, window: u64) {
         // in the write-behind buffer) are still in the page cache.
         let r = resident(seg, len - WINDOW + (1 << 20), len - (1 << 20));
         assert!(r > 0.9, "only {r:.2} of the window cached");
+        // The counter (strobe_storage_page_cache_dropped_bytes_total) says
+        // as much: at least what lies two windows behind, at most all but one.
+        let d = dropped();
+        assert!(
+            d >= len - 2 * WINDOW && d <= len - WINDOW,
+            "{d} bytes counted as dropped of {len}"
+        );
     }
     assert_eq!(read_all(&ml).await, want);
 }

@@ -295,6 +295,9 @@ fn start_writebacks(sh: &Shared) {
     let queued = std::mem::take(&mut sh.ckpt.lock().writeback);
     for wb in &queued {
         wb.start();
+        sh.counters
+            .cache_dropped_bytes
+            .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
     }
 }
 
@@ -529,6 +532,9 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
         }
         for wb in uncache.drain(..) {
             wb.start();
+            sh.counters
+                .cache_dropped_bytes
+                .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
         }
         sh.topic_meta_entry(&t.name, |m| {
             let counts = work.iter().map(|w| (w.ledger, w.entries)).chain(already);

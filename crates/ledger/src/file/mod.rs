@@ -348,6 +348,9 @@ pub struct FileBackendStats {
     pub direct_bytes: u64,
     /// fdatasync calls on segments in the group commit (write-once path).
     pub segment_syncs: u64,
+    /// Segment bytes whose pages were dropped from the page cache (see
+    /// [`FileBackendConfig::page_cache_window`]).
+    pub page_cache_dropped_bytes: u64,
     /// The interval now kept between journal syncs (`sync = always`, see
     /// [`FileBackendConfig::max_sync_interval`]), in microseconds.
     pub sync_interval_us: u64,
@@ -365,6 +368,7 @@ struct Counters {
     direct_entries: AtomicU64,
     direct_bytes: AtomicU64,
     segment_syncs: AtomicU64,
+    pub(crate) cache_dropped_bytes: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -534,6 +538,7 @@ impl FileBackend {
             direct_entries: c.direct_entries.load(Ordering::Relaxed),
             direct_bytes: c.direct_bytes.load(Ordering::Relaxed),
             segment_syncs: c.segment_syncs.load(Ordering::Relaxed),
+            page_cache_dropped_bytes: c.cache_dropped_bytes.load(Ordering::Relaxed),
             sync_interval_us: q.pacer.interval().as_micros() as u64,
             sync_interval_raises: q.pacer.raises(),
         }

@@ -75,6 +75,11 @@ impl Writeback {
     pub fn from(&self) -> u64 {
         self.from
     }
+
+    /// The bytes a cache drop covers (0 for a write-out).
+    pub fn dropped_bytes(&self) -> u64 {
+        if self.drop_cache { self.len } else { 0 }
+    }
 }
 
 #[allow(unsafe_code)]
