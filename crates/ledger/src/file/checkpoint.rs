@@ -294,11 +294,17 @@ fn delete_all_trash(sh: &Shared) {
 fn start_writebacks(sh: &Shared) {
     let queued = std::mem::take(&mut sh.ckpt.lock().writeback);
     for wb in &queued {
-        wb.start();
-        sh.counters
-            .cache_dropped_bytes
-            .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
+        start_counted(sh, wb);
     }
+}
+
+/// Starts a write-out or drops pages from the page cache, counting the
+/// bytes dropped.
+fn start_counted(sh: &Shared, wb: &super::segment::Writeback) {
+    wb.start();
+    sh.counters
+        .cache_dropped_bytes
+        .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
 }
 
 struct SyncWork {
@@ -531,10 +537,7 @@ fn checkpoint(sh: &Shared, upto: u64, topics: &[Arc<TopicShared>]) -> Result<Che
             cost.max_locked_ms = cost.max_locked_ms.max(locked.elapsed().as_millis() as u64);
         }
         for wb in uncache.drain(..) {
-            wb.start();
-            sh.counters
-                .cache_dropped_bytes
-                .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
+            start_counted(sh, &wb);
         }
         sh.topic_meta_entry(&t.name, |m| {
             let counts = work.iter().map(|w| (w.ledger, w.entries)).chain(already);

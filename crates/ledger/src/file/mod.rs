@@ -368,7 +368,7 @@ struct Counters {
     direct_entries: AtomicU64,
     direct_bytes: AtomicU64,
     segment_syncs: AtomicU64,
-    pub(crate) cache_dropped_bytes: AtomicU64,
+    cache_dropped_bytes: AtomicU64,
 }
 
 #[derive(Debug)]
