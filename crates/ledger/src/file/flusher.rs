@@ -653,11 +653,10 @@ fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
                     if d.new_file {
                         seg.new_file = false;
                     }
-                    if let Some(wb) = seg.take_cache_drop(seg.synced_len, sh.cfg.page_cache_window)
-                    {
-                        sh.ckpt.lock().writeback.push(wb);
-                        sh.ckpt_cv.notify_all();
-                    }
+                    hand_to_checkpoint(
+                        sh,
+                        seg.take_cache_drop(seg.synced_len, sh.cfg.page_cache_window),
+                    );
                 }
                 let c = &sh.counters;
                 c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
@@ -1392,14 +1391,21 @@ fn flush_if_full(sh: &Shared, seg: &mut Segment) -> Result<()> {
         // Everything below this write-out's start was handed to the disk a
         // step ago: what lies a window behind it may leave the page cache.
         let uncache = seg.take_cache_drop(wb.from(), sh.cfg.page_cache_window);
-        {
-            let mut p = sh.ckpt.lock();
-            p.writeback.push(wb);
-            p.writeback.extend(uncache);
-        }
-        sh.ckpt_cv.notify_all();
+        hand_to_checkpoint(sh, std::iter::once(wb).chain(uncache));
     }
     Ok(())
+}
+
+/// Queues segment write-outs and cache drops for the checkpoint thread,
+/// which starts them (waking it if there are any).
+fn hand_to_checkpoint(sh: &Shared, wbs: impl IntoIterator<Item = super::segment::Writeback>) {
+    let mut p = sh.ckpt.lock();
+    let before = p.writeback.len();
+    p.writeback.extend(wbs);
+    if p.writeback.len() > before {
+        drop(p);
+        sh.ckpt_cv.notify_all();
+    }
 }
 
 /// Write-once path: writes a chunk's records to its segment file (after

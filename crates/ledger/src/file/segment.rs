@@ -506,14 +506,7 @@ impl Segment {
         if to < self.cache_dropped + CACHE_DROP_STEP {
             return None;
         }
-        let from = self.cache_dropped;
-        self.cache_dropped = to;
-        Some(Writeback {
-            file: self.file.clone(),
-            from,
-            len: to - from,
-            drop_cache: true,
-        })
+        Some(self.drop_cache_to(to))
     }
 
     /// A sealed segment, synced in full: all of its pages may go (with
@@ -522,14 +515,18 @@ impl Segment {
         if window == 0 || self.synced_len < self.len || self.cache_dropped >= self.len {
             return None;
         }
-        let from = self.cache_dropped;
-        self.cache_dropped = self.len;
-        Some(Writeback {
+        Some(self.drop_cache_to(self.len))
+    }
+
+    /// The cache drop of `cache_dropped..to`, which then counts as dropped.
+    fn drop_cache_to(&mut self, to: u64) -> Writeback {
+        let from = std::mem::replace(&mut self.cache_dropped, to);
+        Writeback {
             file: self.file.clone(),
             from,
-            len: self.len - from,
+            len: to - from,
             drop_cache: true,
-        })
+        }
     }
 
     /// Index file: magic, count, segment length, bytes, first/last ts, offsets, CRC.
