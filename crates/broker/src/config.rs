@@ -143,7 +143,7 @@ impl Default for BrokerConfig {
             broker_id: String::new(),
             storage: "file".into(),
             sync: strobe_ledger::SyncMode::Always,
-            sync_min_interval_us: 300,
+            sync_min_interval_us: 0,
             sync_max_interval_us: 600,
             page_cache_window_mb: 64,
             allow_auto_topic_creation: true,

@@ -75,7 +75,8 @@ struct Args {
     /// A bare loop stalls the same way when another thread wakes every
     /// 100 us, so the host's CPU time for the VM (a quota in 100 ms periods)
     /// looks to be what runs out. `FileBackendConfig::min_sync_interval`
-    /// (300 us) brought it to p99 0.97-1.49 ms (3.6-3.8 entries per fsync).
+    /// at 300 us brought it to p99 0.97-1.49 ms (3.6-3.8 entries per fsync);
+    /// it is 0 by default, raised by stalls up to `max_sync_interval`.
     #[arg(long)]
     even: bool,
     /// Iterations of the bare 4 KiB fdatasync loop.

@@ -118,11 +118,13 @@
 //! which it would otherwise sync alone while the rest wait for a second sync
 //! (the broker at 100 topics x 200 msg/s: 42k journal fsyncs in 10 s before,
 //! 32-35k after; publish p99 3.0-3.2 ms before, 1.8-2.5 ms after). A
-//! journal sync starts no sooner than
-//! [`FileBackendConfig::min_sync_interval`] (300 us) after the previous one:
-//! appends arriving one by one and evenly then share syncs instead of taking
-//! one each, which on the VM measured cost 8-15 ms flush stalls every 100 ms
-//! (the broker's lat10k: publish p99 8-10 ms before, 0.94-1.77 ms after;
+//! journal sync starts no sooner than the pacer's interval after the
+//! previous one ([`FileBackendConfig::min_sync_interval`], 0 by default, up
+//! to [`FileBackendConfig::max_sync_interval`], 600 us, see `pacing.rs`): a
+//! small sync that stalls raises it, and appends arriving one by one and
+//! evenly then share syncs instead of taking one each, which on a VM short
+//! of host CPU cost 8-15 ms flush stalls every 100 ms (the broker's lat10k
+//! there: publish p99 8-10 ms with no interval, 0.94-1.77 ms at 300 us;
 //! journal fsyncs 45k in 10 s before, 25-27k after). Journal files are
 //! preallocated (zero-filled once, then recycled), so `fdatasync` does not
 //! have to update file size metadata. The checkpoint thread zero-fills new
@@ -277,9 +279,12 @@ pub struct FileBackendConfig {
     /// 8-15 ms (ledger bench `--phases rate1 --even`: p99 14-20 ms). 300 us
     /// took the p99 there to about 1 ms (a C group commit on the same disk:
     /// 20.2 ms with no wait, 0.71 ms with 300 us). It costs an append that
-    /// arrives just after a sync started at most this much extra latency.
-    /// `Duration::ZERO` turns it off (unless `max_sync_interval` lets
-    /// stalls raise it).
+    /// arrives just after a sync started at most this much extra latency,
+    /// so the default is `Duration::ZERO`: a host that stalls raises the
+    /// interval through `max_sync_interval` (150 us on the first stall,
+    /// doubling per stall), and a quiet one keeps the disk's own latency
+    /// (rate1 p99 on a quiet host, 0 against 300 us: 0.39-0.49 against
+    /// 0.58-0.83 ms; see `pacing.rs`).
     pub min_sync_interval: Duration,
     /// How far stalls may raise the interval between journal syncs: a
     /// journal fdatasync of a small group commit that takes 5 ms or more
@@ -321,7 +326,7 @@ impl FileBackendConfig {
             checkpoint_bytes_per_topic: 256 << 10,
             direct_write_bytes: 256 << 10,
             reference_sync_window: Duration::from_millis(50),
-            min_sync_interval: Duration::from_micros(300),
+            min_sync_interval: Duration::ZERO,
             max_sync_interval: Duration::from_micros(600),
             page_cache_window: 64 << 20,
         }

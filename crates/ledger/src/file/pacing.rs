@@ -17,14 +17,19 @@
 //! | 300 µs, a quiet host | 0.85-1.00 ms (47-49 µs broker CPU / msg) | 1.27-1.38 ms |
 //! | 600 µs, a quiet host | 1.18-1.26 ms (33-34 µs) | 1.52-1.72 ms |
 //! | 1 ms, a quiet host | 1.67-1.92 ms (28-32 µs) | 2.34-4.38 ms |
+//! | 0 up to 600 µs, a quieter host | 0.65-0.67 ms (60 µs) | 1.24-1.80 ms |
+//! | 300 up to 600 µs, the same host | 0.81-1.04 ms (47-48 µs) | 1.62-1.89 ms |
 //!
 //! (publish p99, 1 KiB messages, batching off, `benches/perf/run.sh`; the
-//! first three rows on the machine of 2026-12-01 morning, the last two on
-//! that of the evening.)
+//! first three rows on the machine of 2026-12-01 morning, the next three on
+//! that of the evening, the last two alternating on that of the night, whose
+//! bare fdatasync p99 was 0.17-0.23 ms. The ledger bench there, `--phases
+//! rate1`: p99 0.40-0.45 ms from 0 against 0.58-0.83 ms from 300 µs in 1 ms
+//! ticks, 0.39-0.49 against 0.62 ms evenly spaced.)
 //!
-//! So the pacer starts at the minimum and doubles the interval (up to the
-//! maximum) whenever a small sync stalls, which on a quiet host never
-//! happens; after [`HOLD`] without a stall it steps back down by a quarter,
+//! So the pacer starts at the minimum (0 by default: a quiet host keeps the
+//! disk's own latency) and doubles the interval (up to the maximum) whenever
+//! a small sync stalls, which on a quiet host never happens; after [`HOLD`] without a stall it steps back down by a quarter,
 //! to the minimum at the most. The broker's default maximum is 600 µs: the
 //! interval that stopped the stalls above, while 1 ms costs more than it
 //! saves (a noisy host raised a 1 ms maximum three times in one 10 s phase,
