@@ -392,7 +392,17 @@ impl ManagedLedger {
 
     /// Watches the last confirmed position (dispatchers wait on it for new entries).
     pub fn watch_last_confirmed(&self) -> watch::Receiver<Option<Position>> {
-        self.inner.lac_tx.subscribe()
+        // Under the state lock: while nobody watches, `Inner::confirm` leaves
+        // the channel behind, so a new watcher brings it up to date (and,
+        // the lock held, no confirmation falls between the two).
+        let st = self.inner.state.lock();
+        let rx = self.inner.lac_tx.subscribe();
+        self.inner.lac_tx.send_if_modified(|v| {
+            let stale = *v != st.lac;
+            *v = st.lac;
+            stale
+        });
+        rx
     }
 
     /// Up to `max` confirmed entries at or after `from` (positions in trimmed
@@ -605,7 +615,13 @@ impl Inner {
                 }
                 if st.lac < Some(pos) {
                     st.lac = Some(pos);
-                    self.lac_tx.send_replace(st.lac);
+                    // A send wakes the channel's notifier shards (eight
+                    // mutexes) for every entry: ~11% of the flusher's CPU
+                    // with 1,000 topics and nobody reading. Unwatched, the
+                    // value catches up in `watch_last_confirmed` instead.
+                    if self.lac_tx.receiver_count() > 0 {
+                        self.lac_tx.send_replace(st.lac);
+                    }
                 }
             }
             Err(e) => {

@@ -47,6 +47,7 @@ pub fn cases() -> Vec<(&'static str, Case)> {
         ("stats", |h| Box::pin(stats(h))),
         ("delete_cursor", |h| Box::pin(delete_cursor(h))),
         ("entries_survive_crash", |h| Box::pin(entries_crash(h))),
+        ("last_confirmed_watch", |h| Box::pin(lac_watch(h))),
     ]
 }
 
@@ -572,4 +573,38 @@ async fn entries_crash(h: &mut dyn Harness) {
         assert_eq!(e.data, data(i as u64));
     }
     ml.close().await.unwrap();
+}
+
+/// The last-confirmed watch wakes its watchers on every confirmation, and a
+/// watcher that arrives after appends nobody watched starts from the true
+/// last confirmed position (the channel is not sent to while unwatched).
+async fn lac_watch(h: &mut dyn Harness) {
+    let ml = open(h, "suite/lac-watch", cfg()).await;
+    let mut w = ml.watch_last_confirmed();
+    assert_eq!(*w.borrow_and_update(), None);
+    let ps = append_n(&ml, 0, 3).await;
+    woken(&mut w, "a watcher is woken by appends").await;
+    assert_eq!(*w.borrow_and_update(), Some(ps[2]));
+    drop(w);
+    let ps = append_n(&ml, 3, 4).await;
+    assert_eq!(ml.last_confirmed(), Some(ps[3]));
+    let mut w = ml.watch_last_confirmed();
+    assert_eq!(
+        *w.borrow_and_update(),
+        Some(ps[3]),
+        "a late watcher starts from the last confirmed"
+    );
+    let ps = append_n(&ml, 7, 1).await;
+    woken(&mut w, "a late watcher is woken by the next append").await;
+    assert_eq!(*w.borrow_and_update(), Some(ps[0]));
+    let w2 = ml.watch_last_confirmed();
+    assert_eq!(*w2.borrow(), Some(ps[0]));
+    ml.close().await.unwrap();
+}
+
+async fn woken(w: &mut tokio::sync::watch::Receiver<Option<Position>>, what: &str) {
+    tokio::time::timeout(Duration::from_secs(10), w.changed())
+        .await
+        .unwrap_or_else(|_| panic!("{what}"))
+        .expect("the ledger is open");
 }
