@@ -127,6 +127,8 @@ pub struct BrokerConfig {
 
 impl Default for BrokerConfig {
     fn default() -> Self {
+        // The storage keys default to the file backend's own defaults.
+        let storage = strobe_ledger::FileBackendConfig::new("");
         BrokerConfig {
             cluster_name: "standalone".into(),
             bind_address: "0.0.0.0".into(),
@@ -143,9 +145,9 @@ impl Default for BrokerConfig {
             broker_id: String::new(),
             storage: "file".into(),
             sync: strobe_ledger::SyncMode::Always,
-            sync_min_interval_us: 0,
-            sync_max_interval_us: 600,
-            page_cache_window_mb: 64,
+            sync_min_interval_us: storage.min_sync_interval.as_micros() as u64,
+            sync_max_interval_us: storage.max_sync_interval.as_micros() as u64,
+            page_cache_window_mb: storage.page_cache_window >> 20,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,

@@ -303,7 +303,7 @@ fn start_writebacks(sh: &Shared) {
 fn start_counted(sh: &Shared, wb: &super::segment::Writeback) {
     wb.start();
     sh.counters
-        .cache_dropped_bytes
+        .page_cache_dropped_bytes
         .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
 }
 

@@ -373,7 +373,7 @@ struct Counters {
     direct_entries: AtomicU64,
     direct_bytes: AtomicU64,
     segment_syncs: AtomicU64,
-    cache_dropped_bytes: AtomicU64,
+    page_cache_dropped_bytes: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -543,7 +543,7 @@ impl FileBackend {
             direct_entries: c.direct_entries.load(Ordering::Relaxed),
             direct_bytes: c.direct_bytes.load(Ordering::Relaxed),
             segment_syncs: c.segment_syncs.load(Ordering::Relaxed),
-            page_cache_dropped_bytes: c.cache_dropped_bytes.load(Ordering::Relaxed),
+            page_cache_dropped_bytes: c.page_cache_dropped_bytes.load(Ordering::Relaxed),
             sync_interval_us: q.pacer.interval().as_micros() as u64,
             sync_interval_raises: q.pacer.raises(),
         }

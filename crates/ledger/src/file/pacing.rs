@@ -29,8 +29,9 @@
 //!
 //! So the pacer starts at the minimum (0 by default: a quiet host keeps the
 //! disk's own latency) and doubles the interval (up to the maximum) whenever
-//! a small sync stalls, which on a quiet host never happens; after [`HOLD`] without a stall it steps back down by a quarter,
-//! to the minimum at the most. The broker's default maximum is 600 µs: the
+//! a small sync stalls, which on a quiet host never happens; after [`HOLD`]
+//! without a stall it steps back down by a quarter, to the minimum at the
+//! most. The broker's default maximum is 600 µs: the
 //! interval that stopped the stalls above, while 1 ms costs more than it
 //! saves (a noisy host raised a 1 ms maximum three times in one 10 s phase,
 //! and that phase's publish p50 went from 0.5 to 1.0-1.3 ms).
