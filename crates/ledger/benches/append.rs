@@ -13,7 +13,12 @@
 //!    group commits, at which this disk's syncs are slower; the bare syncs
 //!    are also replayed through an ideal serial group commit to show what
 //!    any design that acknowledges after its fsync would get on them);
-//! 3. 1,000 topics reach >= 50% of the single-topic throughput.
+//! 3. 1,000 topics reach >= 50% of the single-topic throughput (with both
+//!    phases on, they alternate `--tput-rounds` times, each `--secs` long,
+//!    and the goal is judged on the median of the rounds' ratios: on this
+//!    VM the same build's figures move by a third from minute to minute,
+//!    with the host, and a ratio of two phases a minute apart says more
+//!    about the host than about the backend).
 //!
 //! The single topic's ledgers roll over every `--ledger-mib` and are trimmed
 //! every second (no cursors: everything sealed counts as consumed), so a run
@@ -22,6 +27,7 @@
 //!
 //! `cargo bench -p strobe-ledger --bench append -- --help`
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -60,6 +66,11 @@ struct Args {
     /// the minute the ledger ran in.
     #[arg(long, default_value_t = 5)]
     rounds: u32,
+    /// With both `tput1` and `tputN` on, they alternate this many times (each
+    /// `--secs` long), and the 1,000-topic goal is judged on the median of
+    /// the rounds' ratios.
+    #[arg(long, default_value_t = 3)]
+    tput_rounds: u32,
     /// Issue each tick's appends one by one instead of as one append batch
     /// (the first may then wake the group commit before the rest are queued).
     #[arg(long)]
@@ -309,6 +320,8 @@ struct Run {
     secs: f64,
     lat: Lat,
     syncs: u64,
+    /// On-CPU time by thread name during the run (max-throughput phases).
+    cpu: Vec<(String, u64)>,
 }
 
 /// `trim` every second: only for the single topic, which writes gigabytes.
@@ -354,6 +367,7 @@ async fn max_throughput(
     let mut lat = Vec::new();
     let mut next = 0usize;
     let s0 = backend.stats().syncs;
+    let c0 = thread_cpu();
     let t0 = Instant::now();
     let end = t0 + Duration::from_secs_f64(secs);
     let mut done = 0u64;
@@ -381,7 +395,48 @@ async fn max_throughput(
         secs: t0.elapsed().as_secs_f64(),
         lat: Lat(lat),
         syncs: backend.stats().syncs - s0,
+        cpu: cpu_since(&c0),
     }
+}
+
+/// On-CPU nanoseconds of this process's threads, summed by thread name
+/// (`/proc/self/task/*/schedstat` and `comm`).
+fn thread_cpu() -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let p = t.path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(p.join("comm")),
+            std::fs::read_to_string(p.join("schedstat")),
+        ) else {
+            continue;
+        };
+        let ns: u64 = stat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        *out.entry(comm.trim().to_string()).or_default() += ns;
+    }
+    out
+}
+
+/// CPU time by thread name since `before` (threads that ended meanwhile
+/// are not counted), largest first.
+fn cpu_since(before: &HashMap<String, u64>) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = thread_cpu()
+        .into_iter()
+        .map(|(k, ns)| {
+            let d = ns.saturating_sub(before.get(&k).copied().unwrap_or(0));
+            (k, d)
+        })
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
+    v
 }
 
 /// Open loop: `rate` appends per second issued in 1 ms ticks, each tick's
@@ -442,6 +497,7 @@ async fn fixed_rate(
         secs: t0.elapsed().as_secs_f64(),
         lat: Lat(lat),
         syncs: backend.stats().syncs - s0,
+        cpu: Vec::new(),
     }
 }
 
@@ -489,6 +545,7 @@ async fn evenly_paced(
         secs: t0.elapsed().as_secs_f64(),
         lat: Lat(lat),
         syncs: backend.stats().syncs - s0,
+        cpu: Vec::new(),
     }
 }
 
@@ -532,6 +589,21 @@ fn report(name: &str, r: Run, size: usize) -> f64 {
         eps * size as f64 / 1e6,
         r.entries as f64 / r.syncs.max(1) as f64
     );
+    if !r.cpu.is_empty() {
+        let per = |ns: u64| ns as f64 / 1e3 / r.entries.max(1) as f64;
+        let total: u64 = r.cpu.iter().map(|(_, ns)| ns).sum();
+        let parts: Vec<String> = r
+            .cpu
+            .iter()
+            .take(4)
+            .map(|(name, ns)| format!("{name} {:.2}", per(*ns)))
+            .collect();
+        println!(
+            "  process CPU {:.2} us/entry ({}; the bench's own appends included)",
+            per(total),
+            parts.join(", ")
+        );
+    }
     eps
 }
 
@@ -630,6 +702,7 @@ fn main() {
                 secs: 0.0,
                 lat: Lat(Vec::new()),
                 syncs: 0,
+                cpu: Vec::new(),
             };
             for _ in 0..rounds {
                 quiesce();
@@ -707,42 +780,66 @@ fn main() {
                 ));
             }
         }
-        let mut t1 = None;
-        if on("tput1") {
-            settle(&backend, args.trim_secs).await;
-            let r =
-                max_throughput(&backend, &one, args.entry_bytes, args.in_flight, args.secs).await;
-            t1 = Some(report(
-                &format!("ledger 1 topic, {} in flight", args.in_flight),
-                r,
-                args.entry_bytes,
-            ));
-        }
-        if on("tputN") {
-            settle(&backend, args.trim_secs).await;
-            let r =
-                max_throughput(&backend, &many, args.entry_bytes, args.in_flight, args.secs).await;
-            let tn = report(
-                &format!(
-                    "ledger {} topics, {} in flight",
-                    args.topics, args.in_flight
-                ),
-                r,
-                args.entry_bytes,
-            );
-            if let Some(t1) = t1 {
-                println!(
-                    "  -> {} topics reach {:.0}% of the single-topic throughput (goal >= 50%)",
-                    args.topics,
-                    100.0 * tn / t1
-                );
-                goals.push(format!(
-                    "{} topics: {tn:.0} vs {t1:.0} entries/s on 1 topic = {:.0}% (goal >= 50%): {}",
-                    args.topics,
-                    100.0 * tn / t1,
-                    verdict(tn >= 0.5 * t1)
+        // One topic, then many, `--tput-rounds` times (once if only one
+        // of the two phases is on).
+        let rounds = if on("tput1") && on("tputN") {
+            args.tput_rounds.max(1)
+        } else {
+            1
+        };
+        let mut ratios = Vec::new();
+        for round in 1..=rounds {
+            let tag = if rounds > 1 {
+                format!(" (round {round})")
+            } else {
+                String::new()
+            };
+            let mut t1 = None;
+            if on("tput1") {
+                settle(&backend, args.trim_secs).await;
+                let r = max_throughput(&backend, &one, args.entry_bytes, args.in_flight, args.secs)
+                    .await;
+                t1 = Some(report(
+                    &format!("ledger 1 topic, {} in flight{tag}", args.in_flight),
+                    r,
+                    args.entry_bytes,
                 ));
             }
+            if on("tputN") {
+                settle(&backend, args.trim_secs).await;
+                let r =
+                    max_throughput(&backend, &many, args.entry_bytes, args.in_flight, args.secs)
+                        .await;
+                let tn = report(
+                    &format!(
+                        "ledger {} topics, {} in flight{tag}",
+                        args.topics, args.in_flight
+                    ),
+                    r,
+                    args.entry_bytes,
+                );
+                if let Some(t1) = t1 {
+                    println!(
+                        "  -> {} topics reach {:.0}% of the single-topic throughput (goal >= 50%)",
+                        args.topics,
+                        100.0 * tn / t1
+                    );
+                    ratios.push((tn / t1, tn, t1));
+                }
+            }
+        }
+        if !ratios.is_empty() {
+            ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (ratio, tn, t1) = ratios[ratios.len() / 2];
+            let all: Vec<String> = ratios.iter().map(|r| format!("{:.0}%", 100.0 * r.0)).collect();
+            goals.push(format!(
+                "{} topics: {tn:.0} vs {t1:.0} entries/s on 1 topic = {:.0}%, the median of {} rounds ({}) (goal >= 50%): {}",
+                args.topics,
+                100.0 * ratio,
+                ratios.len(),
+                all.join(", "),
+                verdict(ratio >= 0.5)
+            ));
         }
         if on("large") {
             // The bare loop right before and right after, on the same disk.
