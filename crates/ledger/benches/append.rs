@@ -806,10 +806,10 @@ fn main() {
             let (mut t1, mut tn) = (None, None);
             for ph in order.into_iter().filter(|ph| on(ph)) {
                 settle(&backend, args.trim_secs).await;
-                let (mls, name) = if ph == "tput1" {
-                    (&one, "1 topic".to_string())
+                let (mls, name, slot) = if ph == "tput1" {
+                    (&one, "1 topic".to_string(), &mut t1)
                 } else {
-                    (&many, format!("{} topics", args.topics))
+                    (&many, format!("{} topics", args.topics), &mut tn)
                 };
                 let r =
                     max_throughput(&backend, mls, args.entry_bytes, args.in_flight, args.secs).await;
@@ -818,7 +818,7 @@ fn main() {
                     r,
                     args.entry_bytes,
                 );
-                *(if ph == "tput1" { &mut t1 } else { &mut tn }) = Some(eps);
+                *slot = Some(eps);
             }
             if let (Some(t1), Some(tn)) = (t1, tn) {
                 println!(
