@@ -183,6 +183,28 @@ fn understands_end_of_topic(client_version: &str, protocol: i32) -> bool {
     protocol >= 9 && !client_version.starts_with("Pulsar-CPP-v")
 }
 
+/// What a SEND's section is stored as, and the CRC-32C of that: the section
+/// itself when it carries a checksum (every MESSAGE frame then reuses the
+/// bytes), else the section behind a `[0x0e01][crc]` prefix. The CRC comes
+/// from the section's checksum (verified by `parse`, or computed for the
+/// prefix), so the storage need not read the bytes once more.
+fn checksummed(section: Bytes, parsed: &strobe_wire::payload::Payload) -> (Bytes, u32) {
+    use strobe_ledger::crc::combine;
+    use strobe_wire::payload::{crc32c, prefix_for_checksum};
+    if let (None, Some(sum)) = (&parsed.broker_entry_metadata, parsed.checksum) {
+        // `[0x0e01][sum]` opens the section (`parse` found it there).
+        let crc = combine(crc32c(&section[..6]), sum, section.len() as u64 - 6);
+        return (section, crc);
+    }
+    let prefix = prefix_for_checksum(crc32c(&section));
+    let sum = u32::from_be_bytes([prefix[2], prefix[3], prefix[4], prefix[5]]);
+    let crc = combine(crc32c(&prefix), sum, section.len() as u64);
+    let mut b = bytes::BytesMut::with_capacity(section.len() + 6);
+    b.extend_from_slice(&prefix);
+    b.extend_from_slice(&section);
+    (b.freeze(), crc)
+}
+
 impl ServerCnx {
     async fn run<R: AsyncRead + Unpin>(
         &mut self,
@@ -998,20 +1020,16 @@ impl ServerCnx {
             None => Err(BrokerError::NotAllowed("SEND without a payload".into())),
             Some(section) => match strobe_wire::payload::parse(&section) {
                 Err(e) => Err(BrokerError::from(e)),
-                Ok(_) => {
-                    // Stored with a checksum, so every MESSAGE frame reuses the bytes.
-                    let stored = if strobe_wire::payload::has_checksum(&section) {
-                        section
-                    } else {
-                        let mut b = bytes::BytesMut::with_capacity(section.len() + 6);
-                        b.extend_from_slice(&strobe_wire::payload::checksum_prefix(&section));
-                        b.extend_from_slice(&section);
-                        b.freeze()
-                    };
+                Ok(parsed) => {
+                    let (stored, crc) = checksummed(section, &parsed);
                     let len = stored.len() as u64;
-                    let r =
-                        p.topic
-                            .publish((self.id, c.producer_id), &p.name, highest as i64, stored);
+                    let r = p.topic.publish(
+                        (self.id, c.producer_id),
+                        &p.name,
+                        highest as i64,
+                        stored,
+                        crc,
+                    );
                     if r.is_ok() {
                         p.topic
                             .counters
@@ -1315,6 +1333,42 @@ async fn producer_task(
         // outcome recorded) but not answered.
         if connected && tx.send(OutFrame::command(reply)).await.is_err() {
             connected = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::checksummed;
+    use strobe_wire::payload;
+    use strobe_wire::proto::MessageMetadata;
+
+    #[test]
+    fn a_stored_section_has_a_checksum_and_its_crc_is_the_stored_bytes() {
+        let meta = MessageMetadata {
+            producer_name: "p".into(),
+            sequence_id: 7,
+            publish_time: 1,
+            ..Default::default()
+        };
+        for len in [0usize, 1, 5, 1024, 70_001] {
+            let body: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            for with_sum in [true, false] {
+                let section = payload::encode(&meta, &body, with_sum);
+                let parsed = payload::parse(&section).unwrap();
+                let (stored, crc) = checksummed(section.clone(), &parsed);
+                assert!(payload::has_checksum(&stored));
+                assert_eq!(
+                    crc,
+                    payload::crc32c(&stored),
+                    "len {len}, checksum {with_sum}"
+                );
+                let again = payload::parse(&stored).unwrap();
+                assert_eq!(again.payload, body.as_slice());
+                if with_sum {
+                    assert_eq!(stored, section, "a checksummed section is stored as sent");
+                }
+            }
         }
     }
 }

@@ -452,7 +452,8 @@ impl Topic {
         self.state.lock().producers.contains_key(&key)
     }
 
-    /// Stores one entry (the metadata-and-payload bytes as received) for
+    /// Stores one entry (the metadata-and-payload bytes as received, whose
+    /// CRC-32C is `crc`) for
     /// producer `key`, if it is still registered (not fenced or closed by the
     /// broker). With deduplication on, a sequence id at or below the
     /// producer's highest is dropped.
@@ -462,6 +463,7 @@ impl Topic {
         producer: &str,
         highest_sequence_id: i64,
         section: Bytes,
+        crc: u32,
     ) -> Result<Published, BrokerError> {
         let _order = self.publish_lock.lock();
         {
@@ -489,7 +491,7 @@ impl Topic {
             self.in_flight
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
-        Ok(Published::Stored(self.ledger.append(section)))
+        Ok(Published::Stored(self.ledger.append_with_crc(section, crc)))
     }
 
     /// After a publish completes: record the persisted sequence id, or on

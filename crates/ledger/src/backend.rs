@@ -68,8 +68,18 @@ pub trait TopicStorage: Send + Sync + fmt::Debug {
     /// Queues entry `entry_id` of ledger `ledger_id`. Called in strictly
     /// increasing position order; the first entry of a new ledger id starts
     /// that ledger and seals the previous one. `done` runs once the entry is
-    /// durable, in the order the entries were queued.
-    fn append(&self, ledger_id: u64, entry_id: u64, ts_ms: u64, data: Bytes, done: AppendCallback);
+    /// durable, in the order the entries were queued. `crc` is CRC-32C of
+    /// `data` (a backend may derive its records' checksums from it rather
+    /// than read the bytes again).
+    fn append(
+        &self,
+        ledger_id: u64,
+        entry_id: u64,
+        ts_ms: u64,
+        data: Bytes,
+        crc: u32,
+        done: AppendCallback,
+    );
 
     /// Entries `first..=last` of `ledger_id`, all of which were confirmed durable.
     fn read(&self, ledger_id: u64, first: u64, last: u64)

@@ -294,6 +294,17 @@ impl ManagedLedger {
     /// ordered by call), and the returned future resolves once the entry is
     /// durable. The future need not be polled for the append to happen.
     pub fn append(&self, data: Bytes) -> AppendFuture {
+        let crc = crc32c::crc32c(&data);
+        self.append_with_crc(data, crc)
+    }
+
+    /// [`ManagedLedger::append`] of data whose CRC-32C the caller has
+    /// already computed (a broker that verified the producer's checksum
+    /// derives it with [`crate::crc::combine`]), so the storage need not
+    /// read the bytes once more. (A wrong `crc` would make the file backend's
+    /// records fail their checks: the topic would refuse service as corrupt.)
+    pub fn append_with_crc(&self, data: Bytes, crc: u32) -> AppendFuture {
+        debug_assert_eq!(crc, crc32c::crc32c(&data), "the caller's CRC is the data's");
         let inner = &self.inner;
         let fail = |e| AppendFuture {
             rx: None,
@@ -337,6 +348,7 @@ impl ManagedLedger {
             pos.entry_id,
             now,
             data,
+            crc,
             Box::new(move |res| {
                 if let Some(inner) = weak.upgrade() {
                     inner.confirm(pos, len, res.clone());

@@ -21,6 +21,7 @@
 
 mod backend;
 mod config;
+pub mod crc;
 mod cursor_state;
 mod error;
 pub mod file;

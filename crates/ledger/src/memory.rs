@@ -113,7 +113,16 @@ impl Drop for MemTopicHandle {
 }
 
 impl TopicStorage for MemTopicHandle {
-    fn append(&self, ledger_id: u64, entry_id: u64, ts_ms: u64, data: Bytes, done: AppendCallback) {
+    fn append(
+        &self,
+        ledger_id: u64,
+        entry_id: u64,
+        ts_ms: u64,
+        data: Bytes,
+        crc: u32,
+        done: AppendCallback,
+    ) {
+        debug_assert_eq!(crc, crc32c::crc32c(&data), "the caller's CRC is the data's");
         {
             let mut g = self.topic.lock();
             g.next_ledger_id = g.next_ledger_id.max(ledger_id + 1);

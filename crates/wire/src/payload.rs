@@ -144,7 +144,12 @@ pub fn with_broker_entry_metadata(meta: &BrokerEntryMetadata, section: &[u8]) ->
 /// The 6-byte `[0x0e01][crc]` prefix that makes `section` (which must not
 /// already carry one) checksummed. The section itself is not copied.
 pub fn checksum_prefix(section: &[u8]) -> [u8; 6] {
-    let crc = crc32c(section).to_be_bytes();
+    prefix_for_checksum(crc32c(section))
+}
+
+/// The `[0x0e01][crc]` prefix of a section whose CRC-32C is `crc`.
+pub fn prefix_for_checksum(crc: u32) -> [u8; 6] {
+    let crc = crc.to_be_bytes();
     let m = MAGIC_CRC32C.to_be_bytes();
     [m[0], m[1], crc[0], crc[1], crc[2], crc[3]]
 }

@@ -959,7 +959,7 @@ fn replay_record(
             }
             let data = &body[29..];
             let mut rec = Vec::with_capacity(data.len() + 24);
-            format::put_segment_record(&mut rec, entry, ts, data);
+            format::put_segment_record(&mut rec, entry, ts, data, crc32c::crc32c(data));
             let seg = r.seg.as_mut().expect("not corrupt");
             let base = seg.len;
             seg.append(&rec, 0)?;

@@ -39,6 +39,8 @@ pub enum Req {
         entry: u64,
         ts: u64,
         data: Bytes,
+        /// CRC-32C of `data` (the records' CRCs are derived from it).
+        crc: u32,
         done: AppendCallback,
     },
     Cursor {
@@ -852,14 +854,15 @@ impl Flusher {
             self.hdrs.clear();
             self.recs.clear();
             let mut len = 0u64;
-            for (entry, ts, data) in chunk_entries(reqs, &plan.next, c.first) {
-                self.hdrs.push(format::segment_header(entry, ts, data));
+            for (entry, ts, data, crc) in chunk_entries(reqs, &plan.next, c.first) {
+                self.hdrs
+                    .push(format::segment_header(entry, ts, data.len(), crc));
                 let n = (format::HEADER + format::SEG_FIXED + data.len()) as u64;
                 self.recs.push((len, n, ts, data.len() as u64));
                 len += n;
             }
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 * c.count);
-            for ((_, _, data), h) in chunk_entries(reqs, &plan.next, c.first).zip(&self.hdrs) {
+            for ((_, _, data, _), h) in chunk_entries(reqs, &plan.next, c.first).zip(&self.hdrs) {
                 slices.push(IoSlice::new(h));
                 slices.push(IoSlice::new(data));
             }
@@ -980,6 +983,7 @@ impl Flusher {
                     entry,
                     ts,
                     data,
+                    crc,
                     ..
                 } => {
                     self.buf_needs_sync = true;
@@ -989,7 +993,7 @@ impl Flusher {
                     h[5..13].copy_from_slice(&ledger.to_le_bytes());
                     h[13..21].copy_from_slice(&entry.to_le_bytes());
                     h[21..29].copy_from_slice(&ts.to_le_bytes());
-                    format::put_record(&mut self.buf, seed, &[&h, data]);
+                    format::put_record_crc(&mut self.buf, seed, &h, data, *crc);
                 }
                 Req::Cursor {
                     topic,
@@ -1276,25 +1280,29 @@ struct Plan {
     next: Vec<usize>,
 }
 
-/// (entry id, timestamp, data) of a chunk's entries, in order.
+/// (entry id, timestamp, data, its CRC-32C) of a chunk's entries, in order.
 fn chunk_entries<'a>(
     reqs: &'a [Req],
     next: &'a [usize],
     first: usize,
-) -> impl Iterator<Item = (u64, u64, &'a Bytes)> + 'a {
+) -> impl Iterator<Item = (u64, u64, &'a Bytes, u32)> + 'a {
     let mut i = first;
     std::iter::from_fn(move || {
         if i == usize::MAX {
             return None;
         }
         let Req::Entry {
-            entry, ts, data, ..
+            entry,
+            ts,
+            data,
+            crc,
+            ..
         } = &reqs[i]
         else {
             unreachable!("chunks hold entries")
         };
         i = next[i];
-        Some((*entry, *ts, data))
+        Some((*entry, *ts, data, *crc))
     })
 }
 
@@ -1341,7 +1349,7 @@ fn segment_for<'a>(
 fn write_chunk<'a>(
     sh: &Shared,
     c: &Chunk,
-    entries: impl Iterator<Item = (u64, u64, &'a Bytes)>,
+    entries: impl Iterator<Item = (u64, u64, &'a Bytes, u32)>,
     defer: bool,
 ) -> Result<bool> {
     let mut f = match c.topic.files.try_lock() {
@@ -1363,10 +1371,10 @@ fn write_chunk<'a>(
         }
     };
     let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
-    for (entry, ts, data) in entries {
+    for (entry, ts, data, crc) in entries {
         let at = seg.len;
         let before = seg.pending.len();
-        format::put_segment_record(&mut seg.pending, entry, ts, data);
+        format::put_segment_record(&mut seg.pending, entry, ts, data, crc);
         let n = (seg.pending.len() - before) as u64;
         seg.push(at, ts, data.len() as u64, n);
     }

@@ -24,26 +24,46 @@ pub fn put_record(buf: &mut Vec<u8>, seed: u32, parts: &[&[u8]]) {
     }
 }
 
+/// [`put_record`] of `head ++ data`, with `data_crc = crc32c(data)` known:
+/// the CRC is derived from it instead of read off `data` again.
+pub fn put_record_crc(buf: &mut Vec<u8>, seed: u32, head: &[u8], data: &[u8], data_crc: u32) {
+    let crc = crate::crc::combine(
+        crc32c::crc32c_append(seed, head),
+        data_crc,
+        data.len() as u64,
+    );
+    buf.extend_from_slice(&((head.len() + data.len()) as u32).to_le_bytes());
+    buf.extend_from_slice(&crc.to_le_bytes());
+    buf.extend_from_slice(head);
+    buf.extend_from_slice(data);
+}
+
 /// The CRC seed of journal file `seq`.
 pub fn journal_seed(seq: u64) -> u32 {
     crc32c::crc32c(&seq.to_le_bytes())
 }
 
 /// The bytes of an entry's segment record that precede its data:
-/// `[len][crc][entry id][ts]`.
-pub fn segment_header(entry_id: u64, ts: u64, data: &[u8]) -> [u8; HEADER + SEG_FIXED] {
+/// `[len][crc][entry id][ts]`, for data of `len` bytes whose CRC-32C is
+/// `data_crc`.
+pub fn segment_header(
+    entry_id: u64,
+    ts: u64,
+    len: usize,
+    data_crc: u32,
+) -> [u8; HEADER + SEG_FIXED] {
     let mut h = [0u8; HEADER + SEG_FIXED];
     h[HEADER..HEADER + 8].copy_from_slice(&entry_id.to_le_bytes());
     h[HEADER + 8..].copy_from_slice(&ts.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[HEADER..]), data);
-    h[..4].copy_from_slice(&((SEG_FIXED + data.len()) as u32).to_le_bytes());
+    let crc = crate::crc::combine(crc32c::crc32c(&h[HEADER..]), data_crc, len as u64);
+    h[..4].copy_from_slice(&((SEG_FIXED + len) as u32).to_le_bytes());
     h[4..8].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-/// Appends a segment record for one entry.
-pub fn put_segment_record(buf: &mut Vec<u8>, entry_id: u64, ts: u64, data: &[u8]) {
-    buf.extend_from_slice(&segment_header(entry_id, ts, data));
+/// Appends a segment record for one entry (`data_crc = crc32c(data)`).
+pub fn put_segment_record(buf: &mut Vec<u8>, entry_id: u64, ts: u64, data: &[u8], data_crc: u32) {
+    buf.extend_from_slice(&segment_header(entry_id, ts, data.len(), data_crc));
     buf.extend_from_slice(data);
 }
 
@@ -101,7 +121,7 @@ mod tests {
     #[test]
     fn roundtrip_and_damage() {
         let mut b = Vec::new();
-        put_segment_record(&mut b, 7, 99, b"hello");
+        put_segment_record(&mut b, 7, 99, b"hello", crc32c::crc32c(b"hello"));
         // The same bytes as the generic framing.
         let mut fixed = [0u8; SEG_FIXED];
         fixed[..8].copy_from_slice(&7u64.to_le_bytes());
@@ -109,6 +129,17 @@ mod tests {
         let mut g = Vec::new();
         put_record(&mut g, 0, &[&fixed, b"hello"]);
         assert_eq!(b, g);
+        let mut j = Vec::new();
+        put_record_crc(
+            &mut j,
+            journal_seed(3),
+            &fixed,
+            b"hello",
+            crc32c::crc32c(b"hello"),
+        );
+        let mut g = Vec::new();
+        put_record(&mut g, journal_seed(3), &[&fixed, b"hello"]);
+        assert_eq!(j, g);
         match decode(&b, 0) {
             Decoded::Record(body, n) => {
                 assert_eq!(n, b.len());

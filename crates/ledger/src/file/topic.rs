@@ -268,13 +268,22 @@ impl FileTopicHandle {
 }
 
 impl TopicStorage for FileTopicHandle {
-    fn append(&self, ledger_id: u64, entry_id: u64, ts_ms: u64, data: Bytes, done: AppendCallback) {
+    fn append(
+        &self,
+        ledger_id: u64,
+        entry_id: u64,
+        ts_ms: u64,
+        data: Bytes,
+        crc: u32,
+        done: AppendCallback,
+    ) {
         self.enqueue(Req::Entry {
             topic: self.topic.clone(),
             ledger: ledger_id,
             entry: entry_id,
             ts: ts_ms,
             data,
+            crc,
             done,
         });
     }
