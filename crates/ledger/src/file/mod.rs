@@ -14,7 +14,10 @@
 //! ```
 //!
 //! Every record, in the journal and in segments, is framed as
-//! `[len u32][CRC-32C u32][body]`.
+//! `[len u32][CRC-32C u32][body]`. An entry's bytes are read for a CRC once,
+//! by whoever appends it (the broker derives it from the producer's verified
+//! frame checksum); each record's CRC is derived from that one
+//! ([`crate::crc::combine`]), so the flusher does not read the bytes again.
 //!
 //! # Write path and group commit
 //!
