@@ -56,6 +56,11 @@ pub struct BrokerConfig {
     /// disk; older pages are dropped, so a fast producer does not fill all
     /// free memory with page cache (0: left to the kernel; else at least 16).
     pub page_cache_window_mb: u64,
+    /// MiB of all topics' segments together kept in the page cache that way:
+    /// each open topic keeps the smaller of page_cache_window_mb and its
+    /// share of this, but at least 1 MiB (0: no budget, every topic keeps the
+    /// whole window; at most 1048576).
+    pub page_cache_budget_mb: u64,
     /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).
     pub allow_auto_topic_creation: bool,
     /// "non-partitioned" or "partitioned" (Pulsar: allowAutoTopicCreationType).
@@ -148,6 +153,7 @@ impl Default for BrokerConfig {
             sync_min_interval_us: storage.min_sync_interval.as_micros() as u64,
             sync_max_interval_us: storage.max_sync_interval.as_micros() as u64,
             page_cache_window_mb: storage.page_cache_window >> 20,
+            page_cache_budget_mb: storage.page_cache_budget >> 20,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,
@@ -257,6 +263,12 @@ impl BrokerConfig {
             return Err(ConfigError::Invalid(format!(
                 "page_cache_window_mb must be 0 or between {min_window} and 1048576, not {}",
                 self.page_cache_window_mb
+            )));
+        }
+        if self.page_cache_budget_mb > 1 << 20 {
+            return Err(ConfigError::Invalid(format!(
+                "page_cache_budget_mb must be at most 1048576, not {}",
+                self.page_cache_budget_mb
             )));
         }
         if self.keepalive_interval_secs == 0 {
@@ -409,6 +421,20 @@ mod tests {
             .unwrap();
             assert_eq!(cfg.page_cache_window_mb, ok);
         }
+        let cfg = BrokerConfig::from_toml_str(
+            "page_cache_budget_mb = 0
+",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.page_cache_budget_mb, 0);
+        let err = BrokerConfig::from_toml_str(
+            "page_cache_budget_mb = 2000000
+",
+            Path::new("x.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("page_cache_budget_mb"), "{err}");
     }
 }
 

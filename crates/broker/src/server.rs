@@ -63,6 +63,7 @@ impl Broker {
                         config.sync_max_interval_us,
                     ),
                     page_cache_window: config.page_cache_window_mb << 20,
+                    page_cache_budget: config.page_cache_budget_mb << 20,
                     ..FileBackendConfig::new(config.data_dir.join("ledgers"))
                 })
                 .map_err(|e| {

@@ -135,6 +135,9 @@ struct Args {
     /// `FileBackendConfig::page_cache_window` in MiB (0: off).
     #[arg(long)]
     page_cache_window_mib: Option<u64>,
+    /// `FileBackendConfig::page_cache_budget` in MiB (0: none).
+    #[arg(long)]
+    page_cache_budget_mib: Option<u64>,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -675,7 +678,14 @@ fn main() {
     if let Some(m) = args.page_cache_window_mib {
         cfg.page_cache_window = m << 20;
     }
-    println!("# page-cache window {} MiB", cfg.page_cache_window >> 20);
+    if let Some(m) = args.page_cache_budget_mib {
+        cfg.page_cache_budget = m << 20;
+    }
+    println!(
+        "# page-cache window {} MiB, budget {} MiB",
+        cfg.page_cache_window >> 20,
+        cfg.page_cache_budget >> 20
+    );
     println!(
         "# max_batch_bytes {} KiB, write-once from {} KiB per topic per group commit, references synced within {:?}, journal syncs {:?} to {:?} apart",
         cfg.max_batch_bytes >> 10,

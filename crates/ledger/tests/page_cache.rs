@@ -202,3 +202,67 @@ async fn sealed_segments_leave_the_page_cache_at_their_checkpoint() {
     }
     assert_eq!(read_all(&ml).await, want);
 }
+
+/// Under `page_cache_budget` each open topic keeps its share of the budget
+/// (here the least share, 1 MiB) rather than the whole window: with a
+/// 16 MiB window two 8 MB segments would stay cached, under a 2 MiB budget
+/// all but their newest stretch leaves the page cache. Every entry still
+/// reads back, the dropped ones from the disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_topics_share_the_page_cache_budget() {
+    let share = strobe_ledger::file::MIN_PAGE_CACHE_SHARE;
+    let h = File::with(SyncMode::Always, 64 << 20, false, |c| {
+        c.checkpoint_interval = Duration::from_secs(3600);
+        c.checkpoint_bytes_per_topic = 1 << 40;
+        c.page_cache_window = WINDOW;
+        c.page_cache_budget = 2 * share;
+        // Every append on the journal path (through the write-behind buffer).
+        c.direct_write_bytes = 1 << 30;
+    });
+    let mut topics = Vec::new();
+    for name in ["budget-a", "budget-b"] {
+        let ml = ManagedLedger::open(&*h.backend(), name, LedgerConfig::default())
+            .await
+            .unwrap();
+        topics.push(ml);
+    }
+    let want: Vec<Bytes> = (0..140).map(payload).collect(); // 8.4 MB per topic
+    for p in &want {
+        for ml in &topics {
+            ml.append(p.clone()).await.unwrap();
+        }
+    }
+    let segs = segments(h.dir.path());
+    assert_eq!(segs.len(), 2, "{segs:?}");
+    for seg in &segs {
+        let len = std::fs::metadata(seg).unwrap().len();
+        assert!(len > 4 * share && len < WINDOW, "segment holds {len} bytes");
+        let behind = len - 3 * share;
+        let gone = eventually(|| resident(seg, 0, behind) < 0.05).await;
+        let map: Vec<String> = (0..behind / (256 << 10))
+            .map(|i| {
+                format!(
+                    "{:.1}",
+                    resident(seg, i * (256 << 10), (i + 1) * (256 << 10))
+                )
+            })
+            .collect();
+        assert!(
+            gone,
+            "{}: {:.2} of the bytes more than 3 shares behind the end still cached (by 256 KiB: {map:?})",
+            seg.display(),
+            resident(seg, 0, behind)
+        );
+        // The newest bytes (less what may still be in the write-behind
+        // buffer) stay.
+        let r = resident(seg, len - share / 2 - (128 << 10), len - (128 << 10));
+        assert!(
+            r > 0.9,
+            "{}: only {r:.2} of the newest half share cached",
+            seg.display()
+        );
+    }
+    for ml in &topics {
+        assert_eq!(read_all(ml).await, want);
+    }
+}

@@ -655,10 +655,7 @@ fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
                     if d.new_file {
                         seg.new_file = false;
                     }
-                    hand_to_checkpoint(
-                        sh,
-                        seg.take_cache_drop(seg.synced_len, sh.cfg.page_cache_window),
-                    );
+                    hand_to_checkpoint(sh, seg.take_cache_drop(seg.synced_len, sh.cache_window()));
                 }
                 let c = &sh.counters;
                 c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
@@ -1398,7 +1395,7 @@ fn flush_if_full(sh: &Shared, seg: &mut Segment) -> Result<()> {
     {
         // Everything below this write-out's start was handed to the disk a
         // step ago: what lies a window behind it may leave the page cache.
-        let uncache = seg.take_cache_drop(wb.from(), sh.cfg.page_cache_window);
+        let uncache = seg.take_cache_drop(wb.from(), sh.cache_window());
         hand_to_checkpoint(sh, std::iter::once(wb).chain(uncache));
     }
     Ok(())

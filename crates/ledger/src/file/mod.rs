@@ -81,7 +81,9 @@
 //! write-behind buffer or the page cache; anything older or larger goes to
 //! the blocking pool, since it may wait on the disk.
 //! Only the newest [`FileBackendConfig::page_cache_window`] bytes of a
-//! segment (64 MiB) stay in the page cache once on the disk: the checkpoint
+//! segment (64 MiB), or with many topics open each one's share of
+//! [`FileBackendConfig::page_cache_budget`] (256 MiB in all, at least 1 MiB
+//! each), stay in the page cache once on the disk: the checkpoint
 //! thread drops older pages (`POSIX_FADV_DONTNEED`), behind each write-out
 //! on the journal path and each sync on the write-once path, and a sealed
 //! segment's all once its checkpoint has indexed it. New writes then reuse
@@ -307,9 +309,25 @@ pub struct FileBackendConfig {
     /// pages to its host costs a host page fault per new page (a produce
     /// phase: 1.55-3.07 µs of broker CPU per 1 KiB message without it,
     /// 1.31-1.78 with a 64 MiB window). 0 leaves it to the kernel; otherwise
-    /// at least [`MIN_PAGE_CACHE_WINDOW`]. Default 64 MiB.
+    /// at least [`MIN_PAGE_CACHE_WINDOW`]. Default 64 MiB. See also
+    /// [`FileBackendConfig::page_cache_budget`].
     pub page_cache_window: u64,
+    /// How many bytes of all topics' segments together stay in the page
+    /// cache (with a window on): each open topic keeps the smaller of
+    /// `page_cache_window` and its share of the budget, but at least
+    /// [`MIN_PAGE_CACHE_SHARE`]. Without it 1,000 topics would keep up to
+    /// 64 GiB: in effect no window, and every page they write a new one
+    /// (1,000 topics written at full speed: the kernel's copy into new
+    /// page-cache pages was 28% of the process's CPU). 0: no budget. Default
+    /// 256 MiB.
+    pub page_cache_budget: u64,
 }
+
+/// The least a topic keeps in the page cache under
+/// [`FileBackendConfig::page_cache_budget`]: four write-out steps, so what
+/// is dropped has been on its way to the disk for a while (the pages of a
+/// write-out still running cannot be dropped).
+pub const MIN_PAGE_CACHE_SHARE: u64 = 4 * segment::WRITEBACK_STEP;
 
 /// The smallest non-zero [`FileBackendConfig::page_cache_window`]: twice the
 /// stretch behind a segment's end that reads serve on the caller's thread,
@@ -332,6 +350,7 @@ impl FileBackendConfig {
             min_sync_interval: Duration::ZERO,
             max_sync_interval: Duration::from_micros(600),
             page_cache_window: 64 << 20,
+            page_cache_budget: 256 << 20,
         }
     }
 }
@@ -385,6 +404,9 @@ struct Shared {
     journal_dir: PathBuf,
     topics_dir: PathBuf,
     topics: Mutex<HashMap<String, Arc<TopicShared>>>,
+    /// Topics open now (their handles not yet released), for the page-cache
+    /// budget's share.
+    open_topics: Arc<std::sync::atomic::AtomicUsize>,
     next_topic_id: AtomicU32,
     /// Durable per-topic metadata (what the next checkpoint writes).
     meta: Mutex<BTreeMap<String, TopicMeta>>,
@@ -486,6 +508,7 @@ impl FileBackend {
             journal_dir,
             topics_dir,
             topics: Mutex::new(HashMap::new()),
+            open_topics: Arc::default(),
             next_topic_id: AtomicU32::new(1),
             meta: Mutex::new(ckpt.topic_meta()?),
             queue: Mutex::new(Queue::new(&cfg)),
@@ -636,6 +659,18 @@ impl LedgerBackend for FileBackend {
 }
 
 impl Shared {
+    /// How many of a segment's newest bytes stay in the page cache now:
+    /// the window, or each open topic's share of the budget where that is
+    /// smaller (see [`FileBackendConfig::page_cache_budget`]); 0: all.
+    fn cache_window(&self) -> u64 {
+        let (window, budget) = (self.cfg.page_cache_window, self.cfg.page_cache_budget);
+        if window == 0 || budget == 0 {
+            return window;
+        }
+        let open = self.open_topics.load(Ordering::Relaxed).max(1) as u64;
+        window.min((budget / open).max(MIN_PAGE_CACHE_SHARE)) & !(segment::PAGE - 1)
+    }
+
     fn topic_dir(&self, name: &str) -> PathBuf {
         self.topics_dir.join(escape(name))
     }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -113,11 +113,13 @@ pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>
         files.next_ledger_hint = files.next_ledger_hint.max(rec.next_ledger_id + 1);
     }
     files.open = true;
+    sh.open_topics.fetch_add(1, Ordering::Relaxed);
     drop(files);
     let h: Arc<dyn TopicStorage> = Arc::new(FileTopicHandle {
         sh: Arc::downgrade(sh),
         topic: t,
         released: Arc::new(AtomicBool::new(false)),
+        open_topics: sh.open_topics.clone(),
     });
     Ok((h, rec))
 }
@@ -236,17 +238,20 @@ pub struct FileTopicHandle {
     sh: std::sync::Weak<Shared>,
     topic: Arc<TopicShared>,
     released: Arc<AtomicBool>,
+    /// [`Shared`]'s count of open topics.
+    open_topics: Arc<AtomicUsize>,
 }
 
-fn release(t: &TopicShared, released: &AtomicBool) {
+fn release(t: &TopicShared, released: &AtomicBool, open_topics: &AtomicUsize) {
     if !released.swap(true, Ordering::SeqCst) {
         t.files.lock().open = false;
+        open_topics.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Drop for FileTopicHandle {
     fn drop(&mut self) {
-        release(&self.topic, &self.released);
+        release(&self.topic, &self.released, &self.open_topics);
     }
 }
 
@@ -349,11 +354,12 @@ impl TopicStorage for FileTopicHandle {
         self.enqueue(Req::Barrier { done: tx });
         let topic = self.topic.clone();
         let released = self.released.clone();
+        let open_topics = self.open_topics.clone();
         async move {
             let r = rx
                 .await
                 .unwrap_or_else(|_| Err(LedgerError::Closed("file backend".into())));
-            release(&topic, &released);
+            release(&topic, &released, &open_topics);
             r
         }
         .boxed()
@@ -416,9 +422,12 @@ fn locate(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Located
         end,
         file_end,
         tail,
+        // ... and still in the page cache (a small window under the
+        // page-cache budget may have dropped it).
         in_memory: newest
             && end - start <= INLINE_READ_BYTES
-            && seg.len - start <= INLINE_READ_RECENT,
+            && seg.len - start <= INLINE_READ_RECENT
+            && start >= seg.cache_dropped,
     })
 }
 
