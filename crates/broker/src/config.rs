@@ -57,8 +57,8 @@ pub struct BrokerConfig {
     /// free memory with page cache (0: left to the kernel; else at least 16).
     pub page_cache_window_mb: u64,
     /// MiB of all topics' segments together kept in the page cache that way:
-    /// each open topic keeps the smaller of page_cache_window_mb and its
-    /// share of this, but at least 1 MiB (0: no budget, every topic keeps the
+    /// each topic that wrote to the disk in the last 10 s keeps the smaller
+    /// of page_cache_window_mb and its share of this, but at least 1 MiB (0: no budget, every topic keeps the
     /// whole window; at most 1048576).
     pub page_cache_budget_mb: u64,
     /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).

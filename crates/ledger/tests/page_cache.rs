@@ -203,7 +203,7 @@ async fn sealed_segments_leave_the_page_cache_at_their_checkpoint() {
     assert_eq!(read_all(&ml).await, want);
 }
 
-/// Under `page_cache_budget` each open topic keeps its share of the budget
+/// Under `page_cache_budget` each topic writing keeps its share of the budget
 /// (here the least share, 1 MiB) rather than the whole window: with a
 /// 16 MiB window two 8 MB segments would stay cached, under a 2 MiB budget
 /// all but their newest stretch leaves the page cache. Every entry still

@@ -423,7 +423,7 @@ fn flush_segments(sh: &Shared, deferred: Vec<(Arc<TopicShared>, u64)>) {
         // On an error the entries are durable in the journal, but the
         // segment can no longer be trusted to hold them: the topic refuses
         // service (a restart replays the journal).
-        if let Err(e) = flush_if_full(sh, seg) {
+        if let Err(e) = flush_if_full(sh, topic.id, seg) {
             f.refuse_service(&topic.name, &e);
         }
     }
@@ -655,7 +655,10 @@ fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
                     if d.new_file {
                         seg.new_file = false;
                     }
-                    hand_to_checkpoint(sh, seg.take_cache_drop(seg.synced_len, sh.cache_window()));
+                    hand_to_checkpoint(
+                        sh,
+                        seg.take_cache_drop(seg.synced_len, sh.cache_window(d.topic.id)),
+                    );
                 }
                 let c = &sh.counters;
                 c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
@@ -1378,7 +1381,7 @@ fn write_chunk<'a>(
     if defer {
         return Ok(seg.flush_due());
     }
-    if let Err(e) = flush_if_full(sh, seg) {
+    if let Err(e) = flush_if_full(sh, c.topic.id, seg) {
         f.corrupt = Some(e.clone());
         return Err(e);
     }
@@ -1389,13 +1392,13 @@ fn write_chunk<'a>(
 /// hands the write-out that became due to the checkpoint thread (the
 /// syscall can wait on the device queue, and the flusher's time is every
 /// producer's latency).
-fn flush_if_full(sh: &Shared, seg: &mut Segment) -> Result<()> {
+fn flush_if_full(sh: &Shared, topic: u32, seg: &mut Segment) -> Result<()> {
     if seg.flush_when_full()?
         && let Some(wb) = seg.take_writeback()
     {
         // Everything below this write-out's start was handed to the disk a
         // step ago: what lies a window behind it may leave the page cache.
-        let uncache = seg.take_cache_drop(wb.from(), sh.cache_window());
+        let uncache = seg.take_cache_drop(wb.from(), sh.cache_window(topic));
         hand_to_checkpoint(sh, std::iter::once(wb).chain(uncache));
     }
     Ok(())

@@ -81,7 +81,7 @@
 //! write-behind buffer or the page cache; anything older or larger goes to
 //! the blocking pool, since it may wait on the disk.
 //! Only the newest [`FileBackendConfig::page_cache_window`] bytes of a
-//! segment (64 MiB), or with many topics open each one's share of
+//! segment (64 MiB), or with many topics writing each one's share of
 //! [`FileBackendConfig::page_cache_budget`] (256 MiB in all, at least 1 MiB
 //! each), stay in the page cache once on the disk: the checkpoint
 //! thread drops older pages (`POSIX_FADV_DONTNEED`), behind each write-out
@@ -313,8 +313,9 @@ pub struct FileBackendConfig {
     /// [`FileBackendConfig::page_cache_budget`].
     pub page_cache_window: u64,
     /// How many bytes of all topics' segments together stay in the page
-    /// cache (with a window on): each open topic keeps the smaller of
-    /// `page_cache_window` and its share of the budget, but at least
+    /// cache (with a window on): each topic that writes to the disk keeps the
+    /// smaller of `page_cache_window` and its share of the budget (shared by
+    /// the topics that wrote in the last 10 s), but at least
     /// [`MIN_PAGE_CACHE_SHARE`]. Without it 1,000 topics would keep up to
     /// 64 GiB: in effect no window, and every page they write a new one
     /// (1,000 topics written at full speed: the kernel's copy into new
@@ -328,6 +329,31 @@ pub struct FileBackendConfig {
 /// is dropped has been on its way to the disk for a while (the pages of a
 /// write-out still running cannot be dropped).
 pub const MIN_PAGE_CACHE_SHARE: u64 = 4 * segment::WRITEBACK_STEP;
+
+/// A topic counts towards the page-cache budget's shares this long after
+/// its last write to the disk.
+const WRITER_SECS: u64 = 10;
+
+/// The topics that wrote to their segments lately, by topic id: the second
+/// (since the backend opened) of each one's last write-out.
+#[derive(Debug, Default)]
+struct Writers {
+    last: HashMap<u32, u64>,
+    pruned_at: u64,
+}
+
+impl Writers {
+    /// Notes a write-out of topic `id` at second `now`; how many topics
+    /// wrote within the last [`WRITER_SECS`].
+    fn saw(&mut self, id: u32, now: u64) -> usize {
+        self.last.insert(id, now);
+        if now > self.pruned_at {
+            self.pruned_at = now;
+            self.last.retain(|_, t| now - *t < WRITER_SECS);
+        }
+        self.last.len()
+    }
+}
 
 /// The smallest non-zero [`FileBackendConfig::page_cache_window`]: twice the
 /// stretch behind a segment's end that reads serve on the caller's thread,
@@ -404,9 +430,11 @@ struct Shared {
     journal_dir: PathBuf,
     topics_dir: PathBuf,
     topics: Mutex<HashMap<String, Arc<TopicShared>>>,
-    /// Topics open now (their handles not yet released), for the page-cache
-    /// budget's share.
-    open_topics: Arc<std::sync::atomic::AtomicUsize>,
+    /// Topics whose segments took writes lately, for the page-cache
+    /// budget's share (see [`Shared::cache_window`]).
+    writers: Mutex<Writers>,
+    /// When the backend opened (the clock of `writers`).
+    started: std::time::Instant,
     next_topic_id: AtomicU32,
     /// Durable per-topic metadata (what the next checkpoint writes).
     meta: Mutex<BTreeMap<String, TopicMeta>>,
@@ -508,7 +536,8 @@ impl FileBackend {
             journal_dir,
             topics_dir,
             topics: Mutex::new(HashMap::new()),
-            open_topics: Arc::default(),
+            writers: Mutex::default(),
+            started: std::time::Instant::now(),
             next_topic_id: AtomicU32::new(1),
             meta: Mutex::new(ckpt.topic_meta()?),
             queue: Mutex::new(Queue::new(&cfg)),
@@ -659,16 +688,22 @@ impl LedgerBackend for FileBackend {
 }
 
 impl Shared {
-    /// How many of a segment's newest bytes stay in the page cache now:
-    /// the window, or each open topic's share of the budget where that is
-    /// smaller (see [`FileBackendConfig::page_cache_budget`]); 0: all.
-    fn cache_window(&self) -> u64 {
+    /// How many of topic `id`'s newest segment bytes stay in the page cache
+    /// now that some of them went to the disk: the window, or the budget's
+    /// share of each topic that wrote to the disk in the last
+    /// [`WRITER_SECS`] where that is smaller (see
+    /// [`FileBackendConfig::page_cache_budget`]); 0: all. Open topics that
+    /// take no writes do not shrink the share of those that do.
+    fn cache_window(&self, id: u32) -> u64 {
         let (window, budget) = (self.cfg.page_cache_window, self.cfg.page_cache_budget);
         if window == 0 || budget == 0 {
             return window;
         }
-        let open = self.open_topics.load(Ordering::Relaxed).max(1) as u64;
-        window.min((budget / open).max(MIN_PAGE_CACHE_SHARE)) & !(segment::PAGE - 1)
+        let writing = self
+            .writers
+            .lock()
+            .saw(id, self.started.elapsed().as_secs()) as u64;
+        window.min((budget / writing.max(1)).max(MIN_PAGE_CACHE_SHARE)) & !(segment::PAGE - 1)
     }
 
     fn topic_dir(&self, name: &str) -> PathBuf {
@@ -733,5 +768,22 @@ impl Shared {
     fn topic_meta_entry(&self, name: &str, f: impl FnOnce(&mut TopicMeta)) {
         let mut m = self.meta.lock();
         f(m.entry(name.to_string()).or_default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WRITER_SECS, Writers};
+
+    #[test]
+    fn topics_that_stopped_writing_leave_the_budget_shares() {
+        let mut w = Writers::default();
+        assert_eq!(w.saw(1, 0), 1);
+        assert_eq!(w.saw(2, 0), 2);
+        assert_eq!(w.saw(1, 0), 2, "a topic counts once");
+        assert_eq!(w.saw(3, WRITER_SECS - 1), 3);
+        // Topic 2 last wrote WRITER_SECS ago; 1 and 3 write on.
+        assert_eq!(w.saw(1, WRITER_SECS), 2);
+        assert_eq!(w.saw(3, 3 * WRITER_SECS), 1, "only the one writing now");
     }
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -113,13 +113,11 @@ pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>
         files.next_ledger_hint = files.next_ledger_hint.max(rec.next_ledger_id + 1);
     }
     files.open = true;
-    sh.open_topics.fetch_add(1, Ordering::Relaxed);
     drop(files);
     let h: Arc<dyn TopicStorage> = Arc::new(FileTopicHandle {
         sh: Arc::downgrade(sh),
         topic: t,
         released: Arc::new(AtomicBool::new(false)),
-        open_topics: sh.open_topics.clone(),
     });
     Ok((h, rec))
 }
@@ -238,20 +236,17 @@ pub struct FileTopicHandle {
     sh: std::sync::Weak<Shared>,
     topic: Arc<TopicShared>,
     released: Arc<AtomicBool>,
-    /// [`Shared`]'s count of open topics.
-    open_topics: Arc<AtomicUsize>,
 }
 
-fn release(t: &TopicShared, released: &AtomicBool, open_topics: &AtomicUsize) {
+fn release(t: &TopicShared, released: &AtomicBool) {
     if !released.swap(true, Ordering::SeqCst) {
         t.files.lock().open = false;
-        open_topics.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Drop for FileTopicHandle {
     fn drop(&mut self) {
-        release(&self.topic, &self.released, &self.open_topics);
+        release(&self.topic, &self.released);
     }
 }
 
@@ -354,12 +349,11 @@ impl TopicStorage for FileTopicHandle {
         self.enqueue(Req::Barrier { done: tx });
         let topic = self.topic.clone();
         let released = self.released.clone();
-        let open_topics = self.open_topics.clone();
         async move {
             let r = rx
                 .await
                 .unwrap_or_else(|_| Err(LedgerError::Closed("file backend".into())));
-            release(&topic, &released, &open_topics);
+            release(&topic, &released);
             r
         }
         .boxed()
