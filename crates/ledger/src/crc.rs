@@ -48,7 +48,7 @@ const X2N: [u32; 64] = {
 };
 
 /// `MONT[j] = x^(32 (2^j - 1)) mod P`: `x^(32 * 2^j)` in the form the
-/// hardware product keeps (times `x^-32`, see [`hw::mul`]).
+/// hardware product keeps (times `x^-32`, see `hw::mul`).
 #[cfg(target_arch = "x86_64")]
 const MONT: [u32; 62] = {
     let x32 = X2N[5];

@@ -657,7 +657,7 @@ fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
                     }
                     hand_to_checkpoint(
                         sh,
-                        seg.take_cache_drop(seg.synced_len, sh.cache_window(d.topic.id)),
+                        seg.take_cache_drop(seg.synced_len, sh.wrote_out(d.topic.id)),
                     );
                 }
                 let c = &sh.counters;
@@ -1398,7 +1398,7 @@ fn flush_if_full(sh: &Shared, topic: u32, seg: &mut Segment) -> Result<()> {
     {
         // Everything below this write-out's start was handed to the disk a
         // step ago: what lies a window behind it may leave the page cache.
-        let uncache = seg.take_cache_drop(wb.from(), sh.cache_window(topic));
+        let uncache = seg.take_cache_drop(wb.from(), sh.wrote_out(topic));
         hand_to_checkpoint(sh, std::iter::once(wb).chain(uncache));
     }
     Ok(())

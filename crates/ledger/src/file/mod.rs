@@ -431,7 +431,7 @@ struct Shared {
     topics_dir: PathBuf,
     topics: Mutex<HashMap<String, Arc<TopicShared>>>,
     /// Topics whose segments took writes lately, for the page-cache
-    /// budget's share (see [`Shared::cache_window`]).
+    /// budget's share (see [`Shared::wrote_out`]).
     writers: Mutex<Writers>,
     /// When the backend opened (the clock of `writers`).
     started: std::time::Instant,
@@ -688,13 +688,14 @@ impl LedgerBackend for FileBackend {
 }
 
 impl Shared {
-    /// How many of topic `id`'s newest segment bytes stay in the page cache
-    /// now that some of them went to the disk: the window, or the budget's
+    /// Notes that some of topic `id`'s segment bytes went to the disk, and
+    /// returns how many of its newest bytes stay in the page cache: the
+    /// window, or the budget's
     /// share of each topic that wrote to the disk in the last
     /// [`WRITER_SECS`] where that is smaller (see
     /// [`FileBackendConfig::page_cache_budget`]); 0: all. Open topics that
     /// take no writes do not shrink the share of those that do.
-    fn cache_window(&self, id: u32) -> u64 {
+    fn wrote_out(&self, id: u32) -> u64 {
         let (window, budget) = (self.cfg.page_cache_window, self.cfg.page_cache_budget);
         if window == 0 || budget == 0 {
             return window;
