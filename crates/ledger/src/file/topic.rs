@@ -436,13 +436,18 @@ fn read_located(t: &TopicShared, loc: Located, first: u64, last: u64) -> Result<
         tail,
         ..
     } = loc;
-    let mut buf = Vec::with_capacity((end - start) as usize);
-    if file_end > start {
+    let buf = if file_end > start {
+        let mut buf = Vec::with_capacity((end - start) as usize);
         buf.resize((file_end - start) as usize, 0);
         file.read_exact_at(&mut buf, start)
             .map_err(|e| LedgerError::io("read", &path, e))?;
-    }
-    buf.extend_from_slice(&tail);
+        buf.extend_from_slice(&tail);
+        buf
+    } else {
+        // All of it is in the write-behind buffer: the copy made under the
+        // lock is the buffer.
+        tail
+    };
     let buf = Bytes::from(buf);
     let mut out = Vec::with_capacity((last - first + 1) as usize);
     let mut at = 0usize;
