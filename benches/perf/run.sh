@@ -349,8 +349,17 @@ for s in scen:
         n = float(m.get(pre + "count", 0))
         slow = sum(float(v) for k, v in m.items() if k.startswith(pre) and k[len(pre):] in ("le_50", "le_100", "le_200", "le_1000", "overflow"))
         syncs, ents = float(m.get("strobe_storage_journal_fsyncs_total", 0)), float(m.get("strobe_storage_entries_written_total", 0))
+        # The broker's own journal fdatasyncs in the phase, by duration: a
+        # tail the probes around the phase missed shows here.
+        fp = "strobe_storage_journal_fsync_latency_"
+        fb = [(float(k[len(fp) + 3:].replace("_", ".")), float(v)) for k, v in m.items() if k.startswith(fp + "le_")]
+        fb.sort()
+        over = lambda ms: sum(c for bound, c in fb if bound > ms) + float(m.get(fp + "overflow", 0))
+        p99 = next((bound for bound, _ in fb if over(bound) <= 0.01 * syncs), "over 100") if syncs else "-"
+        sync_tail = (f"; journal fdatasync p99 <= {p99} ms, {over(1):,.0f} over 1 ms, {over(5):,.0f} over 5 ms"
+                     if fb else "")
         print(f"{s} {b}: broker write latency over {n:,.0f} appends: {slow:,.0f} above 20 ms; "
-              f"{ents:,.0f} entries in {syncs:,.0f} journal fsyncs, {float(m.get('strobe_storage_checkpoints_total', 0)):.0f} checkpoints")
+              f"{ents:,.0f} entries in {syncs:,.0f} journal fsyncs, {float(m.get('strobe_storage_checkpoints_total', 0)):.0f} checkpoints{sync_tail}")
 for b in brokers:
     d = load(f"{b}-idle.json")
     if d: print(f"{b}: first accepted connection {d['startup_ms']} ms after spawn, idle RSS {d['idle_rss_kib']/1024:.1f} MiB")

@@ -109,6 +109,14 @@ def test_stats_lookup_health_metrics(strobe):
     # The file backend's own counters: the sends above were synced.
     fsyncs = [l for l in text.splitlines() if l.startswith("strobe_storage_journal_fsyncs_total{")]
     assert len(fsyncs) == 1 and int(fsyncs[0].split()[-1]) > 0, fsyncs
+    # ... and by duration: the buckets count every one of them, the sum is their time.
+    buckets = [l for l in text.splitlines()
+               if l.startswith("strobe_storage_journal_fsync_latency_") and not l.startswith("strobe_storage_journal_fsync_latency_sum")]
+    assert len(buckets) == 11 and buckets[0].startswith("strobe_storage_journal_fsync_latency_le_0_1{"), buckets
+    assert buckets[-1].startswith("strobe_storage_journal_fsync_latency_overflow{"), buckets
+    assert sum(int(l.split()[-1]) for l in buckets) == int(fsyncs[0].split()[-1]), (buckets, fsyncs)
+    total_ms = [float(l.split()[-1]) for l in text.splitlines() if l.startswith("strobe_storage_journal_fsync_latency_sum{")]
+    assert len(total_ms) == 1 and total_ms[0] > 0, total_ms
     written = [l for l in text.splitlines() if l.startswith("strobe_storage_entries_written_total{")]
     assert len(written) == 1 and int(written[0].split()[-1]) >= 4, written
     client.close()

@@ -1748,6 +1748,20 @@ async fn metrics(State(s): State<Svc>) -> Response {
             ),
         ];
         storage_engine_metrics(&mut out, cluster, &families);
+        let names = strobe_broker::topic::JournalSyncLatency::bucket_names(
+            "strobe_storage_journal_fsync_latency",
+        );
+        for (name, v) in names.iter().zip(st.journal_sync_buckets) {
+            let _ = writeln!(
+                out,
+                "# HELP {name} Journal fdatasyncs whose duration fell in this bucket (ms)\n# TYPE {name} counter\n{name}{{cluster=\"{cluster}\"}} {v}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP strobe_storage_journal_fsync_latency_sum Total duration of the journal fdatasyncs (ms)\n# TYPE strobe_storage_journal_fsync_latency_sum counter\nstrobe_storage_journal_fsync_latency_sum{{cluster=\"{cluster}\"}} {:.3}",
+            st.journal_sync_micros as f64 / 1000.0
+        );
         let _ = writeln!(
             out,
             "# HELP strobe_storage_sync_interval_us Interval now kept between journal fdatasyncs (sync = always)\n# TYPE strobe_storage_sync_interval_us gauge\nstrobe_storage_sync_interval_us{{cluster=\"{cluster}\"}} {}",
@@ -1784,17 +1798,7 @@ fn storage_engine_metrics(out: &mut String, cluster: &str, families: &[(&str, &s
 /// `pulsar_storage_write_latency_le_0_5` … `_le_1000`, `_overflow`, `_count`
 /// and `_sum` (milliseconds).
 fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>]) {
-    use strobe_broker::topic::LATENCY_BOUNDS_MS;
-    let mut names: Vec<String> = LATENCY_BOUNDS_MS
-        .iter()
-        .map(|b| {
-            format!(
-                "pulsar_storage_write_latency_le_{}",
-                format!("{b}").replace('.', "_")
-            )
-        })
-        .collect();
-    names.push("pulsar_storage_write_latency_overflow".into());
+    let names = strobe_broker::topic::LatencyBuckets::bucket_names("pulsar_storage_write_latency");
     for (i, name) in names.iter().enumerate() {
         let _ = writeln!(
             out,

@@ -183,28 +183,20 @@ pub struct Rates {
 /// the last bucket is the overflow.
 pub const LATENCY_BOUNDS_MS: [f64; 9] = [0.5, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1000.0];
 
-/// A fixed-bucket latency histogram (non-cumulative counts, as Pulsar exports
-/// them), plus a count and a sum.
-#[derive(Debug, Default)]
-pub struct LatencyBuckets {
-    pub buckets: [std::sync::atomic::AtomicU64; 10],
-    pub count: std::sync::atomic::AtomicU64,
-    pub sum_micros: std::sync::atomic::AtomicU64,
+/// [`LATENCY_BOUNDS_MS`] as a histogram's bounds.
+#[derive(Debug)]
+pub struct WriteLatencyBounds;
+
+impl strobe_ledger::LatencyBounds for WriteLatencyBounds {
+    const MS: &'static [f64] = &LATENCY_BOUNDS_MS;
 }
 
-impl LatencyBuckets {
-    pub fn record(&self, d: std::time::Duration) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let ms = d.as_secs_f64() * 1000.0;
-        let i = LATENCY_BOUNDS_MS
-            .iter()
-            .position(|b| ms <= *b)
-            .unwrap_or(LATENCY_BOUNDS_MS.len());
-        self.buckets[i].fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
-        self.sum_micros.fetch_add(d.as_micros() as u64, Relaxed);
-    }
-}
+/// Publish-to-durable latency of a topic's appends.
+pub type LatencyBuckets = strobe_ledger::LatencyBuckets<WriteLatencyBounds>;
+
+/// The file backend's journal fdatasync durations (see
+/// [`strobe_ledger::FileBackendStats::journal_sync_buckets`]).
+pub type JournalSyncLatency = strobe_ledger::LatencyBuckets<strobe_ledger::JournalSyncBounds>;
 
 impl TopicCounters {
     pub fn add_in(&self, messages: u64, bytes: u64) {

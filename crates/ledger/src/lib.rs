@@ -25,6 +25,7 @@ pub mod crc;
 mod cursor_state;
 mod error;
 pub mod file;
+mod latency;
 mod ledger;
 mod memory;
 pub mod testing;
@@ -33,6 +34,7 @@ pub use backend::{AppendCallback, LedgerBackend, LedgerMeta, RecoveredTopic, Top
 pub use config::{Clock, LedgerConfig, Retention, SyncMode};
 pub use error::{LedgerError, Result};
 pub use file::{FileBackend, FileBackendConfig, FileBackendStats, append_batch};
+pub use latency::{JournalSyncBounds, LatencyBounds, LatencyBuckets};
 pub use ledger::{AppendFuture, Entry, InitialPosition, LedgerStats, ManagedCursor, ManagedLedger};
 pub use memory::MemoryBackend;
 pub use strobe_model::Position;

@@ -562,9 +562,9 @@ fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
         sh.queue.lock().pacer.sync_started(t0);
         match file.sync_data() {
             Ok(()) => {
-                sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
-                last = Some(*seq);
                 let took = t0.elapsed();
+                sh.counters.syncs.record(took);
+                last = Some(*seq);
                 if took >= SLOW_IO {
                     tracing::debug!(ms = took.as_millis() as u64, "slow journal fdatasync");
                 }
@@ -698,11 +698,12 @@ fn delete_later(sh: &Shared, mut trash: Vec<PathBuf>) {
 
 impl Flusher {
     fn sync(&mut self) -> Result<()> {
+        let t0 = Instant::now();
         self.jf
             .file
             .sync_data()
             .map_err(|e| LedgerError::io("fdatasync", &self.jf.path, e))?;
-        self.sh.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        self.sh.counters.syncs.record(t0.elapsed());
         self.last_sync = Instant::now();
         self.unsynced = false;
         self.refs_unsynced = None;

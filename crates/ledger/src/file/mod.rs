@@ -409,12 +409,24 @@ pub struct FileBackendStats {
     pub sync_interval_us: u64,
     /// How many times a stalled journal sync raised that interval.
     pub sync_interval_raises: u64,
+    /// Journal fdatasyncs by duration, in the buckets of
+    /// [`JournalSyncBounds`](crate::JournalSyncBounds) (the last: above them).
+    pub journal_sync_buckets: [u64; JOURNAL_SYNC_BUCKETS],
+    /// Their total duration, in microseconds.
+    pub journal_sync_micros: u64,
 }
+
+/// Buckets of [`FileBackendStats::journal_sync_buckets`].
+pub const JOURNAL_SYNC_BUCKETS: usize = 11;
+const _: () = assert!(
+    JOURNAL_SYNC_BUCKETS == <crate::JournalSyncBounds as crate::LatencyBounds>::MS.len() + 1
+);
 
 #[derive(Debug, Default)]
 struct Counters {
     batches: AtomicU64,
-    syncs: AtomicU64,
+    /// Journal fdatasyncs (count, by duration and their sum).
+    syncs: crate::LatencyBuckets<crate::JournalSyncBounds>,
     entries: AtomicU64,
     journal_bytes: AtomicU64,
     checkpoints: AtomicU64,
@@ -589,9 +601,12 @@ impl FileBackend {
     pub fn stats(&self) -> FileBackendStats {
         let c = &self.shared.counters;
         let q = self.shared.queue.lock();
+        let sync_buckets: [u64; JOURNAL_SYNC_BUCKETS] =
+            c.syncs.counts().try_into().unwrap_or_default();
         FileBackendStats {
             batches: c.batches.load(Ordering::Relaxed),
-            syncs: c.syncs.load(Ordering::Relaxed),
+            // Of one reading of the buckets, so the two always agree.
+            syncs: sync_buckets.iter().sum(),
             entries: c.entries.load(Ordering::Relaxed),
             journal_bytes: c.journal_bytes.load(Ordering::Relaxed),
             checkpoints: c.checkpoints.load(Ordering::Relaxed),
@@ -601,6 +616,8 @@ impl FileBackend {
             page_cache_dropped_bytes: c.page_cache_dropped_bytes.load(Ordering::Relaxed),
             sync_interval_us: q.pacer.interval().as_micros() as u64,
             sync_interval_raises: q.pacer.raises(),
+            journal_sync_buckets: sync_buckets,
+            journal_sync_micros: c.syncs.sum_micros.load(Ordering::Relaxed),
         }
     }
 
