@@ -1748,10 +1748,7 @@ async fn metrics(State(s): State<Svc>) -> Response {
             ),
         ];
         storage_engine_metrics(&mut out, cluster, &families);
-        let names = strobe_broker::topic::JournalSyncLatency::bucket_names(
-            "strobe_storage_journal_fsync_latency",
-        );
-        for (name, v) in names.iter().zip(st.journal_sync_buckets) {
+        for (name, v) in st.named_journal_sync_buckets("strobe_storage_journal_fsync_latency") {
             let _ = writeln!(
                 out,
                 "# HELP {name} Journal fdatasyncs whose duration fell in this bucket (ms)\n# TYPE {name} counter\n{name}{{cluster=\"{cluster}\"}} {v}"

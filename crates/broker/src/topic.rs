@@ -194,10 +194,6 @@ impl strobe_ledger::LatencyBounds for WriteLatencyBounds {
 /// Publish-to-durable latency of a topic's appends.
 pub type LatencyBuckets = strobe_ledger::LatencyBuckets<WriteLatencyBounds>;
 
-/// The file backend's journal fdatasync durations (see
-/// [`strobe_ledger::FileBackendStats::journal_sync_buckets`]).
-pub type JournalSyncLatency = strobe_ledger::LatencyBuckets<strobe_ledger::JournalSyncBounds>;
-
 impl TopicCounters {
     pub fn add_in(&self, messages: u64, bytes: u64) {
         use std::sync::atomic::Ordering::Relaxed;

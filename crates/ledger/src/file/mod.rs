@@ -416,6 +416,17 @@ pub struct FileBackendStats {
     pub journal_sync_micros: u64,
 }
 
+impl FileBackendStats {
+    /// [`Self::journal_sync_buckets`] with their metric names,
+    /// `{prefix}_le_0_1` .. `{prefix}_le_100` and `{prefix}_overflow`.
+    pub fn named_journal_sync_buckets(&self, prefix: &str) -> Vec<(String, u64)> {
+        crate::LatencyBuckets::<crate::JournalSyncBounds>::bucket_names(prefix)
+            .into_iter()
+            .zip(self.journal_sync_buckets)
+            .collect()
+    }
+}
+
 /// Buckets of [`FileBackendStats::journal_sync_buckets`].
 pub const JOURNAL_SYNC_BUCKETS: usize = 11;
 const _: () = assert!(
