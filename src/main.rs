@@ -147,16 +147,22 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
     )
 }
 
-fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
+/// A multi-threaded runtime of `worker_threads` threads (0: one per core)
+/// named `name`, for the broker and for `strobe perf`.
+fn runtime(worker_threads: usize, name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if cfg.worker_threads > 0 {
-        builder.worker_threads(cfg.worker_threads);
+    if worker_threads > 0 {
+        builder.worker_threads(worker_threads);
     }
-    let runtime = builder
+    builder
         .enable_all()
-        .thread_name("strobe")
+        .thread_name(name)
         .build()
-        .context("starting the async runtime")?;
+        .context("starting the async runtime")
+}
+
+fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
+    let runtime = runtime(cfg.worker_threads, "strobe")?;
     runtime.block_on(async move {
         let http_addr = format!("{}:{}", cfg.bind_address, cfg.http_port);
         let http = tokio::net::TcpListener::bind(&http_addr)

@@ -133,15 +133,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
         Mode::Consume(o) => ("consume", o, false, true),
         Mode::E2e(o) => ("e2e", o, true, true),
     };
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if opts.io_threads > 0 {
-        builder.worker_threads(opts.io_threads);
-    }
-    let rt = builder
-        .enable_all()
-        .thread_name("perf")
-        .build()
-        .context("starting the async runtime")?;
+    let rt = crate::runtime(opts.io_threads, "perf")?;
     rt.block_on(run_async(name, opts, produce, consume))
 }
 
