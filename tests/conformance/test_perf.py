@@ -7,6 +7,8 @@ import json
 import re
 import subprocess
 
+import pulsar
+
 from conftest import strobe_binary
 
 
@@ -32,7 +34,7 @@ def test_produce_then_consume_counts_every_message(strobe, client, topic):
     lat = p["publish_latency_ms"]
     assert 0 < lat["p50"] <= lat["p99"] <= lat["max"], lat
     # The official client reads what perf wrote: every message, of the size asked for.
-    reader = client.create_reader(topic, __import__("pulsar").MessageId.earliest)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
     sizes = [len(reader.read_next(timeout_millis=10000).data()) for _ in range(3000)]
     reader.close()
     assert set(sizes) == {256}
