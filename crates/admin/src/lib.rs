@@ -1825,7 +1825,7 @@ fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>
         let _ = writeln!(
             out,
             "pulsar_storage_write_latency_count{{{labels}}} {}\npulsar_storage_write_latency_sum{{{labels}}} {:.3}",
-            l.count.load(Relaxed),
+            l.count(),
             l.sum_micros.load(Relaxed) as f64 / 1000.0
         );
     }

@@ -1,5 +1,6 @@
 //! Fixed-bucket latency histograms for metrics: non-cumulative counts per
-//! bucket (as Pulsar exports its `_le_*` families), a count and a sum. The
+//! bucket (as Pulsar exports its `_le_*` families) and a sum; the count is
+//! theirs, so it always agrees with the buckets. The
 //! bounds are a type's, so a histogram is `Default` and costs no lookup.
 
 use std::marker::PhantomData;
@@ -26,7 +27,6 @@ impl LatencyBounds for JournalSyncBounds {
 pub struct LatencyBuckets<B: LatencyBounds> {
     /// `B::MS.len() + 1` counts, the last the overflow.
     pub buckets: Box<[AtomicU64]>,
-    pub count: AtomicU64,
     pub sum_micros: AtomicU64,
     bounds: PhantomData<B>,
 }
@@ -35,7 +35,6 @@ impl<B: LatencyBounds> Default for LatencyBuckets<B> {
     fn default() -> Self {
         LatencyBuckets {
             buckets: (0..=B::MS.len()).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
             sum_micros: AtomicU64::new(0),
             bounds: PhantomData,
         }
@@ -49,13 +48,17 @@ impl<B: LatencyBounds> LatencyBuckets<B> {
         let ms = d.as_micros() as f64 / 1000.0;
         let i = B::MS.iter().position(|b| ms <= *b).unwrap_or(B::MS.len());
         self.buckets[i].fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
         self.sum_micros.fetch_add(d.as_micros() as u64, Relaxed);
     }
 
     /// The bucket counts now.
     pub fn counts(&self) -> Vec<u64> {
         self.buckets.iter().map(|b| b.load(Relaxed)).collect()
+    }
+
+    /// How many durations were recorded: the buckets' sum.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Relaxed)).sum()
     }
 
     /// The metric names of the buckets: `{prefix}_le_{bound}` with the
@@ -83,7 +86,7 @@ mod tests {
         }
         //           0.1 0.25 0.5 1  2  5  10 20 50 100 over
         assert_eq!(h.counts(), [2, 2, 0, 2, 0, 0, 1, 0, 0, 1, 2]);
-        assert_eq!(h.count.load(Relaxed), 10);
+        assert_eq!(h.count(), 10);
         assert_eq!(h.sum_micros.load(Relaxed), 3_209_501);
         let names = LatencyBuckets::<JournalSyncBounds>::bucket_names("x");
         assert_eq!(names.len(), 11);
