@@ -21,9 +21,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use strobe_broker::BrokerError;
-use strobe_broker::service::{
-    AUTH_ACTIONS, BacklogQuotaJson, BrokerService, NamespacePolicies, RetentionPolicies, TenantInfo,
+use strobe_broker::policies::{
+    AUTH_ACTIONS, BacklogQuotaJson, NamespacePolicies, RetentionPolicies, TenantInfo,
 };
+use strobe_broker::service::BrokerService;
 use strobe_broker::subscription::{AdminOp, AdminReply, SeekTarget, StartPosition};
 use strobe_broker::topic::Topic;
 use strobe_model::TopicName;
@@ -920,7 +921,7 @@ async fn create_topic(
     Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
 ) -> ApiResult<Response> {
     let name = topic_name(&domain, &t, &ns, &topic)?;
-    if s.partitioned_metadata(&name, false).await? > 0 || s.loaded_topic(&name).await.is_some() {
+    if s.partitioned_metadata(&name, false).await? > 0 || s.loaded_topic(&name).is_some() {
         return Err(ApiError(409, format!("topic {name} already exists")));
     }
     s.topic(&name, true).await?;
@@ -1485,7 +1486,10 @@ async fn get_schema(
     State(s): State<Svc>,
     Path((t, ns, topic)): Path<(String, String, String)>,
 ) -> ApiResult<axum::Json<Value>> {
-    let (v, sd, ts) = s.get_schema(&schema_topic(&t, &ns, &topic)?, None).await?;
+    let (v, sd, ts) = s
+        .schemas
+        .get_schema(&schema_topic(&t, &ns, &topic)?, None)
+        .await?;
     Ok(axum::Json(schema_json(v, &sd, ts)))
 }
 
@@ -1494,6 +1498,7 @@ async fn get_schema_version(
     Path((t, ns, topic, version)): Path<(String, String, String, i64)>,
 ) -> ApiResult<axum::Json<Value>> {
     let (v, sd, ts) = s
+        .schemas
         .get_schema(
             &schema_topic(&t, &ns, &topic)?,
             Some(strobe_schema::SchemaVersion(version)),
@@ -1506,7 +1511,10 @@ async fn get_all_schemas(
     State(s): State<Svc>,
     Path((t, ns, topic)): Path<(String, String, String)>,
 ) -> ApiResult<axum::Json<Value>> {
-    let all = s.all_schemas(&schema_topic(&t, &ns, &topic)?).await?;
+    let all = s
+        .schemas
+        .all_schemas(&schema_topic(&t, &ns, &topic)?)
+        .await?;
     Ok(axum::Json(json!({
         "getSchemaResponses": all.iter().map(|(v, sd, ts)| schema_json(*v, sd, *ts)).collect::<Vec<_>>(),
     })))
@@ -1519,6 +1527,7 @@ async fn post_schema(
 ) -> ApiResult<axum::Json<Value>> {
     let schema = payload_schema(&body)?;
     let v = s
+        .schemas
         .post_schema(&schema_topic(&t, &ns, &topic)?, &schema)
         .await?;
     Ok(axum::Json(json!({ "version": v.0 })))
@@ -1530,6 +1539,7 @@ async fn delete_schema(
     Query(q): Query<ForceQuery>,
 ) -> ApiResult<axum::Json<Value>> {
     let v = s
+        .schemas
         .delete_schema(&schema_topic(&t, &ns, &topic)?, q.force.unwrap_or(false))
         .await?;
     Ok(axum::Json(json!({ "version": v })))
@@ -1542,6 +1552,7 @@ async fn test_schema(
 ) -> ApiResult<axum::Json<Value>> {
     let schema = payload_schema(&body)?;
     let (ok, strategy) = s
+        .schemas
         .test_schema(&schema_topic(&t, &ns, &topic)?, &schema)
         .await?;
     Ok(axum::Json(json!({
@@ -1556,7 +1567,10 @@ async fn schema_version_of(
     body: Bytes,
 ) -> ApiResult<axum::Json<Value>> {
     let schema = payload_schema(&body)?;
-    let all = s.all_schemas(&schema_topic(&t, &ns, &topic)?).await?;
+    let all = s
+        .schemas
+        .all_schemas(&schema_topic(&t, &ns, &topic)?)
+        .await?;
     let v = all
         .iter()
         .find(|(_, sd, _)| sd.same_hash(&schema))
@@ -1618,7 +1632,7 @@ async fn metrics(State(s): State<Svc>) -> Response {
             "Entries not yet acknowledged, summed over subscriptions",
         ),
     ];
-    let topics = s.loaded_topics().await;
+    let topics = s.loaded_topics();
     for (name, kind, help) in families {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for t in &topics {

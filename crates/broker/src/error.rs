@@ -29,10 +29,30 @@ pub enum BrokerError {
     ServiceNotReady(String),
     #[error("{0}")]
     Checksum(String),
+    /// A storage failure the broker detected itself (e.g. a health-check
+    /// entry that did not read back); the ledger's own errors are [`Self::Ledger`].
     #[error("storage: {0}")]
     Persistence(String),
+    /// The ledger's error, kept typed so callers can tell a fenced or
+    /// still-open topic from a failed write.
+    #[error("{}", ledger_message(.0))]
+    Ledger(#[from] strobe_ledger::LedgerError),
+    /// The metadata store's error, kept typed: ownership and election code
+    /// must tell `BadVersion`, `AlreadyExists` and `SessionExpired` apart.
     #[error("metadata: {0}")]
-    Metadata(String),
+    Metadata(#[from] strobe_metadata::MetadataError),
+    /// A value in the metadata store that does not decode as what its path holds.
+    #[error("metadata: {path} holds an invalid value: {reason}")]
+    CorruptMetadata { path: String, reason: String },
+    /// The broker's configuration (or a file it names) cannot be used.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A listener could not bind its address.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     AlreadyExists(String),
     #[error("{0}")]
@@ -70,7 +90,15 @@ impl BrokerError {
             BrokerError::ServiceNotReady(_) => ServerError::ServiceNotReady,
             BrokerError::Checksum(_) => ServerError::ChecksumError,
             BrokerError::Persistence(_) => ServerError::PersistenceError,
-            BrokerError::Metadata(_) => ServerError::MetadataError,
+            BrokerError::Ledger(e) => match ledger_class(e) {
+                LedgerClass::Retry => ServerError::ServiceNotReady,
+                LedgerClass::Refused => ServerError::NotAllowedError,
+                LedgerClass::Failed => ServerError::PersistenceError,
+            },
+            BrokerError::Metadata(_) | BrokerError::CorruptMetadata { .. } => {
+                ServerError::MetadataError
+            }
+            BrokerError::Config(_) | BrokerError::Bind { .. } => ServerError::UnknownError,
             BrokerError::AlreadyExists(_) | BrokerError::Conflict(_) => {
                 ServerError::NotAllowedError
             }
@@ -103,6 +131,11 @@ impl BrokerError {
             | BrokerError::Precondition(_) => 412,
             BrokerError::TopicTerminated(_) => 405,
             BrokerError::ServiceNotReady(_) => 503,
+            BrokerError::Ledger(e) => match ledger_class(e) {
+                LedgerClass::Retry => 503,
+                LedgerClass::Refused => 400,
+                LedgerClass::Failed => 500,
+            },
             BrokerError::IncompatibleSchema(_) => 409,
             BrokerError::Authentication(_) => 401,
             BrokerError::Authorization(_) => 403,
@@ -117,15 +150,31 @@ impl From<strobe_model::TopicNameError> for BrokerError {
     }
 }
 
-impl From<strobe_ledger::LedgerError> for BrokerError {
-    fn from(e: strobe_ledger::LedgerError) -> Self {
-        use strobe_ledger::LedgerError as L;
-        match e {
-            // Another open of the same topic is still closing: retry with a fresh lookup.
-            L::AlreadyOpen(_) | L::Closed(_) => BrokerError::ServiceNotReady(e.to_string()),
-            L::EntryTooLarge { .. } => BrokerError::NotAllowed(e.to_string()),
-            other => BrokerError::Persistence(other.to_string()),
-        }
+/// How a ledger error reaches the client.
+enum LedgerClass {
+    /// Another open of the same topic is still closing: retry with a fresh lookup.
+    Retry,
+    /// The request itself is refused (an entry over the size limit).
+    Refused,
+    /// Storage failed.
+    Failed,
+}
+
+fn ledger_class(e: &strobe_ledger::LedgerError) -> LedgerClass {
+    use strobe_ledger::LedgerError as L;
+    match e {
+        L::AlreadyOpen(_) | L::Closed(_) => LedgerClass::Retry,
+        L::EntryTooLarge { .. } => LedgerClass::Refused,
+        _ => LedgerClass::Failed,
+    }
+}
+
+/// The client sees a storage failure as `storage: ...`, a retry or refusal as
+/// the ledger words it.
+fn ledger_message(e: &strobe_ledger::LedgerError) -> String {
+    match ledger_class(e) {
+        LedgerClass::Failed => format!("storage: {e}"),
+        LedgerClass::Retry | LedgerClass::Refused => e.to_string(),
     }
 }
 

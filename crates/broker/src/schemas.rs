@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use strobe_metadata::Expect;
+use std::sync::Arc;
 use strobe_model::TopicName;
 use strobe_schema::{
     ConsumerOutcome, HistoryEntry, PutOutcome, RegistryPolicy, SchemaCompatibilityStrategy,
@@ -17,7 +17,8 @@ use strobe_schema::{
 use strobe_wire::proto;
 
 use crate::BrokerError;
-use crate::service::{BrokerService, NamespacePolicies};
+use crate::policies::NamespacePolicies;
+use crate::resources::Resources;
 
 /// One stored entry, in the metadata store's JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,11 +43,6 @@ struct StoredHistory {
 
 const DELETED: &str = "DELETED";
 
-fn key(topic: &TopicName) -> String {
-    let base = topic.partitioned_parent();
-    format!("/schemas/{}/{}", base.namespace(), base.local_name())
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -59,7 +55,7 @@ fn b64() -> base64::engine::GeneralPurpose {
 }
 
 impl StoredEntry {
-    fn to_stored(&self) -> Result<StoredSchema, BrokerError> {
+    fn to_stored(&self, topic: &TopicName) -> Result<StoredSchema, BrokerError> {
         use base64::Engine;
         if self.schema_type == DELETED {
             return Ok(StoredSchema::deleted(self.version));
@@ -67,7 +63,10 @@ impl StoredEntry {
         let t = SchemaType::from_name(&self.schema_type).map_err(schema_err)?;
         let data = b64()
             .decode(&self.data)
-            .map_err(|e| BrokerError::Metadata(format!("stored schema data: {e}")))?;
+            .map_err(|e| BrokerError::CorruptMetadata {
+                path: crate::resources::paths::schema(topic),
+                reason: format!("schema version {}: {e}", self.version),
+            })?;
         Ok(StoredSchema::schema(
             self.version,
             SchemaData::new(t, data).with_properties(self.properties.clone()),
@@ -75,8 +74,8 @@ impl StoredEntry {
     }
 
     /// The stored schema, if this entry is one (not a deletion marker).
-    pub fn schema(&self) -> Result<Option<SchemaData>, BrokerError> {
-        Ok(match self.to_stored()?.entry {
+    pub fn schema(&self, topic: &TopicName) -> Result<Option<SchemaData>, BrokerError> {
+        Ok(match self.to_stored(topic)?.entry {
             HistoryEntry::Schema(s) => Some(s),
             HistoryEntry::Deleted => None,
         })
@@ -143,7 +142,23 @@ pub fn policy_of(p: &NamespacePolicies) -> RegistryPolicy {
     }
 }
 
-impl BrokerService {
+/// The schema registry (Pulsar's `SchemaRegistryService`) over the
+/// metadata store.
+#[derive(Debug)]
+pub struct SchemaRegistry {
+    resources: Arc<Resources>,
+    /// Serialises registry writes (each is also a compare-and-set).
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl SchemaRegistry {
+    pub fn new(resources: Arc<Resources>) -> SchemaRegistry {
+        SchemaRegistry {
+            resources,
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
     /// Every stored entry of the topic's schema history, oldest first, and the
     /// metadata version to write against.
     pub async fn schema_history(
@@ -151,18 +166,12 @@ impl BrokerService {
         topic: &TopicName,
     ) -> Result<(Vec<StoredEntry>, Option<u64>), BrokerError> {
         match self
-            .metadata
-            .get(&key(topic))
-            .await
-            .map_err(crate::service::meta_err)?
+            .resources
+            .schema_history::<StoredHistory>(topic)
+            .await?
         {
             None => Ok((Vec::new(), None)),
-            Some(v) => {
-                let h: StoredHistory = serde_json::from_slice(&v.value).map_err(|e| {
-                    BrokerError::Metadata(format!("schema history of {topic}: {e}"))
-                })?;
-                Ok((h.entries, Some(v.stat.version)))
-            }
+            Some(v) => Ok((v.value.entries, Some(v.version))),
         }
     }
 
@@ -173,7 +182,7 @@ impl BrokerService {
         let (entries, version) = self.schema_history(topic).await?;
         let stored = entries
             .iter()
-            .map(StoredEntry::to_stored)
+            .map(|e| e.to_stored(topic))
             .collect::<Result<Vec<_>, _>>()?;
         Ok((stored, entries, version))
     }
@@ -184,27 +193,22 @@ impl BrokerService {
         entries: Vec<StoredEntry>,
         expect: Option<u64>,
     ) -> Result<(), BrokerError> {
-        let value = serde_json::to_vec(&StoredHistory { entries }).expect("json");
-        let expect = match expect {
-            Some(v) => Expect::Version(v),
-            None => Expect::Absent,
-        };
-        self.metadata
-            .put(&key(topic), &value, expect)
+        self.resources
+            .put_schema_history(topic, &StoredHistory { entries }, expect)
             .await
-            .map(|_| ())
             .map_err(|e| match e {
                 strobe_metadata::MetadataError::BadVersion { .. }
                 | strobe_metadata::MetadataError::AlreadyExists(_) => BrokerError::ServiceNotReady(
                     format!("the schema of {topic} changed concurrently; try again"),
                 ),
-                other => crate::service::meta_err(other),
+                other => BrokerError::Metadata(other),
             })
     }
 
     fn schema_policy(&self, topic: &TopicName) -> RegistryPolicy {
         policy_of(
             &self
+                .resources
                 .namespace_policies(topic.namespace())
                 .unwrap_or_default(),
         )
@@ -241,7 +245,7 @@ impl BrokerService {
         topic: &TopicName,
         schema: Option<&SchemaData>,
     ) -> Result<Option<SchemaVersion>, BrokerError> {
-        let _serial = self.schema_lock.lock().await;
+        let _serial = self.lock.lock().await;
         let (stored, entries, version) = self.stored(topic).await?;
         let policy = self.schema_policy(topic);
         match strobe_schema::producer_schema(&stored, schema, &policy).map_err(schema_err)? {
@@ -263,7 +267,7 @@ impl BrokerService {
         schema: &SchemaData,
         topic_idle: bool,
     ) -> Result<(), BrokerError> {
-        let _serial = self.schema_lock.lock().await;
+        let _serial = self.lock.lock().await;
         let (stored, entries, version) = self.stored(topic).await?;
         let policy = self.schema_policy(topic);
         match strobe_schema::check_consumer(&stored, schema, &policy, topic_idle)
@@ -338,17 +342,14 @@ impl BrokerService {
     /// DELETE .../schema: a deletion marker (taking a version), or with
     /// `force` the whole history. Returns the marker's version.
     pub async fn delete_schema(&self, topic: &TopicName, force: bool) -> Result<i64, BrokerError> {
-        let _serial = self.schema_lock.lock().await;
+        let _serial = self.lock.lock().await;
         let (stored, mut entries, version) = self.stored(topic).await?;
         if !strobe_schema::has_schema(&stored) {
             return Err(BrokerError::TopicNotFound(format!("{topic} has no schema")));
         }
         let next = strobe_schema::next_version(&stored).0;
         if force {
-            self.metadata
-                .delete(&key(topic), version)
-                .await
-                .map_err(crate::service::meta_err)?;
+            self.resources.delete_schema_history(topic, version).await?;
             return Ok(next - 1);
         }
         entries.push(StoredEntry {

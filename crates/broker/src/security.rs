@@ -16,7 +16,8 @@ use strobe_security::{
 
 use crate::BrokerError;
 use crate::config::BrokerConfig;
-use crate::service::{BrokerService, NamespacePolicies};
+use crate::policies::NamespacePolicies;
+use crate::resources::Resources;
 
 /// Authentication providers, the authorizer and the TLS server configuration.
 #[derive(Debug)]
@@ -28,7 +29,7 @@ pub struct Security {
 }
 
 fn config_error(what: &str, e: strobe_security::Error) -> BrokerError {
-    BrokerError::NotAllowed(format!("{what}: {e}"))
+    BrokerError::Config(format!("{what}: {e}"))
 }
 
 impl Security {
@@ -153,14 +154,16 @@ pub enum Operation<'a> {
     AdminTenant,
 }
 
-impl BrokerService {
-    /// Whether `role` may do `op`; a refusal is AuthorizationError (403 on HTTP).
+impl Security {
+    /// Whether `role` may do `op`, by the tenant and namespace documents in
+    /// `resources`; a refusal is AuthorizationError (403 on HTTP).
     pub async fn authorize(
         &self,
+        resources: &Resources,
         role: Option<&str>,
         op: Operation<'_>,
     ) -> Result<(), BrokerError> {
-        let authz = &self.security.authorizer;
+        let authz = &self.authorizer;
         if !authz.config().enabled {
             return Ok(());
         }
@@ -174,12 +177,11 @@ impl BrokerService {
             }
         };
         let tenant = ns.split('/').next().unwrap_or_default().to_owned();
-        let admins: Option<BTreeSet<String>> = match self.tenant(&tenant).await {
-            Ok(info) => Some(info.admin_roles.into_iter().collect()),
-            Err(BrokerError::TopicNotFound(_)) => None,
-            Err(e) => return Err(e),
-        };
-        let policies = self.namespace_policies(&ns).map(|p| auth_policies(&p));
+        let admins: Option<BTreeSet<String>> = resources
+            .tenant(&tenant)
+            .await?
+            .map(|info| info.value.admin_roles.into_iter().collect());
+        let policies = resources.namespace_policies(&ns).map(|p| auth_policies(&p));
         let topic_name = match op {
             Operation::Produce(t) | Operation::Consume(t, _) | Operation::Lookup(t) => {
                 Some(t.to_string())

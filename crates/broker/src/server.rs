@@ -34,14 +34,24 @@ impl Broker {
     pub async fn bind(config: BrokerConfig) -> Result<Broker, BrokerError> {
         let addr = config
             .broker_listen_addr()
-            .map_err(|e| BrokerError::NotAllowed(e.to_string()))?;
-        let listener = TcpListener::bind(addr).await?;
+            .map_err(|e| BrokerError::Config(e.to_string()))?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| BrokerError::Bind {
+                addr: addr.to_string(),
+                source,
+            })?;
         let port = listener.local_addr()?.port();
         let tls_listener = if config.broker_port_tls != 0 {
             let tls_addr = format!("{}:{}", config.bind_address, config.broker_port_tls);
-            Some(TcpListener::bind(&tls_addr).await.map_err(|e| {
-                BrokerError::NotAllowed(format!("binding the TLS port {tls_addr}: {e}"))
-            })?)
+            Some(
+                TcpListener::bind(&tls_addr)
+                    .await
+                    .map_err(|source| BrokerError::Bind {
+                        addr: tls_addr,
+                        source,
+                    })?,
+            )
         } else {
             None
         };
@@ -73,10 +83,7 @@ impl Broker {
                 let md = EmbeddedStore::open(
                     config.data_dir.join("metadata"),
                     EmbeddedOptions::default(),
-                )
-                .map_err(|e| {
-                    BrokerError::Metadata(format!("opening {}: {e}", config.data_dir.display()))
-                })?;
+                )?;
                 (fb.clone(), Some(fb), Arc::new(md))
             };
         info!(storage = backend.kind(), sync = %config.sync, data_dir = %config.data_dir.display(), "storage open");

@@ -1,0 +1,89 @@
+//! Topic discovery on a connection (Pulsar's lookup service over the binary
+//! protocol): LOOKUP, PARTITIONED_METADATA and GET_TOPICS_OF_NAMESPACE.
+
+use strobe_model::TopicName;
+use strobe_wire::proto::command_get_topics_of_namespace::Mode as GetTopicsMode;
+use strobe_wire::proto::{self};
+use strobe_wire::{Command, commands};
+
+use super::ServerCnx;
+use crate::BrokerError;
+use crate::security::Operation;
+
+impl ServerCnx {
+    /// LOOKUP: this broker serves every topic it is asked about.
+    pub(super) async fn lookup(
+        &self,
+        c: &proto::CommandLookupTopic,
+    ) -> Result<Command, BrokerError> {
+        let topic = TopicName::parse(&c.topic)?;
+        if let Some(listener) = c
+            .advertised_listener_name
+            .as_deref()
+            .filter(|l| !l.is_empty())
+        {
+            return Err(BrokerError::NotAllowed(format!(
+                "this broker has no advertised listener named {listener:?}"
+            )));
+        }
+        if !self.service.namespace_exists(topic.namespace()) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {} does not exist",
+                topic.namespace()
+            )));
+        }
+        self.service
+            .authorize(self.role(), Operation::Lookup(&topic))
+            .await?;
+        Ok(commands::lookup_connect(
+            c.request_id,
+            &self.service.service_url(),
+            self.service.service_url_tls().as_deref(),
+            false,
+        ))
+    }
+
+    /// PARTITIONED_METADATA, creating the topic when the client allows it
+    /// and the broker's auto-creation says so.
+    pub(super) async fn partitioned_metadata(
+        &self,
+        c: &proto::CommandPartitionedTopicMetadata,
+    ) -> Result<Command, BrokerError> {
+        let topic = TopicName::parse(&c.topic)?;
+        self.service
+            .authorize(self.role(), Operation::Lookup(&topic))
+            .await?;
+        let create = c.metadata_auto_creation_enabled.unwrap_or(true);
+        let n = self.service.partitioned_metadata(&topic, create).await?;
+        Ok(commands::partitioned_metadata(c.request_id, n))
+    }
+
+    /// GET_TOPICS_OF_NAMESPACE, with Pulsar's topics hash so a client whose
+    /// list is current is told nothing changed.
+    pub(super) async fn topics_of_namespace(
+        &self,
+        c: &proto::CommandGetTopicsOfNamespace,
+    ) -> Result<Command, BrokerError> {
+        let (persistent, non_persistent) = match c.mode() {
+            GetTopicsMode::Persistent => (true, false),
+            GetTopicsMode::NonPersistent => (false, true),
+            GetTopicsMode::All => (true, true),
+        };
+        self.service
+            .authorize(self.role(), Operation::ListTopics(&c.namespace))
+            .await?;
+        let topics = self
+            .service
+            .topics_of_namespace(&c.namespace, persistent, non_persistent)
+            .await?;
+        let hash = crate::service::topics_hash(&topics);
+        let changed = c.topics_hash.as_deref() != Some(hash.as_str());
+        Ok(commands::topics_of_namespace(
+            c.request_id,
+            topics,
+            false,
+            hash,
+            changed,
+        ))
+    }
+}

@@ -1,0 +1,160 @@
+//! Bundle math (Pulsar's `NamespaceBundles`): a namespace's topics are
+//! split by the CRC-32 of their names into hash ranges, the unit a broker
+//! owns. Pure: no store, no broker state.
+
+use serde::{Deserialize, Serialize};
+
+use crate::BrokerError;
+
+/// Pulsar's `BundlesData`: the hash-range boundaries of a namespace's bundles.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BundlesData {
+    pub boundaries: Vec<String>,
+    pub num_bundles: u32,
+}
+
+impl BundlesData {
+    /// `n` bundles of equal width over the 32-bit hash range (Pulsar's default split).
+    pub fn even(n: u32) -> BundlesData {
+        let n = n.max(1);
+        let step = 0x1_0000_0000u64 / u64::from(n);
+        let mut boundaries: Vec<String> = (0..n)
+            .map(|i| format!("0x{:08x}", u64::from(i) * step))
+            .collect();
+        boundaries.push("0xffffffff".into());
+        BundlesData {
+            boundaries,
+            num_bundles: n,
+        }
+    }
+
+    /// The boundaries as numbers (validated: at least two, increasing, 0 to 0xffffffff).
+    pub fn parsed(&self) -> Result<Vec<u64>, BrokerError> {
+        let v: Result<Vec<u64>, _> = self
+            .boundaries
+            .iter()
+            .map(|b| u64::from_str_radix(b.trim_start_matches("0x"), 16))
+            .collect();
+        let v = v.map_err(|_| {
+            BrokerError::NotAllowed(format!("invalid bundle boundaries {:?}", self.boundaries))
+        })?;
+        if v.len() < 2
+            || v[0] != 0
+            || *v.last().unwrap_or(&0) != 0xffff_ffff
+            || v.windows(2).any(|w| w[0] >= w[1])
+        {
+            return Err(BrokerError::NotAllowed(format!(
+                "bundle boundaries must rise from 0x00000000 to 0xffffffff: {:?}",
+                self.boundaries
+            )));
+        }
+        Ok(v)
+    }
+
+    /// The bundle (`0xLOW_0xHIGH`) holding topic `name` (Pulsar hashes the
+    /// topic name with CRC-32).
+    pub fn bundle_of(&self, name: &str) -> Option<String> {
+        let v = self.parsed().ok()?;
+        let h = u64::from(crc32fast::hash(name.as_bytes()));
+        let i = v
+            .windows(2)
+            .position(|w| h >= w[0] && (h < w[1] || w[1] == 0xffff_ffff))?;
+        Some(format!("0x{:08x}_0x{:08x}", v[i], v[i + 1]))
+    }
+}
+
+impl BundlesData {
+    /// The hash range `[lo, hi)` of `bundle` (`0xLOW_0xHIGH`), which must be
+    /// one of these bundles.
+    pub fn range_of(&self, bundle: &str) -> Result<(u64, u64), BrokerError> {
+        let v = self.parsed()?;
+        let (lo, hi) = bundle
+            .split_once('_')
+            .and_then(|(a, b)| {
+                Some((
+                    u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()?,
+                    u64::from_str_radix(b.trim_start_matches("0x"), 16).ok()?,
+                ))
+            })
+            .ok_or_else(|| {
+                BrokerError::NotAllowed(format!("invalid bundle {bundle:?}: expected 0xLOW_0xHIGH"))
+            })?;
+        if !v.windows(2).any(|w| w[0] == lo && w[1] == hi) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "bundle {bundle} is not one of the namespace's bundles"
+            )));
+        }
+        Ok((lo, hi))
+    }
+
+    /// These bundles with `bundle` split into two halves (Pulsar's
+    /// `range_equally_divide`).
+    pub fn split(&self, bundle: &str) -> Result<BundlesData, BrokerError> {
+        let (lo, hi) = self.range_of(bundle)?;
+        if hi - lo < 2 {
+            return Err(BrokerError::Precondition(format!(
+                "bundle {bundle} is too small to split"
+            )));
+        }
+        let mid = lo + (hi - lo) / 2;
+        let mut v = self.parsed()?;
+        let at = v.iter().position(|x| *x == hi).unwrap_or(v.len());
+        v.insert(at, mid);
+        Ok(BundlesData {
+            boundaries: v.iter().map(|x| format!("0x{x:08x}")).collect(),
+            num_bundles: (v.len() - 1) as u32,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BundlesData;
+
+    #[test]
+    fn even_bundles_cover_the_hash_range() {
+        let b = BundlesData::even(4);
+        assert_eq!(
+            b.boundaries,
+            [
+                "0x00000000",
+                "0x40000000",
+                "0x80000000",
+                "0xc0000000",
+                "0xffffffff"
+            ]
+        );
+        assert_eq!(b.parsed().unwrap().len(), 5);
+        // Every name lands in exactly one of the bundles.
+        for name in [
+            "persistent://a/b/c",
+            "persistent://public/default/x-partition-3",
+        ] {
+            let bundle = b.bundle_of(name).unwrap();
+            b.range_of(&bundle).unwrap();
+        }
+    }
+
+    #[test]
+    fn split_halves_one_bundle_and_keeps_the_rest() {
+        let b = BundlesData::even(2);
+        let s = b.split("0x00000000_0x80000000").unwrap();
+        assert_eq!(
+            s.boundaries,
+            ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"]
+        );
+        assert_eq!(s.num_bundles, 3);
+        assert!(b.split("0x00000000_0x40000000").is_err(), "not a bundle");
+        assert!(b.range_of("nonsense").is_err());
+    }
+
+    #[test]
+    fn boundaries_must_rise_over_the_whole_range() {
+        let bad = BundlesData {
+            boundaries: vec!["0x00000000".into(), "0x10".into()],
+            num_bundles: 1,
+        };
+        assert!(bad.parsed().is_err());
+    }
+}

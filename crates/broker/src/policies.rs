@@ -1,0 +1,148 @@
+//! The policy documents the metadata store holds, with Pulsar's JSON field
+//! names (Pulsar's `org.apache.pulsar.common.policies.data`): tenants,
+//! namespace policies, retention and backlog quotas, and how the broker
+//! turns them into what a topic enforces.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::BrokerError;
+
+/// A namespace's policies, stored as JSON at `/admin/policies/<tenant>/<ns>`
+/// with Pulsar's field names.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case")]
+pub struct NamespacePolicies {
+    #[serde(
+        rename = "deduplicationEnabled",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub deduplication_enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_ttl_in_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_policies: Option<RetentionPolicies>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_compatibility_strategy: Option<String>,
+    /// May producers register new schemas (Pulsar: is_allow_auto_update_schema, default true)?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_allow_auto_update_schema: Option<bool>,
+    /// Compact a topic once this many bytes follow its last compaction
+    /// (Pulsar: compaction_threshold; 0 or none: only when asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction_threshold: Option<u64>,
+    /// Must producers of a topic with a schema bring one (default false)?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_validation_enforced: Option<bool>,
+    pub auth_policies: AuthPolicies,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication_clusters: Option<Vec<String>>,
+    /// Quotas by type: `destination_storage` (bytes) and `message_age` (seconds).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub backlog_quota_map: BTreeMap<String, BacklogQuotaJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundles: Option<crate::namespace::BundlesData>,
+}
+
+/// Pulsar's `AuthPolicies`: permissions by role on the namespace, on single
+/// topics, and the roles allowed on each subscription.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AuthPolicies {
+    pub namespace_auth: BTreeMap<String, std::collections::BTreeSet<String>>,
+    pub destination_auth: BTreeMap<String, BTreeMap<String, std::collections::BTreeSet<String>>>,
+    pub subscription_auth_roles: BTreeMap<String, std::collections::BTreeSet<String>>,
+}
+
+/// The actions a role may be granted (Pulsar's `AuthAction`).
+pub const AUTH_ACTIONS: &[&str] = &[
+    "produce",
+    "consume",
+    "functions",
+    "sources",
+    "sinks",
+    "packages",
+];
+
+/// Pulsar's `BacklogQuota` JSON.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BacklogQuotaJson {
+    /// Deprecated alias of `limitSize`, still written by older clients.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_size: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_time: Option<i64>,
+    pub policy: String,
+}
+
+/// The quotas a topic enforces, from a namespace's policies.
+pub fn quotas_of(p: &NamespacePolicies) -> crate::topic::BacklogQuotas {
+    use crate::topic::{BacklogQuota, BacklogQuotas, RetentionPolicy};
+    let one = |key: &str, size: bool| {
+        p.backlog_quota_map.get(key).and_then(|q| {
+            let policy = match q.policy.as_str() {
+                "producer_exception" => RetentionPolicy::ProducerException,
+                "consumer_backlog_eviction" => RetentionPolicy::ConsumerBacklogEviction,
+                _ => RetentionPolicy::ProducerRequestHold,
+            };
+            let limit = if size {
+                q.limit_size.or(q.limit).unwrap_or(-1)
+            } else {
+                q.limit_time.unwrap_or(-1)
+            };
+            (limit >= 0).then_some(BacklogQuota { limit, policy })
+        })
+    };
+    BacklogQuotas {
+        size: one("destination_storage", true),
+        age: one("message_age", false),
+    }
+}
+
+/// Pulsar's `RetentionPolicies`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionPolicies {
+    pub retention_time_in_minutes: i64,
+    #[serde(rename = "retentionSizeInMB")]
+    pub retention_size_in_mb: i64,
+}
+
+/// Pulsar's `TenantInfo`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TenantInfo {
+    pub admin_roles: Vec<String>,
+    pub allowed_clusters: Vec<String>,
+}
+
+pub(crate) fn validate_actions(
+    role: &str,
+    actions: &std::collections::BTreeSet<String>,
+) -> Result<(), BrokerError> {
+    if let Some(a) = actions.iter().find(|a| !AUTH_ACTIONS.contains(&a.as_str())) {
+        return Err(BrokerError::NotAllowed(format!(
+            "unknown action {a:?} for role {role}: expected one of {}",
+            AUTH_ACTIONS.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Pulsar's retention policy as the ledger applies it: -1 is "no limit", and
+/// without a policy consumed ledgers go at once (Pulsar's default, 0 and 0).
+pub(crate) fn retention_of(p: &NamespacePolicies) -> strobe_ledger::Retention {
+    match &p.retention_policies {
+        None => strobe_ledger::Retention::default(),
+        Some(r) => strobe_ledger::Retention {
+            time: (r.retention_time_in_minutes >= 0)
+                .then(|| std::time::Duration::from_secs(r.retention_time_in_minutes as u64 * 60)),
+            size_bytes: (r.retention_size_in_mb >= 0)
+                .then_some((r.retention_size_in_mb as u64) << 20),
+        },
+    }
+}

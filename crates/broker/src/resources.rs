@@ -1,0 +1,607 @@
+//! Every path the broker keeps in the metadata store, and the typed documents
+//! stored there (Pulsar's `PulsarResources`: `TenantResources`,
+//! `NamespaceResources`, `PartitionedTopicResources`, `ManagedLedger`
+//! metadata, `SchemaStorage`). Nothing else in the broker spells a path or
+//! decodes a stored value: a value that does not decode is an error naming
+//! its path ([`BrokerError::CorruptMetadata`]), never a silent default.
+//!
+//! Namespace policies and partition counts are read on every lookup, so they
+//! are cached here; the cache is filled at start and changed only through
+//! these functions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use strobe_ledger::Position;
+use strobe_metadata::{Expect, MetadataError, MetadataStore};
+use strobe_model::TopicName;
+use tracing::{error, info};
+
+use crate::BrokerError;
+use crate::policies::{NamespacePolicies, TenantInfo};
+
+/// The paths, in Pulsar's layout.
+pub mod paths {
+    use strobe_model::TopicName;
+
+    /// Tenants (`<root>/<tenant>`) and namespaces (`<root>/<tenant>/<ns>`).
+    pub const POLICIES: &str = "/admin/policies";
+    /// Partitioned topics' partition counts.
+    pub const PARTITIONED_TOPICS: &str = "/admin/partitioned-topics";
+    /// Persistent topics that exist, with what the broker records of each.
+    pub const MANAGED_LEDGERS: &str = "/managed-ledgers";
+    /// Schema histories (partitions share their partitioned topic's).
+    pub const SCHEMAS: &str = "/schemas";
+    /// The health check's write.
+    pub const HEALTH: &str = "/admin/health";
+
+    pub fn tenant(tenant: &str) -> String {
+        format!("{POLICIES}/{tenant}")
+    }
+
+    /// `ns` is `<tenant>/<namespace>`.
+    pub fn namespace(ns: &str) -> String {
+        format!("{POLICIES}/{ns}")
+    }
+
+    /// `<tenant>/<ns>/<domain>/<local>`: the key layout of a topic under a root.
+    pub fn topic_key(t: &TopicName) -> String {
+        format!(
+            "{}/{}/{}",
+            t.namespace(),
+            t.domain().as_str(),
+            t.local_name()
+        )
+    }
+
+    /// `topic_key` back to a topic name.
+    pub fn name_from_key(key: &str) -> Option<String> {
+        let parts: Vec<&str> = key.splitn(4, '/').collect();
+        match parts.as_slice() {
+            [tenant, ns, domain, local] => Some(format!("{domain}://{tenant}/{ns}/{local}")),
+            _ => None,
+        }
+    }
+
+    pub fn partitioned_topic(t: &TopicName) -> String {
+        format!("{PARTITIONED_TOPICS}/{}", topic_key(t))
+    }
+
+    pub fn managed_ledger(t: &TopicName) -> String {
+        format!("{MANAGED_LEDGERS}/{}", topic_key(t))
+    }
+
+    /// The prefix under which a namespace's persistent topics are recorded.
+    pub fn persistent_topics_of(ns: &str) -> String {
+        format!("{MANAGED_LEDGERS}/{ns}/persistent/")
+    }
+
+    pub fn schema(t: &TopicName) -> String {
+        let base = t.partitioned_parent();
+        format!("{SCHEMAS}/{}/{}", base.namespace(), base.local_name())
+    }
+
+    pub fn health(broker_port: u16) -> String {
+        format!("{HEALTH}/{broker_port}")
+    }
+}
+
+/// What the metadata store records of a persistent topic (`/managed-ledgers/...`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TopicMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminated: Option<StoredPosition>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionMeta>,
+}
+
+/// The last finished compaction: its horizon and compacted ledger.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompactionMeta {
+    pub horizon: StoredPosition,
+    pub ledger: String,
+    pub generation: u64,
+}
+
+/// A position as stored: entry -1 of ledger -1 stands for "none" (a
+/// terminated topic that had no message).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredPosition {
+    ledger_id: i64,
+    entry_id: i64,
+}
+
+impl StoredPosition {
+    pub fn at(p: Option<Position>) -> StoredPosition {
+        match p {
+            Some(p) => StoredPosition {
+                ledger_id: p.ledger_id as i64,
+                entry_id: p.entry_id as i64,
+            },
+            None => StoredPosition {
+                ledger_id: -1,
+                entry_id: -1,
+            },
+        }
+    }
+
+    pub fn position(&self) -> Option<Position> {
+        (self.ledger_id >= 0 && self.entry_id >= 0)
+            .then(|| Position::new(self.ledger_id as u64, self.entry_id as u64))
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PartitionedTopicMeta {
+    partitions: u32,
+}
+
+/// A decoded document and the version to write it back against.
+#[derive(Debug)]
+pub struct Versioned<T> {
+    pub value: T,
+    pub version: u64,
+}
+
+fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, BrokerError> {
+    serde_json::from_slice(bytes).map_err(|e| BrokerError::CorruptMetadata {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("policy documents always serialise")
+}
+
+/// A compare-and-set put's expectation from the version read (`None`: the
+/// path did not exist).
+pub fn expect_version(version: Option<u64>) -> Expect {
+    match version {
+        Some(v) => Expect::Version(v),
+        None => Expect::Absent,
+    }
+}
+
+/// The broker's view of the metadata store.
+pub struct Resources {
+    store: Arc<dyn MetadataStore>,
+    /// Every namespace's policies, by `<tenant>/<namespace>`.
+    namespaces: Mutex<BTreeMap<String, NamespacePolicies>>,
+    /// Partition counts of partitioned topics, by full name.
+    partitioned: Mutex<BTreeMap<String, u32>>,
+}
+
+impl std::fmt::Debug for Resources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resources")
+            .field("store", &self.store.backend_name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resources {
+    /// Loads the caches, creating the `public` tenant and `public/default`
+    /// namespace on the first start. A namespace or partitioned-topic record
+    /// that does not decode is logged with its path and left out (the broker
+    /// still starts; that namespace or topic answers as missing).
+    pub async fn load(store: Arc<dyn MetadataStore>) -> Result<Resources, BrokerError> {
+        let r = Resources {
+            store,
+            namespaces: Mutex::new(BTreeMap::new()),
+            partitioned: Mutex::new(BTreeMap::new()),
+        };
+        for path in [paths::tenant("public"), paths::namespace("public/default")] {
+            if !r.store.exists(&path).await? {
+                r.store.put(&path, b"{}", Expect::Any).await?;
+                info!(path, "created");
+            }
+        }
+        let root = format!("{}/", paths::POLICIES);
+        for kv in r.store.scan_prefix(&root).await?.entries {
+            let rest = &kv.key[root.len()..];
+            if rest.matches('/').count() != 1 {
+                continue;
+            }
+            match decode::<NamespacePolicies>(&kv.key, &kv.value) {
+                Ok(p) => {
+                    r.namespaces.lock().insert(rest.to_owned(), p);
+                }
+                Err(e) => error!(error = %e, "namespace left out"),
+            }
+        }
+        let root = format!("{}/", paths::PARTITIONED_TOPICS);
+        for kv in r.store.scan_prefix(&root).await?.entries {
+            let Some(name) = paths::name_from_key(&kv.key[root.len()..]) else {
+                continue;
+            };
+            match decode::<PartitionedTopicMeta>(&kv.key, &kv.value) {
+                Ok(m) => {
+                    r.partitioned.lock().insert(name, m.partitions);
+                }
+                Err(e) => error!(error = %e, "partitioned topic left out"),
+            }
+        }
+        Ok(r)
+    }
+
+    /// The store itself, for what is not a document (the health check, schemas).
+    pub fn store(&self) -> &Arc<dyn MetadataStore> {
+        &self.store
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<Option<Versioned<T>>, BrokerError> {
+        match self.store.get(path).await? {
+            None => Ok(None),
+            Some(v) => Ok(Some(Versioned {
+                value: decode(path, &v.value)?,
+                version: v.stat.version,
+            })),
+        }
+    }
+
+    /// A put that refuses to overwrite: `AlreadyExists` becomes `what already exists`.
+    async fn create<T: Serialize>(
+        &self,
+        path: &str,
+        value: &T,
+        what: &str,
+    ) -> Result<(), BrokerError> {
+        match self.store.put(path, &encode(value), Expect::Absent).await {
+            Ok(_) => Ok(()),
+            Err(MetadataError::AlreadyExists(_)) => {
+                Err(BrokerError::AlreadyExists(format!("{what} already exists")))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    // --- tenants ------------------------------------------------------------
+
+    pub async fn tenants(&self) -> Result<Vec<String>, BrokerError> {
+        let mut out = self.store.list_children(paths::POLICIES).await?;
+        out.sort();
+        Ok(out)
+    }
+
+    pub async fn tenant(&self, tenant: &str) -> Result<Option<Versioned<TenantInfo>>, BrokerError> {
+        self.get(&paths::tenant(tenant)).await
+    }
+
+    pub async fn tenant_exists(&self, tenant: &str) -> Result<bool, BrokerError> {
+        Ok(self.store.exists(&paths::tenant(tenant)).await?)
+    }
+
+    pub async fn create_tenant(&self, tenant: &str, info: &TenantInfo) -> Result<(), BrokerError> {
+        self.create(&paths::tenant(tenant), info, &format!("tenant {tenant}"))
+            .await
+    }
+
+    /// Replaces a tenant's info; `false` if the tenant does not exist. The
+    /// version read fences the write; whether the old document decodes does
+    /// not matter, it is replaced.
+    pub async fn update_tenant(
+        &self,
+        tenant: &str,
+        info: &TenantInfo,
+    ) -> Result<bool, BrokerError> {
+        let path = paths::tenant(tenant);
+        let Some(current) = self.store.get(&path).await? else {
+            return Ok(false);
+        };
+        self.store
+            .put(&path, &encode(info), Expect::Version(current.stat.version))
+            .await?;
+        Ok(true)
+    }
+
+    pub async fn delete_tenant(&self, tenant: &str) -> Result<(), BrokerError> {
+        Ok(self.store.delete(&paths::tenant(tenant), None).await?)
+    }
+
+    // --- namespaces ---------------------------------------------------------
+
+    pub fn namespace_exists(&self, ns: &str) -> bool {
+        self.namespaces.lock().contains_key(ns)
+    }
+
+    pub fn namespace_policies(&self, ns: &str) -> Option<NamespacePolicies> {
+        self.namespaces.lock().get(ns).cloned()
+    }
+
+    /// The namespaces of a tenant (`<tenant>/<namespace>`), sorted.
+    pub fn namespaces_of(&self, tenant: &str) -> Vec<String> {
+        self.namespaces
+            .lock()
+            .keys()
+            .filter(|ns| ns.split('/').next() == Some(tenant))
+            .cloned()
+            .collect()
+    }
+
+    pub async fn create_namespace(
+        &self,
+        ns: &str,
+        policies: &NamespacePolicies,
+    ) -> Result<(), BrokerError> {
+        self.create(&paths::namespace(ns), policies, &format!("namespace {ns}"))
+            .await?;
+        self.namespaces
+            .lock()
+            .insert(ns.to_owned(), policies.clone());
+        Ok(())
+    }
+
+    pub async fn set_namespace_policies(
+        &self,
+        ns: &str,
+        policies: &NamespacePolicies,
+    ) -> Result<(), BrokerError> {
+        self.store
+            .put(&paths::namespace(ns), &encode(policies), Expect::Any)
+            .await?;
+        self.namespaces
+            .lock()
+            .insert(ns.to_owned(), policies.clone());
+        Ok(())
+    }
+
+    pub async fn delete_namespace(&self, ns: &str) -> Result<(), BrokerError> {
+        self.store.delete(&paths::namespace(ns), None).await?;
+        self.namespaces.lock().remove(ns);
+        Ok(())
+    }
+
+    // --- partitioned topics -------------------------------------------------
+
+    /// The partition count of `topic` if it is a partitioned topic.
+    pub fn partitions(&self, topic: &TopicName) -> Option<u32> {
+        self.partitioned.lock().get(&topic.to_string()).copied()
+    }
+
+    /// Every partitioned topic of a namespace with its partition count.
+    pub fn partitioned_topics_of(&self, ns: &str) -> Vec<(TopicName, u32)> {
+        self.partitioned
+            .lock()
+            .iter()
+            .filter_map(|(n, p)| Some((TopicName::parse(n).ok()?, *p)))
+            .filter(|(t, _)| t.namespace() == ns)
+            .collect()
+    }
+
+    pub async fn create_partitioned(
+        &self,
+        topic: &TopicName,
+        partitions: u32,
+    ) -> Result<(), BrokerError> {
+        let meta = PartitionedTopicMeta { partitions };
+        self.create(
+            &paths::partitioned_topic(topic),
+            &meta,
+            &format!("partitioned topic {topic}"),
+        )
+        .await?;
+        self.partitioned
+            .lock()
+            .insert(topic.to_string(), partitions);
+        Ok(())
+    }
+
+    pub async fn set_partitions(
+        &self,
+        topic: &TopicName,
+        partitions: u32,
+    ) -> Result<(), BrokerError> {
+        let meta = PartitionedTopicMeta { partitions };
+        self.store
+            .put(
+                &paths::partitioned_topic(topic),
+                &encode(&meta),
+                Expect::Any,
+            )
+            .await?;
+        self.partitioned
+            .lock()
+            .insert(topic.to_string(), partitions);
+        Ok(())
+    }
+
+    pub async fn delete_partitioned(&self, topic: &TopicName) -> Result<(), BrokerError> {
+        self.store
+            .delete(&paths::partitioned_topic(topic), None)
+            .await?;
+        self.partitioned.lock().remove(&topic.to_string());
+        Ok(())
+    }
+
+    // --- persistent topics ----------------------------------------------------
+
+    pub async fn topic_meta(
+        &self,
+        topic: &TopicName,
+    ) -> Result<Option<Versioned<TopicMeta>>, BrokerError> {
+        self.get(&paths::managed_ledger(topic)).await
+    }
+
+    pub async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, BrokerError> {
+        Ok(self.store.exists(&paths::managed_ledger(topic)).await?)
+    }
+
+    /// Records that a persistent topic exists.
+    pub async fn record_topic(&self, topic: &TopicName) -> Result<(), BrokerError> {
+        self.store
+            .put(
+                &paths::managed_ledger(topic),
+                &encode(&TopicMeta::default()),
+                Expect::Any,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Read-modify-write (compare-and-set) of what is recorded of a topic.
+    pub async fn update_topic_meta(
+        &self,
+        topic: &TopicName,
+        f: impl FnOnce(&mut TopicMeta),
+    ) -> Result<(), BrokerError> {
+        let current = self.topic_meta(topic).await?;
+        let version = current.as_ref().map(|v| v.version);
+        let mut meta = current.map(|v| v.value).unwrap_or_default();
+        f(&mut meta);
+        self.store
+            .put(
+                &paths::managed_ledger(topic),
+                &encode(&meta),
+                expect_version(version),
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_topic_record(&self, topic: &TopicName) -> Result<(), BrokerError> {
+        Ok(self
+            .store
+            .delete(&paths::managed_ledger(topic), None)
+            .await?)
+    }
+
+    /// The persistent topics recorded in a namespace (partitions of
+    /// partitioned topics only once they were used).
+    pub async fn recorded_topics_of(&self, ns: &str) -> Result<Vec<String>, BrokerError> {
+        let root = format!("{}/", paths::MANAGED_LEDGERS);
+        Ok(self
+            .store
+            .list_keys(&paths::persistent_topics_of(ns))
+            .await?
+            .iter()
+            .filter_map(|k| paths::name_from_key(&k[root.len()..]))
+            .collect())
+    }
+
+    // --- schemas --------------------------------------------------------------
+
+    /// A topic's schema history document and its version.
+    pub async fn schema_history<T: DeserializeOwned>(
+        &self,
+        topic: &TopicName,
+    ) -> Result<Option<Versioned<T>>, BrokerError> {
+        self.get(&paths::schema(topic)).await
+    }
+
+    /// Writes a schema history if it is still at `version` (`None`: absent).
+    pub async fn put_schema_history<T: Serialize>(
+        &self,
+        topic: &TopicName,
+        history: &T,
+        version: Option<u64>,
+    ) -> Result<(), MetadataError> {
+        self.store
+            .put(
+                &paths::schema(topic),
+                &encode(history),
+                expect_version(version),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn delete_schema_history(
+        &self,
+        topic: &TopicName,
+        version: Option<u64>,
+    ) -> Result<(), BrokerError> {
+        Ok(self.store.delete(&paths::schema(topic), version).await?)
+    }
+
+    // --- health ---------------------------------------------------------------
+
+    /// The health check's write: a timestamp under the broker's port.
+    pub async fn touch_health(&self, broker_port: u16, stamp: &str) -> Result<(), BrokerError> {
+        self.store
+            .put(&paths::health(broker_port), stamp.as_bytes(), Expect::Any)
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strobe_metadata::EmbeddedStore;
+
+    #[test]
+    fn topic_keys_round_trip() {
+        let t = TopicName::parse("persistent://a/b/c-partition-2").unwrap();
+        assert_eq!(
+            paths::name_from_key(&paths::topic_key(&t)).as_deref(),
+            Some("persistent://a/b/c-partition-2")
+        );
+        assert_eq!(
+            paths::managed_ledger(&t),
+            "/managed-ledgers/a/b/persistent/c-partition-2"
+        );
+        assert_eq!(paths::schema(&t), "/schemas/a/b/c");
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_document_is_an_error_naming_its_path() {
+        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+        store
+            .put("/admin/policies/t", b"{not json", Expect::Any)
+            .await
+            .unwrap();
+        store
+            .put("/admin/policies/t/bad", b"[1,2]", Expect::Any)
+            .await
+            .unwrap();
+        store
+            .put("/admin/policies/t/good", b"{}", Expect::Any)
+            .await
+            .unwrap();
+        let r = Resources::load(store.clone()).await.unwrap();
+        // The corrupt namespace is left out at load; the good one and the defaults are in.
+        assert!(r.namespace_exists("t/good"));
+        assert!(r.namespace_exists("public/default"));
+        assert!(!r.namespace_exists("t/bad"));
+        match r.tenant("t").await {
+            Err(BrokerError::CorruptMetadata { path, .. }) => assert_eq!(path, "/admin/policies/t"),
+            other => panic!("expected CorruptMetadata, got {other:?}"),
+        }
+        let t = TopicName::parse("persistent://t/good/x").unwrap();
+        store
+            .put(&paths::managed_ledger(&t), b"\"oops\"", Expect::Any)
+            .await
+            .unwrap();
+        assert!(matches!(
+            r.topic_meta(&t).await,
+            Err(BrokerError::CorruptMetadata { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn creates_refuse_to_overwrite_and_caches_follow_the_store() {
+        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+        let r = Resources::load(store.clone()).await.unwrap();
+        let t = TopicName::parse("persistent://public/default/p").unwrap();
+        r.create_partitioned(&t, 3).await.unwrap();
+        assert!(matches!(
+            r.create_partitioned(&t, 4).await,
+            Err(BrokerError::AlreadyExists(_))
+        ));
+        assert_eq!(r.partitions(&t), Some(3));
+        r.set_partitions(&t, 5).await.unwrap();
+        // A second view of the same store loads what the first wrote.
+        let again = Resources::load(store).await.unwrap();
+        assert_eq!(again.partitions(&t), Some(5));
+        r.delete_partitioned(&t).await.unwrap();
+        assert_eq!(r.partitions(&t), None);
+    }
+}

@@ -1,0 +1,82 @@
+//! The broker's periodic work: topic rates for stats and metrics, the
+//! compaction threshold, and backlog quota enforcement (Pulsar's
+//! `BacklogQuotaManager`).
+
+use std::sync::Arc;
+
+use tracing::info;
+
+use super::BrokerService;
+use crate::topic::Topic;
+
+impl BrokerService {
+    /// The broker's periodic work: rates for stats and metrics, and backlog
+    /// quota enforcement. Runs until `shutdown`.
+    pub async fn run_background(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+        let mut stats = tokio::time::interval(std::time::Duration::from_secs(
+            self.config.stats_update_interval_secs,
+        ));
+        let mut quota = tokio::time::interval(std::time::Duration::from_secs(
+            self.config.backlog_quota_check_interval_secs,
+        ));
+        stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        quota.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = stats.tick() => {
+                    for t in self.loaded_topics() {
+                        t.counters.update_rates();
+                        self.maybe_compact(&t).await;
+                    }
+                }
+                _ = quota.tick() => {
+                    for t in self.loaded_topics() {
+                        enforce_quota(&t).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One backlog quota check of a topic (Pulsar's `BacklogQuotaManager`):
+/// consumer_backlog_eviction skips the oldest messages of subscriptions over
+/// the limit; producer_exception disconnects the producers.
+async fn enforce_quota(t: &Arc<Topic>) {
+    use crate::subscription::AdminOp;
+    use crate::topic::RetentionPolicy;
+    let q = t.backlog_quota();
+    if let Some(size) = q.size {
+        let backlog = t.backlog_bytes();
+        if size.limit >= 0 && backlog > size.limit as u64 {
+            match size.policy {
+                RetentionPolicy::ConsumerBacklogEviction => {
+                    let ls = t.ledger.stats();
+                    let mean = ls.bytes.checked_div(ls.entries).unwrap_or(1).max(1);
+                    let keep = size.limit as u64 / mean;
+                    for s in t.subscriptions().iter().filter(|s| s.durable) {
+                        let over = s.cursor.backlog().saturating_sub(keep);
+                        if over > 0 {
+                            info!(topic = %t.name, subscription = %s.name, skipped = over, "backlog quota exceeded: oldest messages evicted");
+                            let _ = s.admin(AdminOp::Skip(over)).await;
+                        }
+                    }
+                }
+                RetentionPolicy::ProducerException => {
+                    info!(topic = %t.name, backlog, limit = size.limit, "backlog quota exceeded: producers disconnected");
+                    t.disconnect_producers();
+                }
+                RetentionPolicy::ProducerRequestHold => {}
+            }
+        }
+    }
+    if let Some(age) = q.age
+        && age.limit >= 0
+        && age.policy == RetentionPolicy::ConsumerBacklogEviction
+    {
+        for s in t.subscriptions().iter().filter(|s| s.durable) {
+            let _ = s.admin(AdminOp::ExpireOlderThan(age.limit as u64)).await;
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! Pulsar's `BrokerService`: the topics this broker has loaded, loading them
+//! (concurrently, one load per topic name at a time), and the broker-wide
+//! services a connection or the admin API reaches through it (security,
+//! schemas, the metadata documents in [`Resources`]).
+//!
+//! The rest of the service is split by what it administers: namespaces and
+//! tenants ([`namespaces`]), topics and partitioned topics ([`topics`]),
+//! compaction runs ([`compaction`]) and the periodic work ([`background`]).
+
+mod background;
+mod compaction;
+mod keyed;
+mod namespaces;
+mod topics;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use strobe_ledger::{LedgerBackend, LedgerConfig};
+use strobe_metadata::MetadataStore;
+use strobe_model::TopicName;
+use tracing::info;
+
+use crate::BrokerError;
+use crate::config::BrokerConfig;
+use crate::policies::{NamespacePolicies, quotas_of, retention_of};
+use crate::resources::Resources;
+use crate::schemas::SchemaRegistry;
+use crate::security::Operation;
+use crate::topic::{DispatchSettings, Topic};
+
+pub use topics::topics_hash;
+
+/// The broker's topics and namespaces.
+pub struct BrokerService {
+    pub config: BrokerConfig,
+    /// Authentication providers, authorizer and TLS configuration.
+    pub security: crate::security::Security,
+    /// The schema registry (Pulsar's `SchemaRegistryService`).
+    pub schemas: SchemaRegistry,
+    /// The port clients reach the binary protocol on.
+    pub broker_port: u16,
+    /// Every metadata document the broker reads or writes.
+    pub resources: Arc<Resources>,
+    backend: Arc<dyn LedgerBackend>,
+    ledger_config: LedgerConfig,
+    /// Loaded topics. Loads happen outside this lock, under the topic name's
+    /// entry in `topic_locks`.
+    topics: Mutex<HashMap<String, Arc<Topic>>>,
+    /// One lock per topic name being loaded, unloaded or deleted: a topic is
+    /// opened once, and other topics load meanwhile.
+    topic_locks: keyed::KeyedLocks,
+    /// The ledger the health check writes to (opened on first use).
+    health: tokio::sync::OnceCell<strobe_ledger::ManagedLedger>,
+    /// Storage of non-persistent topics: memory, trimmed as it rolls over.
+    non_persistent: strobe_ledger::MemoryBackend,
+    next_producer: AtomicU64,
+    next_conn: AtomicU64,
+}
+
+impl std::fmt::Debug for BrokerService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerService")
+            .field("storage", &self.backend.kind())
+            .field("metadata", &self.resources.store().backend_name())
+            .finish()
+    }
+}
+
+impl BrokerService {
+    /// Opens the service on its storage and metadata, creating the `public`
+    /// tenant and `public/default` namespace on the first start.
+    pub async fn open(
+        config: BrokerConfig,
+        broker_port: u16,
+        backend: Arc<dyn LedgerBackend>,
+        metadata: Arc<dyn MetadataStore>,
+    ) -> Result<Arc<BrokerService>, BrokerError> {
+        let ledger_config = LedgerConfig {
+            max_entry_bytes: config.max_message_size + strobe_wire::FRAME_PADDING,
+            ..LedgerConfig::default()
+        };
+        let security = crate::security::Security::from_config(&config)?;
+        let resources = Arc::new(Resources::load(metadata).await?);
+        Ok(Arc::new(BrokerService {
+            security,
+            schemas: SchemaRegistry::new(resources.clone()),
+            resources,
+            config,
+            broker_port,
+            backend,
+            ledger_config,
+            topics: Mutex::new(HashMap::new()),
+            topic_locks: keyed::KeyedLocks::default(),
+            non_persistent: strobe_ledger::MemoryBackend::new(),
+            health: tokio::sync::OnceCell::new(),
+            next_producer: AtomicU64::new(0),
+            next_conn: AtomicU64::new(0),
+        }))
+    }
+
+    pub fn next_conn_id(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A unique producer name, as Pulsar generates them: `<cluster>-<n>`.
+    pub fn generate_producer_name(&self) -> String {
+        let n = self.next_producer.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{}-{n}", self.config.cluster_name, self.broker_port)
+    }
+
+    pub fn service_url(&self) -> String {
+        self.config.broker_service_url(self.broker_port)
+    }
+
+    /// `pulsar+ssl://…` when the TLS listener is on.
+    pub fn service_url_tls(&self) -> Option<String> {
+        self.config
+            .broker_service_url_tls(self.config.broker_port_tls)
+    }
+
+    /// Whether `role` may do `op`; a refusal is AuthorizationError (403 on HTTP).
+    pub async fn authorize(
+        &self,
+        role: Option<&str>,
+        op: Operation<'_>,
+    ) -> Result<(), BrokerError> {
+        self.security.authorize(&self.resources, role, op).await
+    }
+
+    pub fn namespace_exists(&self, ns: &str) -> bool {
+        self.resources.namespace_exists(ns)
+    }
+
+    pub fn namespace_policies(&self, ns: &str) -> Option<NamespacePolicies> {
+        self.resources.namespace_policies(ns)
+    }
+
+    /// Message TTL in seconds for a namespace (0: messages never expire).
+    pub fn message_ttl_secs(&self, ns: &str) -> u64 {
+        self.namespace_policies(ns)
+            .and_then(|p| p.message_ttl_in_seconds)
+            .unwrap_or(self.config.message_ttl_secs)
+    }
+
+    pub fn deduplication_enabled(&self, ns: &str) -> bool {
+        self.namespace_policies(ns)
+            .and_then(|p| p.deduplication_enabled)
+            .unwrap_or(self.config.deduplication_enabled)
+    }
+
+    /// Pulsar's broker health check, for real: the metadata store takes a
+    /// write, and storage takes an entry and gives it back. Returns how long it took.
+    pub async fn health_check(&self) -> Result<std::time::Duration, BrokerError> {
+        let started = std::time::Instant::now();
+        let stamp = format!(
+            "{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0)
+        );
+        self.resources
+            .touch_health(self.broker_port, &stamp)
+            .await?;
+        let ledger = self
+            .health
+            .get_or_try_init(|| async {
+                let config = LedgerConfig {
+                    max_entries_per_ledger: 100,
+                    trim_interval: Some(std::time::Duration::from_secs(60)),
+                    ..self.ledger_config.clone()
+                };
+                strobe_ledger::ManagedLedger::open(self.backend.as_ref(), "__health/check", config)
+                    .await
+            })
+            .await?;
+        let p = ledger.append(bytes::Bytes::from(stamp.clone())).await?;
+        let back = ledger.read(p, 1).await?;
+        match back.first() {
+            Some(e) if e.position == p && e.data == stamp.as_bytes() => Ok(started.elapsed()),
+            _ => Err(BrokerError::Persistence(
+                "the health-check entry did not read back".into(),
+            )),
+        }
+    }
+
+    /// The storage engine's counters (`None` on the memory backend).
+    pub fn storage_engine_stats(&self) -> Option<strobe_ledger::FileBackendStats> {
+        self.backend.engine_stats()
+    }
+
+    /// Every loaded topic.
+    pub fn loaded_topics(&self) -> Vec<Arc<Topic>> {
+        self.topics.lock().values().cloned().collect()
+    }
+
+    /// A loaded topic, without loading it.
+    pub fn loaded_topic(&self, name: &TopicName) -> Option<Arc<Topic>> {
+        self.topics.lock().get(&name.to_string()).cloned()
+    }
+
+    /// The loaded topics of a namespace.
+    fn loaded_topics_of(&self, ns: &str) -> Vec<Arc<Topic>> {
+        self.topics
+            .lock()
+            .values()
+            .filter(|t| t.name.namespace() == ns)
+            .cloned()
+            .collect()
+    }
+
+    fn dispatch_settings(&self) -> DispatchSettings {
+        DispatchSettings {
+            max_read_entries: self.config.dispatcher_max_read_batch,
+            max_unacked_messages: self.config.max_unacked_messages_per_consumer,
+            key_shared_consistent_hashing: self.config.key_shared_use_consistent_hashing,
+        }
+    }
+
+    /// The loaded topic, loading (and with `create`, creating) it if needed.
+    /// Loads of different topics run concurrently; callers asking for a topic
+    /// that is loading wait for that one load.
+    pub async fn topic(&self, name: &TopicName, create: bool) -> Result<Arc<Topic>, BrokerError> {
+        if !self.namespace_exists(name.namespace()) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {} does not exist",
+                name.namespace()
+            )));
+        }
+        if name.is_persistent()
+            && name.partition().is_none()
+            && self.resources.partitions(name).is_some()
+        {
+            return Err(BrokerError::NotAllowed(format!(
+                "{name} is a partitioned topic: produce to and consume from its partitions"
+            )));
+        }
+        let key = name.to_string();
+        if let Some(t) = self.topics.lock().get(&key) {
+            return Ok(t.clone());
+        }
+        let _loading = self.topic_locks.lock(&key).await;
+        if let Some(t) = self.topics.lock().get(&key) {
+            return Ok(t.clone());
+        }
+        let topic = if name.is_persistent() {
+            self.load_persistent(name, create).await?
+        } else {
+            self.load_non_persistent(name, create).await?
+        };
+        self.topics.lock().insert(key, topic.clone());
+        Ok(topic)
+    }
+
+    /// Opens a persistent topic's ledger and restores what the metadata
+    /// store records of it (termination, the compacted view).
+    async fn load_persistent(
+        &self,
+        name: &TopicName,
+        create: bool,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let stored = self.resources.topic_meta(name).await?;
+        if stored.is_none() {
+            let parent_is_partitioned = name.partition().is_some()
+                && self
+                    .resources
+                    .partitions(&name.partitioned_parent())
+                    .is_some();
+            if !(create && (self.config.allow_auto_topic_creation || parent_is_partitioned)) {
+                return Err(BrokerError::TopicNotFound(format!(
+                    "topic {name} does not exist"
+                )));
+            }
+            self.resources.record_topic(name).await?;
+            info!(topic = %name, "created topic");
+        }
+        let meta = stored.map(|v| v.value).unwrap_or_default();
+        let policies = self
+            .namespace_policies(name.namespace())
+            .unwrap_or_default();
+        let ledger_config = LedgerConfig {
+            retention: retention_of(&policies),
+            trim_interval: Some(std::time::Duration::from_secs(60)),
+            ..self.ledger_config.clone()
+        };
+        let topic = Topic::open(
+            name.clone(),
+            self.backend.as_ref(),
+            ledger_config,
+            self.deduplication_enabled(name.namespace()),
+            self.dispatch_settings(),
+        )
+        .await?;
+        topic.set_message_ttl(self.message_ttl_secs(name.namespace()));
+        topic.set_backlog_quota(quotas_of(&policies));
+        if let Some(t) = meta.terminated {
+            topic.restore_terminated(t.position());
+        }
+        if let Some(c) = meta.compaction
+            && let Some(h) = c.horizon.position()
+        {
+            let view = crate::compaction::CompactedView::open(
+                self.backend.as_ref(),
+                self.ledger_config.clone(),
+                &c.ledger,
+                h,
+            )
+            .await?;
+            *topic.compacted.lock() = Some(Arc::new(view));
+            *topic.compaction_status.lock() = crate::compaction::CompactionStatus::Success;
+        }
+        Ok(topic)
+    }
+
+    /// A non-persistent topic: messages go to the consumers connected at the
+    /// time, or nowhere. It lives in memory, in ledgers that are trimmed as soon
+    /// as they roll over, and exists while it is loaded.
+    async fn load_non_persistent(
+        &self,
+        name: &TopicName,
+        create: bool,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        if !(create && self.config.allow_auto_topic_creation) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "topic {name} does not exist"
+            )));
+        }
+        let config = LedgerConfig {
+            max_entries_per_ledger: 1000,
+            max_ledger_bytes: 16 << 20,
+            retention: strobe_ledger::Retention::default(),
+            trim_interval: Some(std::time::Duration::from_secs(1)),
+            ..self.ledger_config.clone()
+        };
+        Topic::open(
+            name.clone(),
+            &self.non_persistent,
+            config,
+            false,
+            self.dispatch_settings(),
+        )
+        .await
+    }
+
+    /// Unloads a topic: its clients are closed (they reconnect and it loads
+    /// again, on a new ledger). 404 if it is not loaded.
+    pub async fn unload(&self, name: &TopicName) -> Result<(), BrokerError> {
+        let key = name.to_string();
+        let _closing = self.topic_locks.lock(&key).await;
+        let topic = self
+            .topics
+            .lock()
+            .remove(&key)
+            .ok_or_else(|| BrokerError::TopicNotFound(format!("topic {name} is not loaded")))?;
+        topic.close().await;
+        info!(topic = %name, "topic unloaded");
+        Ok(())
+    }
+
+    /// Closes every topic: producers and consumers get CLOSE_PRODUCER and
+    /// CLOSE_CONSUMER, cursors and ledgers are flushed.
+    pub async fn shutdown(&self) {
+        let topics: Vec<Arc<Topic>> = self.topics.lock().drain().map(|(_, t)| t).collect();
+        for t in topics {
+            t.close().await;
+        }
+    }
+}
