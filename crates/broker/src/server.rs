@@ -41,6 +41,15 @@ impl Broker {
                 addr: addr.to_string(),
                 source,
             })?;
+        Broker::bind_on(config, listener).await
+    }
+
+    /// As [`Broker::bind`], on a listener the caller bound (tests bind
+    /// `127.0.0.1:0` and keep the address, so no port is guessed).
+    pub async fn bind_on(
+        config: BrokerConfig,
+        listener: TcpListener,
+    ) -> Result<Broker, BrokerError> {
         let port = listener.local_addr()?.port();
         let tls_listener = if config.broker_port_tls != 0 {
             let tls_addr = format!("{}:{}", config.bind_address, config.broker_port_tls);

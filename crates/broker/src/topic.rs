@@ -175,8 +175,17 @@ pub struct Rates {
     pub msg_out: f64,
     pub bytes_out: f64,
     /// The counters at the start of the interval, and when it started.
-    last: (u64, u64, u64, u64),
+    last: Totals,
     last_at: Option<std::time::Instant>,
+}
+
+/// The in and out counters read at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    msg_in: u64,
+    bytes_in: u64,
+    msg_out: u64,
+    bytes_out: u64,
 }
 
 /// Upper bounds (ms) of Pulsar's `pulsar_storage_write_latency_le_*` buckets;
@@ -210,19 +219,20 @@ impl TopicCounters {
     pub fn update_rates(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         let now = std::time::Instant::now();
-        let cur = (
-            self.msg_in.load(Relaxed),
-            self.bytes_in.load(Relaxed),
-            self.msg_out.load(Relaxed),
-            self.bytes_out.load(Relaxed),
-        );
+        let cur = Totals {
+            msg_in: self.msg_in.load(Relaxed),
+            bytes_in: self.bytes_in.load(Relaxed),
+            msg_out: self.msg_out.load(Relaxed),
+            bytes_out: self.bytes_out.load(Relaxed),
+        };
         let mut r = self.rates.lock();
         if let Some(at) = r.last_at {
             let secs = now.duration_since(at).as_secs_f64().max(1e-3);
-            r.msg_in = cur.0.saturating_sub(r.last.0) as f64 / secs;
-            r.bytes_in = cur.1.saturating_sub(r.last.1) as f64 / secs;
-            r.msg_out = cur.2.saturating_sub(r.last.2) as f64 / secs;
-            r.bytes_out = cur.3.saturating_sub(r.last.3) as f64 / secs;
+            let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / secs;
+            r.msg_in = rate(cur.msg_in, r.last.msg_in);
+            r.bytes_in = rate(cur.bytes_in, r.last.bytes_in);
+            r.msg_out = rate(cur.msg_out, r.last.msg_out);
+            r.bytes_out = rate(cur.bytes_out, r.last.bytes_out);
         }
         r.last = cur;
         r.last_at = Some(now);

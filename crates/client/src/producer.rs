@@ -155,7 +155,7 @@ struct Batch {
 }
 
 #[derive(Debug)]
-struct Pending {
+struct PendingMessage {
     frame: OutFrame,
     replies: Vec<Reply>,
     batched: bool,
@@ -168,7 +168,7 @@ struct State {
     name: String,
     next_seq: u64,
     batches: HashMap<BatchKey, Batch>,
-    pending: BTreeMap<u64, Pending>,
+    pending: BTreeMap<u64, PendingMessage>,
     closed: Option<Error>,
 }
 
@@ -185,7 +185,7 @@ struct Config {
 }
 
 #[derive(Debug)]
-struct Shared {
+struct ProducerShared {
     client: Client,
     topic: String,
     id: u64,
@@ -291,7 +291,7 @@ impl ProducerBuilder {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let id = self.client.next_id();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ProducerShared {
             client: self.client,
             topic,
             id,
@@ -332,7 +332,7 @@ impl ProducerBuilder {
 /// shared between tasks (wrap it in an `Arc`).
 #[derive(Debug)]
 pub struct Producer {
-    shared: Arc<Shared>,
+    shared: Arc<ProducerShared>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -584,7 +584,7 @@ fn kvs(props: &[(String, String)]) -> Vec<KeyValue> {
 }
 
 /// Fails every open batch and pending message with `e`.
-fn fail_pending(sh: &Shared, st: &mut State, e: &Error) {
+fn fail_pending(sh: &ProducerShared, st: &mut State, e: &Error) {
     let mut n = 0;
     for (_, b) in st.batches.drain() {
         n += b.replies.len();
@@ -602,7 +602,7 @@ fn fail_pending(sh: &Shared, st: &mut State, e: &Error) {
     sh.idle.notify_waiters();
 }
 
-impl Shared {
+impl ProducerShared {
     /// Looks the topic up and registers the producer (PRODUCER → PRODUCER_SUCCESS).
     async fn register(&self, deadline: Option<Instant>) -> Result<(Arc<Connection>, String, i64)> {
         let mut backoff = Backoff::new();
@@ -691,7 +691,7 @@ impl Shared {
         }
         st.pending.insert(
             seq,
-            Pending {
+            PendingMessage {
                 frame,
                 replies,
                 batched,
@@ -872,7 +872,7 @@ impl Shared {
     }
 }
 
-async fn ticker(sh: Arc<Shared>) {
+async fn ticker(sh: Arc<ProducerShared>) {
     let period = sh
         .cfg
         .batching
@@ -894,7 +894,7 @@ async fn ticker(sh: Arc<Shared>) {
     }
 }
 
-async fn event_loop(sh: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<ProducerEvent>) {
+async fn event_loop(sh: Arc<ProducerShared>, mut rx: mpsc::UnboundedReceiver<ProducerEvent>) {
     while let Some(ev) = rx.recv().await {
         match ev {
             ProducerEvent::Receipt(r) => {

@@ -93,11 +93,11 @@ pub enum SessionState {
 /// A lease with a keep-alive task (the session part of Pulsar's `CoordinationService`).
 /// Dropping it stops the keep-alives and revokes the lease in the background.
 pub struct Session {
-    shared: Arc<Shared>,
+    shared: Arc<SessionShared>,
     cancel: CancellationToken,
 }
 
-struct Shared {
+struct SessionShared {
     store: Arc<dyn MetadataStore>,
     opts: SessionOptions,
     state: watch::Sender<SessionState>,
@@ -121,7 +121,7 @@ impl Session {
     pub async fn start(store: Arc<dyn MetadataStore>, opts: SessionOptions) -> Result<Session> {
         let sent = Instant::now();
         let grant = store.grant_lease(opts.lease_ttl()).await?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(SessionShared {
             state: watch::channel(SessionState::Alive {
                 lease: grant.id,
                 epoch: 0,
@@ -229,7 +229,7 @@ impl Drop for Session {
     }
 }
 
-impl Shared {
+impl SessionShared {
     fn margin(&self) -> Duration {
         self.opts
             .margin
@@ -251,7 +251,7 @@ impl Shared {
 
 /// The keep-alive loop: keep the lease, declare it lost at the local deadline, re-establish.
 async fn run(
-    shared: Arc<Shared>,
+    shared: Arc<SessionShared>,
     mut lease: LeaseId,
     mut ttl: Duration,
     cancel: CancellationToken,

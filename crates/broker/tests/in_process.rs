@@ -1,0 +1,340 @@
+//! ServerCnx, the topic service and the subscription actors tested in
+//! process: each test binds `127.0.0.1:0`, hands the bound listener to the
+//! broker (no port is guessed, so tests never race for one) and talks to it
+//! with raw frames or Strobe's own client.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use strobe_broker::{Broker, BrokerConfig, BrokerHandle};
+use strobe_client::{Client, SubType};
+use strobe_wire::proto::{ServerError, command_lookup_topic_response, command_subscribe};
+use strobe_wire::{Command, Frame, FrameCodec, OutFrame, commands};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::Decoder;
+
+/// A broker on memory storage, serving on a port the OS picked.
+async fn start_server(tweak: impl FnOnce(&mut BrokerConfig)) -> BrokerHandle {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut config = BrokerConfig {
+        storage: "memory".into(),
+        advertised_address: "127.0.0.1".into(),
+        ..BrokerConfig::default()
+    };
+    tweak(&mut config);
+    Broker::bind_on(config, listener).await.unwrap().start()
+}
+
+/// Frames over one raw connection.
+struct Raw {
+    stream: TcpStream,
+    buf: BytesMut,
+    codec: FrameCodec,
+}
+
+impl Raw {
+    async fn connect(broker: &BrokerHandle) -> Raw {
+        Raw {
+            stream: TcpStream::connect(broker.addr()).await.unwrap(),
+            buf: BytesMut::new(),
+            codec: FrameCodec::default(),
+        }
+    }
+
+    async fn handshake(broker: &BrokerHandle) -> Raw {
+        let mut raw = Raw::connect(broker).await;
+        raw.send(commands::connect("in-process-test", None)).await;
+        match raw.recv().await {
+            Some(Command::Connected(_)) => raw,
+            other => panic!("expected CONNECTED, got {other:?}"),
+        }
+    }
+
+    async fn send(&mut self, c: impl Into<Command>) {
+        let frame = OutFrame::command(c.into());
+        self.stream.write_all(&frame.to_bytes()).await.unwrap();
+    }
+
+    /// The next command, or `None` once the broker closed the connection.
+    async fn recv(&mut self) -> Option<Command> {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Some(Frame { command, .. }) = self.codec.decode(&mut self.buf).unwrap() {
+                    return Some(command);
+                }
+                match self.stream.read_buf(&mut self.buf).await {
+                    Ok(0) | Err(_) => return None,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .expect("no frame within 10 s")
+    }
+}
+
+#[tokio::test]
+async fn a_command_before_connect_is_refused_and_the_connection_closes() {
+    let broker = start_server(|_| {}).await;
+    let mut raw = Raw::connect(&broker).await;
+    raw.send(commands::lookup_topic(
+        7,
+        "persistent://public/default/t",
+        false,
+    ))
+    .await;
+    match raw.recv().await {
+        Some(Command::Error(e)) => {
+            assert_eq!(e.request_id, 7);
+            assert_eq!(e.error(), ServerError::NotAllowedError);
+        }
+        other => panic!("expected ERROR, got {other:?}"),
+    }
+    assert!(raw.recv().await.is_none(), "the connection closes");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn errors_come_back_in_the_reply_shape_of_the_request() {
+    let broker = start_server(|_| {}).await;
+    let mut raw = Raw::handshake(&broker).await;
+
+    // LOOKUP answers with a failed LOOKUP_RESPONSE, not a bare ERROR.
+    raw.send(commands::lookup_topic(1, "persistent://bad name", false))
+        .await;
+    match raw.recv().await {
+        Some(Command::LookupResponse(r)) => {
+            assert_eq!(r.request_id, 1);
+            assert_eq!(
+                r.response(),
+                command_lookup_topic_response::LookupType::Failed
+            );
+            assert_eq!(r.error(), ServerError::InvalidTopicName);
+        }
+        other => panic!("expected LOOKUP_RESPONSE, got {other:?}"),
+    }
+
+    // A lookup of a topic in a namespace that does not exist.
+    raw.send(commands::lookup_topic(2, "persistent://nope/nope/t", false))
+        .await;
+    match raw.recv().await {
+        Some(Command::LookupResponse(r)) => assert_eq!(r.error(), ServerError::TopicNotFound),
+        other => panic!("expected LOOKUP_RESPONSE, got {other:?}"),
+    }
+
+    // A good lookup answers Connect with this broker's URL.
+    raw.send(commands::lookup_topic(
+        3,
+        "persistent://public/default/t",
+        false,
+    ))
+    .await;
+    match raw.recv().await {
+        Some(Command::LookupResponse(r)) => {
+            assert_eq!(
+                r.response(),
+                command_lookup_topic_response::LookupType::Connect
+            );
+            let url = format!("pulsar://127.0.0.1:{}", broker.addr().port());
+            assert_eq!(r.broker_service_url.as_deref(), Some(url.as_str()));
+        }
+        other => panic!("expected LOOKUP_RESPONSE, got {other:?}"),
+    }
+
+    // PARTITIONED_METADATA of a bad name: a failed PARTITIONED_METADATA_RESPONSE.
+    raw.send(commands::partitioned_metadata_request(
+        4,
+        "persistent://bad name",
+    ))
+    .await;
+    match raw.recv().await {
+        Some(Command::PartitionedMetadataResponse(r)) => {
+            assert_eq!(r.request_id, 4);
+            assert_eq!(r.error(), ServerError::InvalidTopicName);
+        }
+        other => panic!("expected PARTITIONED_METADATA_RESPONSE, got {other:?}"),
+    }
+
+    // Requests of a consumer this connection does not have: ERROR with ConsumerNotFound.
+    raw.send(commands::close_consumer_request(5, 99)).await;
+    match raw.recv().await {
+        Some(Command::Success(s)) => assert_eq!(s.request_id, 5),
+        other => panic!("CLOSE_CONSUMER of an unknown consumer succeeds, got {other:?}"),
+    }
+    let unsubscribe = strobe_wire::proto::CommandUnsubscribe {
+        consumer_id: 99,
+        request_id: 6,
+        ..Default::default()
+    };
+    raw.send(unsubscribe).await;
+    match raw.recv().await {
+        Some(Command::Error(e)) => {
+            assert_eq!(e.request_id, 6);
+            assert_eq!(e.error(), ServerError::ConsumerNotFound);
+        }
+        other => panic!("expected ERROR, got {other:?}"),
+    }
+
+    // An ACK with a request id of an unknown consumer: ACK_RESPONSE carrying the error.
+    raw.send(commands::ack(
+        99,
+        false,
+        vec![commands::message_id(0, 0)],
+        Some(8),
+    ))
+    .await;
+    match raw.recv().await {
+        Some(Command::AckResponse(r)) => {
+            assert_eq!(r.request_id, Some(8));
+            assert_eq!(r.error(), ServerError::ConsumerNotFound);
+        }
+        other => panic!("expected ACK_RESPONSE, got {other:?}"),
+    }
+
+    // The connection is still usable after refused requests.
+    raw.send(commands::ping()).await;
+    assert!(matches!(raw.recv().await, Some(Command::Pong(_))));
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_send_for_an_unknown_producer_is_an_error_and_closes_the_connection() {
+    let broker = start_server(|_| {}).await;
+    let mut raw = Raw::handshake(&broker).await;
+    let meta = strobe_wire::proto::MessageMetadata {
+        producer_name: "p".into(),
+        sequence_id: 0,
+        publish_time: 1,
+        ..Default::default()
+    };
+    let section = strobe_wire::payload::encode(&meta, b"x", true);
+    let send = commands::send_frame(42, 0, 1, section);
+    raw.stream.write_all(&send.to_bytes()).await.unwrap();
+    match raw.recv().await {
+        Some(Command::SendError(e)) => {
+            assert_eq!(e.producer_id, 42);
+            assert_eq!(e.error(), ServerError::NotAllowedError);
+        }
+        other => panic!("expected SEND_ERROR, got {other:?}"),
+    }
+    assert!(raw.recv().await.is_none());
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn messages_go_from_producer_to_consumer_in_order_and_acks_empty_the_backlog() {
+    let broker = start_server(|_| {}).await;
+    let url = format!("pulsar://{}", broker.addr());
+    let client = Client::builder(&url).build().await.unwrap();
+    let topic = "persistent://public/default/in-process-order";
+    let mut consumer = client
+        .consumer(topic, "sub")
+        .sub_type(SubType::Shared)
+        .subscribe()
+        .await
+        .unwrap();
+    let producer = client.producer(topic).create().await.unwrap();
+    for i in 0..200u32 {
+        producer.send(i.to_be_bytes().to_vec()).await.unwrap();
+    }
+    producer.flush().await.unwrap();
+    for i in 0..200u32 {
+        let m = consumer.recv().await.unwrap();
+        assert_eq!(m.payload.as_ref(), i.to_be_bytes());
+        consumer.ack(&m).unwrap();
+    }
+    consumer.flush_acks();
+    let t = broker
+        .service()
+        .loaded_topic(&strobe_model::TopicName::parse(topic).unwrap())
+        .expect("loaded");
+    let sub = t.subscription("sub").expect("subscription");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while sub.cursor.backlog() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "backlog stayed at {}",
+            sub.cursor.backlog()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.close().await;
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn many_topics_load_concurrently_and_each_once() {
+    let broker = start_server(|_| {}).await;
+    let service = broker.service();
+    // Several callers per topic at once: every caller of one name gets the same topic.
+    let names: Vec<_> = (0..40)
+        .map(|i| {
+            strobe_model::TopicName::parse(&format!("persistent://public/default/load-{}", i % 10))
+                .unwrap()
+        })
+        .collect();
+    let loads = futures::stream::iter(names.iter().map(|n| {
+        let service = service.clone();
+        async move { (n.clone(), service.topic(n, true).await.unwrap()) }
+    }))
+    .buffer_unordered(40)
+    .collect::<Vec<_>>()
+    .await;
+    for (name, topic) in &loads {
+        let loaded = service.loaded_topic(name).unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(topic, &loaded),
+            "{name} opened twice"
+        );
+    }
+    assert_eq!(service.loaded_topics().len(), 10);
+
+    // An unload and a load of the same topic racing: the topic ends up loaded once, usable.
+    let name = names[0].clone();
+    let (unloaded, reloaded) = tokio::join!(service.unload(&name), service.topic(&name, true));
+    unloaded.unwrap();
+    reloaded.unwrap();
+    let t = service.topic(&name, true).await.unwrap();
+    assert!(std::sync::Arc::ptr_eq(
+        &t,
+        &service.loaded_topic(&name).unwrap()
+    ));
+    t.ledger
+        .append(bytes::Bytes::from_static(b"x"))
+        .await
+        .expect("the topic that stays loaded takes writes");
+    broker.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_subscription_of_a_partitioned_topic_must_name_a_partition() {
+    let broker = start_server(|c| c.default_num_partitions = 3).await;
+    let service = broker.service();
+    let name = strobe_model::TopicName::parse("persistent://public/default/parted").unwrap();
+    service.create_partitioned(&name, 3).await.unwrap();
+    let mut raw = Raw::handshake(&broker).await;
+    raw.send(commands::subscribe(
+        1,
+        1,
+        &name.to_string(),
+        "s",
+        command_subscribe::SubType::Exclusive,
+    ))
+    .await;
+    match raw.recv().await {
+        Some(Command::Error(e)) => assert_eq!(e.error(), ServerError::NotAllowedError),
+        other => panic!("expected ERROR, got {other:?}"),
+    }
+    raw.send(commands::subscribe(
+        2,
+        2,
+        &name.partition_name(1).to_string(),
+        "s",
+        command_subscribe::SubType::Exclusive,
+    ))
+    .await;
+    assert!(matches!(raw.recv().await, Some(Command::Success(_))));
+    broker.shutdown().await;
+}
