@@ -1,6 +1,10 @@
-//! Strobe's broker: Pulsar's `BrokerService` and `ServerCnx`. It accepts
-//! connections, runs the handshake and keep-alive, and (as later issues land)
-//! serves topics, producers and subscriptions.
+//! Strobe's broker: Pulsar's `BrokerService`, `ServerCnx`, `PersistentTopic`
+//! and its subscriptions. It accepts connections (`server`), serves each
+//! one (`cnx`, one module per command family), loads topics and
+//! administers namespaces ([`service`], [`namespace`]), keeps every metadata
+//! document behind typed [`resources`], and runs each subscription's
+//! dispatcher ([`subscription`]). Decisions that need no socket live in the
+//! pure crates (`strobe-dispatch`, `strobe-schema`, `strobe-security`).
 
 mod cnx;
 pub mod compaction;
