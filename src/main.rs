@@ -164,10 +164,14 @@ fn runtime(worker_threads: usize, name: &str) -> anyhow::Result<tokio::runtime::
 fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
     let runtime = runtime(cfg.worker_threads, "strobe")?;
     runtime.block_on(async move {
+        let mut cfg = cfg;
         let http_addr = format!("{}:{}", cfg.bind_address, cfg.http_port);
         let http = tokio::net::TcpListener::bind(&http_addr)
             .await
             .with_context(|| format!("binding the HTTP port {http_addr}"))?;
+        // Port 0 picks a free port; the URLs the broker advertises name the one bound.
+        let http_addr = http.local_addr().context("the HTTP listener's address")?;
+        cfg.http_port = http_addr.port();
         let broker = Broker::bind(cfg.clone())
             .await
             .with_context(|| format!("binding {}:{}", cfg.bind_address, cfg.broker_port))?;

@@ -33,6 +33,42 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// What `strobe standalone` logs once it listens, with the bound addresses.
+const READY: &str = "strobe standalone is ready";
+
+/// The port of the `host:port` after `key` in a log line.
+fn port_after(line: &str, key: &str) -> u16 {
+    let rest = &line[line.find(key).expect("the ready line names the address") + key.len()..];
+    let addr = rest.split_whitespace().next().unwrap_or_default();
+    addr.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"))
+}
+
+/// Starts `strobe standalone` on `dir`'s data with the given ports (0: any free one).
+fn spawn(
+    cfg: &std::path::Path,
+    dir: &std::path::Path,
+    port: u16,
+    http_port: u16,
+    log: std::fs::File,
+) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_strobe"))
+        .args(["standalone", "--config"])
+        .arg(cfg)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--broker-port", &port.to_string()])
+        .args(["--http-port", &http_port.to_string()])
+        .args(["--bind-address", "127.0.0.1"])
+        .args(["--advertised-address", "127.0.0.1"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn strobe")
+}
+
 /// A `strobe standalone` process on free ports with its own data directory,
 /// killed when dropped.
 pub struct Strobe {
@@ -56,38 +92,24 @@ impl Strobe {
             .unwrap()
             .write_all(toml.as_bytes())
             .unwrap();
-        let port = free_port();
-        let http_port = free_port();
         let log = data_dir.path().join("strobe.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_strobe"))
-            .args(["standalone", "--config"])
-            .arg(&cfg)
-            .arg("--data-dir")
-            .arg(data_dir.path().join("data"))
-            .args([
-                "--broker-port",
-                &port.to_string(),
-                "--http-port",
-                &http_port.to_string(),
-            ])
-            .args([
-                "--bind-address",
-                "127.0.0.1",
-                "--advertised-address",
-                "127.0.0.1",
-            ])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn strobe");
-        let s = Strobe {
+        // Port 0: the broker binds free ports itself and logs them, so no
+        // port is picked here that another process could take first.
+        let child = spawn(
+            &cfg,
+            data_dir.path(),
+            0,
+            0,
+            std::fs::File::create(&log).unwrap(),
+        );
+        let mut s = Strobe {
             child,
-            port,
-            http_port,
+            port: 0,
+            http_port: 0,
             data_dir,
             log,
         };
-        s.wait_listening();
+        s.wait_ready(1);
         s
     }
 
@@ -95,43 +117,34 @@ impl Strobe {
     /// it again on the same data directory and ports.
     pub fn restart(&mut self) {
         let _ = self.child.wait();
-        self.child = Command::new(env!("CARGO_BIN_EXE_strobe"))
-            .args(["standalone", "--config"])
-            .arg(self.data_dir.path().join("strobe.toml"))
-            .arg("--data-dir")
-            .arg(self.data_dir.path().join("data"))
-            .args(["--broker-port", &self.port.to_string()])
-            .args(["--http-port", &self.http_port.to_string()])
-            .args(["--bind-address", "127.0.0.1"])
-            .args(["--advertised-address", "127.0.0.1"])
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(&self.log)
-                    .unwrap(),
-            )
-            .spawn()
-            .expect("spawn strobe");
-        self.wait_listening();
+        let starts = self.log_text().matches(READY).count();
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let cfg = self.data_dir.path().join("strobe.toml");
+        self.child = spawn(&cfg, self.data_dir.path(), self.port, self.http_port, log);
+        self.wait_ready(starts + 1);
     }
 
-    fn wait_listening(&self) {
+    /// Waits for the `n`th "ready" line of the log and takes the ports it names.
+    fn wait_ready(&mut self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            let text = self.log_text();
+            if let Some(line) = text.lines().filter(|l| l.contains(READY)).nth(n - 1) {
+                self.port = port_after(line, " addr=");
+                self.http_port = port_after(line, " http=");
                 return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("strobe exited ({status}) before it was ready: {text}");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!(
-            "strobe did not listen on {}: {}",
-            self.port,
-            self.log_text()
-        );
+        panic!("strobe was not ready within 20 s: {}", self.log_text());
     }
 
-    /// One HTTP/1.1 request to the admin port: (status, body).
     pub fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         use std::io::Read;
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.http_port)).unwrap();

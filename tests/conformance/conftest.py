@@ -38,8 +38,10 @@ class StrobeProcess:
     def __init__(self, binary, extra_config=""):
         self.binary = binary
         self.dir = tempfile.TemporaryDirectory(prefix="strobe-conformance-")
-        self.port = free_port()
-        self.http_port = free_port()
+        # 0 until the first start: the broker binds free ports itself and logs
+        # them, so no port is picked here that another process could take first.
+        self.port = 0
+        self.http_port = 0
         self.cfg = os.path.join(self.dir.name, "strobe.toml")
         with open(self.cfg, "w") as f:
             f.write(extra_config)
@@ -47,7 +49,10 @@ class StrobeProcess:
         self.log = open(self.log_path, "a")
         self.start()
 
+    READY = "strobe standalone is ready"
+
     def start(self):
+        starts = self.log_text().count(self.READY)
         self.proc = subprocess.Popen(
             [self.binary, "standalone", "--config", self.cfg, "--data-dir", os.path.join(self.dir.name, "data"),
              "--broker-port", str(self.port), "--http-port", str(self.http_port),
@@ -55,13 +60,15 @@ class StrobeProcess:
             stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.time() + 20
         while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            ready = [line for line in self.log_text().splitlines() if self.READY in line]
+            if len(ready) > starts:
+                fields = dict(f.split("=", 1) for f in ready[starts].split() if "=" in f)
+                self.port = int(fields["addr"].rsplit(":", 1)[1])
+                self.http_port = int(fields["http"].rsplit(":", 1)[1])
                 return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
         raise RuntimeError(f"strobe did not start: {self.log_text()}")
 
     @property
