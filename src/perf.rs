@@ -119,11 +119,9 @@ struct Opts {
     #[arg(long = "drain-timeout", default_value_t = 10.0)]
     drain_timeout: f64,
     /// Threads running the client's connections, producers and consumers
-    /// (0: one per core). 1 as pulsar-perf's default: on 2 cores, a second
-    /// thread cost 20-25% more client CPU per message at 10-20k msg/s
-    /// (threads waking each other to share the work), and the unthrottled
-    /// produce and e2e rates were lower with it (400-440k vs 494-516k msg/s
-    /// produce).
+    /// (0: one per core). 1 as pulsar-perf's default: on few cores, more
+    /// threads wake each other to share the work, which costs the client
+    /// more CPU than it saves (docs/performance.md).
     #[arg(long = "num-io-threads", alias = "io-threads", default_value_t = 1)]
     io_threads: usize,
 }
@@ -522,7 +520,7 @@ fn pace(rate: f64, gates: &[Arc<tokio::sync::Semaphore>], stats: &Stats) {
         // Sleeps at least PACE_QUANTUM: above 1/PACE_QUANTUM msg/s a wake-up
         // releases the few messages that fell due meanwhile (each wake-up of
         // this thread and of the runtime costs more CPU than the sends it
-        // releases: at 20k msg/s, one per message took 22% of a core).
+        // releases).
         let due = start + Duration::from_secs_f64(k as f64 / rate);
         let now = Instant::now();
         if due > now {
