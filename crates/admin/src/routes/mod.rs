@@ -1,0 +1,11 @@
+//! The admin API's routes, one module per resource as Pulsar's REST
+//! resources are split; each module's `routes()` contributes its paths to
+//! [`crate::router`].
+
+pub(crate) mod brokers;
+pub(crate) mod clusters;
+pub(crate) mod lookup;
+pub(crate) mod namespaces;
+pub(crate) mod schemas;
+pub(crate) mod subscriptions;
+pub(crate) mod topics;
