@@ -17,7 +17,10 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::BrokerError;
-use crate::subscription::{ConsumerSpec, StartPosition, Subscription, SubscriptionHandle};
+pub use crate::subscription::DispatchSettings;
+use crate::subscription::{
+    ConsumerSpec, StartPosition, Subscription, SubscriptionHandle, TopicView,
+};
 
 /// A producer's identity on the broker: (connection, producer id).
 pub type ProducerKey = (u64, u64);
@@ -88,17 +91,6 @@ pub enum Published {
     Stored(AppendFuture),
     /// A sequence id at or below the producer's highest: not stored again.
     Duplicate,
-}
-
-/// Dispatch limits every subscription of a topic follows.
-#[derive(Debug, Clone, Copy)]
-pub struct DispatchSettings {
-    /// Entries read from storage at once.
-    pub max_read_entries: usize,
-    /// A consumer holding this many unacknowledged messages gets no more (0: no limit).
-    pub max_unacked_messages: u32,
-    /// Key_Shared AUTO_SPLIT by consistent hashing (else by splitting ranges).
-    pub key_shared_consistent_hashing: bool,
 }
 
 pub struct Topic {
@@ -511,6 +503,17 @@ impl Topic {
         }
     }
 
+    /// Starts subscription `name`'s actor; it sees this topic as a [`TopicView`].
+    fn start_subscription(
+        self: &Arc<Self>,
+        name: &str,
+        durable: bool,
+        cursor: strobe_ledger::ManagedCursor,
+    ) -> SubscriptionHandle {
+        let view: Arc<dyn TopicView> = self.clone();
+        Subscription::start(view, self.settings, name.to_owned(), durable, cursor)
+    }
+
     /// Adds a consumer to subscription `name`, creating the subscription if needed.
     pub async fn subscribe(
         self: &Arc<Self>,
@@ -538,7 +541,7 @@ impl Topic {
                     };
                     self.ledger.new_non_durable_cursor(start)
                 };
-                let h = Subscription::start(self.clone(), name.to_owned(), durable, cursor);
+                let h = self.start_subscription(name, durable, cursor);
                 let mut st = self.state.lock();
                 if st.closed {
                     h.shutdown();
@@ -626,7 +629,7 @@ impl Topic {
         if let Some(p) = start {
             cursor.reset(p).await?;
         }
-        let h = Subscription::start(self.clone(), name.to_owned(), true, cursor);
+        let h = self.start_subscription(name, true, cursor);
         self.state.lock().subscriptions.insert(name.to_owned(), h);
         Ok(())
     }
@@ -649,7 +652,7 @@ impl Topic {
             .ledger
             .open_cursor(name, InitialPosition::Latest)
             .await?;
-        let h = Subscription::start(self.clone(), name.to_owned(), true, cursor);
+        let h = self.start_subscription(name, true, cursor);
         let mut st = self.state.lock();
         Ok(st.subscriptions.entry(name.to_owned()).or_insert(h).clone())
     }
@@ -841,4 +844,44 @@ async fn rebuild_dedup(ledger: &ManagedLedger) -> Result<Dedup, BrokerError> {
     }
     d.pushed = d.persisted.clone();
     Ok(d)
+}
+
+impl TopicView for Topic {
+    fn name(&self) -> &TopicName {
+        &self.name
+    }
+
+    fn ledger(&self) -> &ManagedLedger {
+        &self.ledger
+    }
+
+    fn compacted_view(&self) -> Option<Arc<crate::compaction::CompactedView>> {
+        Topic::compacted_view(self)
+    }
+
+    fn is_terminated(&self) -> bool {
+        self.terminated().is_some()
+    }
+
+    fn message_ttl_secs(&self) -> u64 {
+        Topic::message_ttl_secs(self)
+    }
+
+    fn next_position(&self) -> Position {
+        Topic::next_position(self)
+    }
+
+    fn count_read(&self, entries: u64) {
+        self.counters
+            .entries_read
+            .fetch_add(entries, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn count_out(&self, messages: u64, bytes: u64) {
+        self.counters.add_out(messages, bytes);
+    }
+
+    fn subscription_ended(&self, name: &str) {
+        Topic::subscription_ended(self, name)
+    }
 }

@@ -114,6 +114,18 @@ pub fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
+/// Journal record kinds (the first byte of a record body).
+pub const K_DECLARE: u8 = 1;
+pub const K_ENTRY: u8 = 2;
+pub const K_CURSOR: u8 = 3;
+pub const K_CURSOR_DELETE: u8 = 4;
+pub const K_TRIM: u8 = 5;
+/// A reference to entries written once, straight to a segment, and synced
+/// there before this record was written: `[kind][topic u32][ledger u64]
+/// [first entry u64][count u64][segment offset u64][byte length u64]`.
+pub const K_SEGREF: u8 = 6;
+pub const SEGREF_LEN: usize = 45;
+
 #[cfg(test)]
 mod tests {
     use super::*;

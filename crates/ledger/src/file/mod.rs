@@ -202,7 +202,10 @@ mod batch;
 mod checkpoint;
 mod flusher;
 mod format;
+mod journal;
 mod pacing;
+mod queue;
+mod recovery;
 mod segment;
 mod topic;
 
@@ -223,7 +226,8 @@ use crate::{LedgerError, Result, SyncMode};
 
 pub use batch::append_batch;
 use checkpoint::{CheckpointFile, TopicMeta};
-use flusher::{Queue, Req};
+use queue::Queue;
+use topic::Req;
 use topic::TopicShared;
 
 /// Settings of the [`FileBackend`].
@@ -579,7 +583,7 @@ impl FileBackend {
             _lock: lock,
             cfg,
         });
-        let next_seq = checkpoint::recover(&shared, ckpt.journal_seq)?;
+        let next_seq = recovery::recover(&shared, ckpt.journal_seq)?;
         *shared.flusher.lock() = Some(flusher::Flusher::start(shared.clone(), next_seq)?);
         let backend = FileBackend {
             shared: shared.clone(),
@@ -798,6 +802,23 @@ impl Shared {
         let mut m = self.meta.lock();
         f(m.entry(name.to_string()).or_default());
     }
+}
+
+/// Starts the segment write-outs queued for this thread.
+fn start_writebacks(sh: &Shared) {
+    let queued = std::mem::take(&mut sh.ckpt.lock().writeback);
+    for wb in &queued {
+        start_counted(sh, wb);
+    }
+}
+
+/// Starts a write-out or drops pages from the page cache, counting the
+/// bytes dropped.
+fn start_counted(sh: &Shared, wb: &segment::Writeback) {
+    wb.start();
+    sh.counters
+        .page_cache_dropped_bytes
+        .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@ use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::flusher::Req;
 use super::format::{self, HEADER, SEG_FIXED};
 use super::segment::{self, Segment};
 use super::{Shared, sync_dir};
@@ -47,6 +46,75 @@ impl TopicFiles {
         if self.corrupt.is_none() {
             tracing::error!(topic = %name, error = %e, "segment bytes failed to reach the disk; the topic refuses service");
             self.corrupt = Some(e.clone());
+        }
+    }
+}
+
+/// A request for the group commit, queued by a topic's storage.
+pub enum Req {
+    Entry {
+        topic: Arc<TopicShared>,
+        ledger: u64,
+        entry: u64,
+        ts: u64,
+        data: Bytes,
+        /// CRC-32C of `data` (the records' CRCs are derived from it).
+        crc: u32,
+        done: AppendCallback,
+    },
+    Cursor {
+        topic: Arc<TopicShared>,
+        name: String,
+        snapshot: Option<Bytes>,
+        done: oneshot::Sender<Result<()>>,
+    },
+    Trim {
+        topic: Arc<TopicShared>,
+        first_kept: u64,
+        ids: Vec<u64>,
+        done: oneshot::Sender<Result<()>>,
+    },
+    Barrier {
+        done: oneshot::Sender<Result<()>>,
+    },
+}
+
+impl std::fmt::Debug for Req {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Req::Entry { ledger, entry, .. } => write!(f, "Entry({ledger}:{entry})"),
+            Req::Cursor { name, .. } => write!(f, "Cursor({name})"),
+            Req::Trim { first_kept, .. } => write!(f, "Trim({first_kept})"),
+            Req::Barrier { .. } => f.write_str("Barrier"),
+        }
+    }
+}
+
+impl Req {
+    pub fn size(&self) -> usize {
+        match self {
+            Req::Entry { data, .. } => data.len() + 64,
+            Req::Cursor { snapshot, .. } => snapshot.as_ref().map_or(0, |s| s.len()) + 64,
+            _ => 64,
+        }
+    }
+    pub fn fail(self, e: LedgerError) {
+        self.complete(Err(e));
+    }
+    pub(super) fn complete(self, r: Result<()>) {
+        match self {
+            Req::Entry { done, .. } => done(r),
+            Req::Cursor { done, .. } | Req::Trim { done, .. } | Req::Barrier { done } => {
+                let _ = done.send(r);
+            }
+        }
+    }
+    pub(super) fn topic(&self) -> Option<&Arc<TopicShared>> {
+        match self {
+            Req::Entry { topic, .. } | Req::Cursor { topic, .. } | Req::Trim { topic, .. } => {
+                Some(topic)
+            }
+            Req::Barrier { .. } => None,
         }
     }
 }

@@ -1,8 +1,9 @@
-//! The per-backend flusher thread: group commit into the journal, then the
-//! topics' segments.
+//! One group commit's writing, by whoever holds the flusher: the journal
+//! records of every topic's entries in one write, the segments' write-behind
+//! buffers, the write-once path for large groups (entries written straight
+//! to their segment and referenced from the journal), and journal rotation.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -11,693 +12,20 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
-use super::format;
-use super::pacing::SyncPacer;
-use super::segment::Segment;
-use super::topic::{TopicFiles, TopicShared, ensure_dir};
-use super::{Shared, sync_dir};
-use crate::backend::AppendCallback;
+use super::Shared;
+use super::{DirectSync, Flusher, SLOW_IO, Written, commit_written};
+use super::{book_direct, delete_later, stop_accepting, sync_direct};
+use crate::file::format::{
+    self, K_CURSOR, K_CURSOR_DELETE, K_DECLARE, K_ENTRY, K_SEGREF, K_TRIM, SEGREF_LEN,
+};
+use crate::file::journal::open_journal;
+use crate::file::segment::Segment;
+use crate::file::topic::{Req, TopicFiles, TopicShared, ensure_dir};
 use crate::{LedgerError, Result, SyncMode};
 
-pub const K_DECLARE: u8 = 1;
-pub const K_ENTRY: u8 = 2;
-pub const K_CURSOR: u8 = 3;
-pub const K_CURSOR_DELETE: u8 = 4;
-pub const K_TRIM: u8 = 5;
-/// A reference to entries written once, straight to a segment, and synced
-/// there before this record was written: `[kind][topic u32][ledger u64]
-/// [first entry u64][count u64][segment offset u64][byte length u64]`.
-pub const K_SEGREF: u8 = 6;
-pub const SEGREF_LEN: usize = 45;
-
-pub enum Req {
-    Entry {
-        topic: Arc<TopicShared>,
-        ledger: u64,
-        entry: u64,
-        ts: u64,
-        data: Bytes,
-        /// CRC-32C of `data` (the records' CRCs are derived from it).
-        crc: u32,
-        done: AppendCallback,
-    },
-    Cursor {
-        topic: Arc<TopicShared>,
-        name: String,
-        snapshot: Option<Bytes>,
-        done: oneshot::Sender<Result<()>>,
-    },
-    Trim {
-        topic: Arc<TopicShared>,
-        first_kept: u64,
-        ids: Vec<u64>,
-        done: oneshot::Sender<Result<()>>,
-    },
-    Barrier {
-        done: oneshot::Sender<Result<()>>,
-    },
-}
-
-impl std::fmt::Debug for Req {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Req::Entry { ledger, entry, .. } => write!(f, "Entry({ledger}:{entry})"),
-            Req::Cursor { name, .. } => write!(f, "Cursor({name})"),
-            Req::Trim { first_kept, .. } => write!(f, "Trim({first_kept})"),
-            Req::Barrier { .. } => f.write_str("Barrier"),
-        }
-    }
-}
-
-impl Req {
-    pub fn size(&self) -> usize {
-        match self {
-            Req::Entry { data, .. } => data.len() + 64,
-            Req::Cursor { snapshot, .. } => snapshot.as_ref().map_or(0, |s| s.len()) + 64,
-            _ => 64,
-        }
-    }
-    pub fn fail(self, e: LedgerError) {
-        self.complete(Err(e));
-    }
-    fn complete(self, r: Result<()>) {
-        match self {
-            Req::Entry { done, .. } => done(r),
-            Req::Cursor { done, .. } | Req::Trim { done, .. } | Req::Barrier { done } => {
-                let _ = done.send(r);
-            }
-        }
-    }
-    fn topic(&self) -> Option<&Arc<TopicShared>> {
-        match self {
-            Req::Entry { topic, .. } | Req::Cursor { topic, .. } | Req::Trim { topic, .. } => {
-                Some(topic)
-            }
-            Req::Barrier { .. } => None,
-        }
-    }
-}
-
-#[derive(Debug)]
-pub struct Queue {
-    pub reqs: VecDeque<Req>,
-    pub bytes: usize,
-    pub shutdown: bool,
-    /// Shut down with a final checkpoint.
-    pub clean: bool,
-    pub failed: Option<LedgerError>,
-    /// Flusher threads asleep on the condvar (appends wake one when all are).
-    pub waiting: usize,
-    /// The interval [`sync_pause`] keeps between journal syncs, and when
-    /// the last one started.
-    pub pacer: SyncPacer,
-}
-
-/// A group commit written to the journal (`sync = always`) and waiting for
-/// the fdatasync that makes it durable: see [`commit_round`].
-#[derive(Debug)]
-pub struct Written {
-    reqs: Vec<Req>,
-    results: Vec<Result<()>>,
-    /// The journal file to sync first (`None`: nothing in this group needs
-    /// a sync, e.g. write-once references within their window).
-    journal: Option<(u64, Arc<File>, PathBuf)>,
-    /// Trimmed segments, deleted once the trim is durable.
-    trash: Vec<PathBuf>,
-    /// Write-once chunks whose segments are synced before the group
-    /// completes (pipelined write-once path, see [`Flusher::write_direct`]).
-    direct: Vec<DirectSync>,
-}
-
-/// A write-once chunk written to its segment and waiting for the segment's
-/// fdatasync: in [`commit_round`] (pipelined; its journal reference is
-/// written only after that sync, by the next group commit), or right away
-/// in [`Flusher::write_direct`] (serial, zero reference window).
-#[derive(Debug)]
-pub struct DirectSync {
-    topic: Arc<TopicShared>,
-    ledger: u64,
-    file: Arc<File>,
-    path: PathBuf,
-    /// The segment's length after the chunk.
-    end: u64,
-    /// The segment file is new: its directory is synced too.
-    new_file: bool,
-    entries: u64,
-    bytes: u64,
-    /// The journal reference, written once the bytes are synced.
-    segref: [u8; SEGREF_LEN],
-    /// The chunk's requests (indices into the group's), failed if the sync fails.
-    reqs: Vec<usize>,
-}
-
-/// The outcome of a [`DirectSync`], handed back to the flusher: the journal
-/// reference to write (`None`: the sync failed and the topic refuses service).
-#[derive(Debug)]
-pub struct SyncedRef {
-    topic: Arc<TopicShared>,
-    segref: Option<[u8; SEGREF_LEN]>,
-}
-
-pub struct JournalFile {
-    pub seq: u64,
-    pub path: PathBuf,
-    pub file: Arc<File>,
-    pub offset: u64,
-}
-
-pub fn journal_path(sh: &Shared, seq: u64) -> PathBuf {
-    sh.journal_dir.join(format!("J{seq:016}.wal"))
-}
-
-/// Opens journal file `seq`: a spare from the pool if there is one (renamed
-/// into place), else a new file. The directory is synced so the name survives.
-pub fn open_journal(sh: &Shared, seq: u64) -> Result<JournalFile> {
-    let path = journal_path(sh, seq);
-    if let Some(spare) = sh.take_pool_file() {
-        std::fs::rename(&spare, &path).map_err(|e| LedgerError::io("rename", &spare, e))?;
-    } else if sh.cfg.preallocate {
-        // Journal files are used faster than checkpoints recycle them and
-        // the checkpoint thread zero-fills new ones.
-        tracing::warn!(
-            seq,
-            "no preallocated journal file was ready; this one grows as it is written"
-        );
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| LedgerError::io("open", &path, e))?;
-    sync_dir(&sh.journal_dir)?;
-    Ok(JournalFile {
-        seq,
-        path,
-        file: Arc::new(file),
-        offset: 0,
-    })
-}
-
-pub struct Flusher {
-    sh: Arc<Shared>,
-    jf: JournalFile,
-    declared: HashSet<u32>,
-    dirty: HashMap<u32, Arc<TopicShared>>,
-    last_sync: Instant,
-    last_rotate: Instant,
-    /// Journal bytes in files rotated out since the last checkpoint request.
-    ckpt_bytes: u64,
-    last_ckpt: Instant,
-    unsynced: bool,
-    /// The journal holds write-once references not yet synced, the oldest
-    /// written at this instant (see [`super::FileBackendConfig::reference_sync_window`]).
-    refs_unsynced: Option<Instant>,
-    /// The group commit's journal records.
-    buf: Vec<u8>,
-    /// `buf` holds records that must be durable before their requests
-    /// complete (entries, cursors, trims), not only references.
-    buf_needs_sync: bool,
-    /// One write-once chunk's record headers (reused).
-    hdrs: Vec<[u8; format::HEADER + format::SEG_FIXED]>,
-    recs: Vec<(u64, u64, u64, u64)>,
-    /// Scratch maps of [`Flusher::plan`], reused.
-    chunk_index: HashMap<(u32, u64), usize>,
-    chunks_per_topic: HashMap<u32, u32>,
-    /// Pipelined write-once chunks per topic whose references are not yet
-    /// in the journal (their segment sync may still be running).
-    inflight: HashMap<u32, u32>,
-    /// References of synced write-once chunks, written first in the next
-    /// group commit's journal records.
-    refs_out: Vec<(Arc<TopicShared>, [u8; SEGREF_LEN])>,
-    /// Segments (topic, ledger) whose write-behind buffer filled up in this
-    /// group commit (`sync = always`): written by the flusher thread after
-    /// the group's sync, outside the flusher's lock (see [`flush_segments`]).
-    deferred: Vec<(Arc<TopicShared>, u64)>,
-}
-
-impl std::fmt::Debug for Flusher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Flusher")
-            .field("journal", &self.jf.path)
-            .field("offset", &self.jf.offset)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Flusher {
-    pub fn start(sh: Arc<Shared>, seq: u64) -> Result<Flusher> {
-        // The first journal file is preallocated too (once, at startup).
-        if sh.cfg.preallocate && sh.pool.lock().is_empty() {
-            let spare = super::checkpoint::zero_filled_file(&sh, false)?;
-            sh.pool.lock().push(spare);
-        }
-        let jf = open_journal(&sh, seq)?;
-        Ok(Flusher {
-            sh,
-            jf,
-            declared: HashSet::new(),
-            dirty: HashMap::new(),
-            last_sync: Instant::now(),
-            last_rotate: Instant::now(),
-            ckpt_bytes: 0,
-            last_ckpt: Instant::now(),
-            unsynced: false,
-            refs_unsynced: None,
-            buf: Vec::with_capacity(2 << 20),
-            buf_needs_sync: false,
-            hdrs: Vec::new(),
-            recs: Vec::new(),
-            chunk_index: HashMap::new(),
-            chunks_per_topic: HashMap::new(),
-            inflight: HashMap::new(),
-            refs_out: Vec::new(),
-            deferred: Vec::new(),
-        })
-    }
-
-    /// What the flusher thread waits for before its next batch: nothing
-    /// (idle work is due: unsynced write-once references) or up to a timeout.
-    fn wait_plan(&self) -> Option<Duration> {
-        if self.refs_unsynced.is_some() || !self.sh.synced_refs.lock().is_empty() {
-            return None;
-        }
-        Some(match self.sh.cfg.sync {
-            SyncMode::Interval(ms) if self.unsynced => {
-                Duration::from_millis(ms).saturating_sub(self.last_sync.elapsed())
-            }
-            _ => Duration::from_millis(200),
-        })
-    }
-
-    /// Whether an append of `bytes` may be processed on the appending thread
-    /// (see [`Shared::enqueue`]): nothing to sync (`sync = never`), and no
-    /// journal rotation due, which opens and syncs files.
-    pub fn can_process_inline(&self, bytes: usize) -> bool {
-        let cfg = &self.sh.cfg;
-        cfg.sync == SyncMode::Never
-            && self.jf.offset + (bytes as u64) * 2 + 4096 <= cfg.journal_file_bytes
-            && self.last_rotate.elapsed() < cfg.checkpoint_interval
-    }
-
-    fn finish(&mut self) {
-        if self.unsynced && self.sh.cfg.sync != SyncMode::Never {
-            let _ = self.sync();
-        }
-        let clean = self.sh.queue.lock().clean;
-        if clean {
-            let _ = self.rotate(true);
-        }
-    }
-}
-
-/// Takes the next batch from the queue: everything queued up to
-/// `max_batch_bytes` (at least one request). `None` once shut down and empty.
-pub fn take_batch(sh: &Shared, q: &mut Queue) -> Option<Vec<Req>> {
-    let mut out = Vec::new();
-    let mut bytes = 0;
-    while let Some(r) = q.reqs.front() {
-        let s = r.size();
-        if !out.is_empty() && bytes + s > sh.cfg.max_batch_bytes {
-            break;
-        }
-        bytes += s;
-        out.push(q.reqs.pop_front().expect("front exists"));
-    }
-    q.bytes -= bytes;
-    if out.is_empty() && q.shutdown {
-        return None;
-    }
-    Some(out)
-}
-
-/// A flusher thread. The [`Flusher`] itself lives in [`Shared::flusher`]:
-/// whoever holds its lock takes batches from the queue, so an append that
-/// finds it idle can run the group commit itself (`sync = never`); these
-/// threads wait for work without holding it.
-///
-/// With `sync = always` there are two such threads, and a group commit has
-/// two stages: writing (under the flusher's lock: journal records, segment
-/// write-behind, write-once segment bytes) and making durable
-/// ([`commit_round`]: the fdatasyncs of every group written so far, then the
-/// completions, in order). While one thread waits on the disk, the other
-/// can write the next group, so the disk and the CPU work overlap instead of
-/// taking turns. The second thread is only woken for that when the queue has
-/// at least [`PIPELINE_REQS`] requests or [`PIPELINE_BYTES`] (a low rate
-/// keeps to one thread and saves the wake-ups).
-pub fn run(sh: Arc<Shared>) {
-    loop {
-        let plan = match sh.flusher.lock().as_ref() {
-            Some(f) => f.wait_plan(),
-            None => break,
-        };
-        let pause = {
-            let mut q = sh.queue.lock();
-            if let Some(timeout) = plan
-                && q.reqs.is_empty()
-                && !q.shutdown
-            {
-                q.waiting += 1;
-                sh.queue_cv.wait_for(&mut q, timeout);
-                q.waiting -= 1;
-            }
-            sync_pause(&sh, &q)
-        };
-        if let Some(pause) = pause {
-            std::thread::sleep(pause);
-        }
-        let deferred;
-        {
-            let mut g = sh.flusher.lock();
-            let Some(f) = g.as_mut() else { break };
-            let batch = {
-                let mut q = sh.queue.lock();
-                take_batch(&sh, &mut q)
-            };
-            match batch {
-                Some(reqs) => {
-                    f.process(reqs);
-                    deferred = std::mem::take(&mut f.deferred);
-                }
-                None => {
-                    // Groups still in the pipeline complete, and the
-                    // references of their write-once chunks are written.
-                    commit_written(&sh);
-                    f.process(Vec::new());
-                    commit_written(&sh);
-                    f.finish();
-                    // Dropping the flusher ends its reference to `Shared`
-                    // (and tells the other thread to stop).
-                    *g = None;
-                    drop(g);
-                    commit_written(&sh);
-                    break;
-                }
-            }
-        }
-        commit_rounds(&sh, true);
-        flush_segments(&sh, deferred);
-    }
-}
-
-/// Writes the write-behind buffers that filled up in a group commit to
-/// their segments (`sync = always`), after the group's sync and outside the
-/// flusher's lock: the other flusher thread meanwhile writes the next group,
-/// and no append waits for these `pwrite`s. With many topics they were a
-/// third of the flusher's time in the group commit's serial stage (a new
-/// page-cache page costs the VM measured a host page fault on its first
-/// write, so a segment write cost 3.5x a journal write of as many bytes into
-/// recycled journal pages). The records are readable from the buffer and
-/// durable in the journal until then; a checkpoint writes whatever is still
-/// buffered, so a flush that never comes (shutdown) loses nothing.
-fn flush_segments(sh: &Shared, deferred: Vec<(Arc<TopicShared>, u64)>) {
-    for (topic, ledger) in deferred {
-        let mut f = topic.files.lock();
-        let Some(seg) = f.ledgers.get_mut(&ledger) else {
-            continue; // trimmed meanwhile
-        };
-        // Not full any more if the other thread or a checkpoint wrote it.
-        // On an error the entries are durable in the journal, but the
-        // segment can no longer be trusted to hold them: the topic refuses
-        // service (a restart replays the journal).
-        if let Err(e) = flush_if_full(sh, topic.id, seg) {
-            f.refuse_service(&topic.name, &e);
-        }
-    }
-}
-
-impl Queue {
-    pub fn new(cfg: &super::FileBackendConfig) -> Queue {
-        Queue {
-            reqs: VecDeque::new(),
-            bytes: 0,
-            shutdown: false,
-            clean: false,
-            failed: None,
-            waiting: 0,
-            pacer: SyncPacer::new(cfg.min_sync_interval, cfg.max_sync_interval),
-        }
-    }
-}
-
-/// What is left of the pacer's interval ([`FileBackendConfig::min_sync_interval`]
-/// and up) since the last journal sync started, when appends are queued that
-/// soon (`sync = always`): the flusher thread waits it out before taking them.
-///
-/// [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
-fn sync_pause(sh: &Shared, q: &Queue) -> Option<Duration> {
-    if sh.cfg.sync != SyncMode::Always || q.reqs.is_empty() || q.shutdown {
-        return None;
-    }
-    q.pacer.pause(Instant::now())
-}
-
-/// Commit rounds until nothing written is left. With `write_on` (a flusher
-/// thread right after writing a group), returns instead of waiting when
-/// another thread is syncing and enough is queued for another group: this
-/// thread then goes back to write groups while the disk is busy, and the
-/// syncing thread takes them all in its next round, so when the disk is the
-/// bottleneck its syncs grow to cover more groups instead of the queue
-/// waiting behind each.
-fn commit_rounds(sh: &Shared, write_on: bool) {
-    loop {
-        let s = match sh.sync_lock.try_lock() {
-            Some(s) => s,
-            // The holder checks `written` after releasing the lock (below),
-            // so it finds this thread's group.
-            None if write_on && sh.queue.lock().enough_to_pipeline() => return,
-            None => sh.sync_lock.lock(),
-        };
-        commit_round(sh, s);
-        if sh.written.lock().is_empty() {
-            return;
-        }
-    }
-}
-
-/// A journal rotation, write or fdatasync taking this long is logged (the
-/// first two at warn: appends wait behind them; a slow fdatasync at debug:
-/// on a shared disk it happens every few seconds).
-const SLOW_IO: Duration = Duration::from_millis(20);
-
-/// Queued requests (or bytes) that make a thread about to wait on the disk
-/// wake the other flusher thread to write the next group commit meanwhile
-/// (see [`run`]). A group's CPU work grows with its requests (grouping,
-/// framing, completions); a few large entries cost little more than the
-/// wake-up would (a single topic's batched produce: +5% broker CPU when
-/// woken from 32 KiB queued).
-pub const PIPELINE_REQS: usize = 64;
-pub const PIPELINE_BYTES: usize = 1 << 20;
-
-impl Queue {
-    /// At least [`PIPELINE_REQS`] requests or [`PIPELINE_BYTES`] queued:
-    /// enough for a second thread to write while the first waits on the disk.
-    fn enough_to_pipeline(&self) -> bool {
-        self.reqs.len() >= PIPELINE_REQS || self.bytes >= PIPELINE_BYTES
-    }
-}
-
-/// Makes every group written so far durable and completes it (see
-/// [`commit_round`]).
-pub fn commit_written(sh: &Shared) {
-    commit_rounds(sh, false);
-}
-
-/// The durable stage of `sync = always` group commits, under the sync lock
-/// `s`: takes every group written so far, fdatasyncs their segments
-/// (write-once chunks) and the journal once (no two threads sync at the
-/// same time: on this kind of disk a second flush in flight slows both),
-/// then completes the groups in the order they were written. The completion
-/// lock is taken before the sync lock is released, so the next thread's
-/// sync overlaps these completions but its own come after them.
-fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
-    let mut groups: Vec<Written> = sh.written.lock().drain(..).collect();
-    if groups.is_empty() {
-        return;
-    }
-    let bytes: usize = groups.iter().flat_map(|g| &g.reqs).map(Req::size).sum();
-    {
-        let q = sh.queue.lock();
-        if q.waiting > 0 && q.enough_to_pipeline() {
-            sh.queue_cv.notify_one();
-        }
-    }
-    let mut failed = sh.queue.lock().failed.clone();
-    let mut last = None;
-    // Segments synced in this round: one sync covers every group drained
-    // (all were written before the drain).
-    let mut segs: Vec<(Arc<File>, Result<()>)> = Vec::new();
-    let mut refs = Vec::new();
-    for g in &mut groups {
-        // In write order: a group's segments, then its journal.
-        for d in std::mem::take(&mut g.direct) {
-            let r = sync_direct(sh, &d, &mut segs);
-            // Booked before the sync lock is released: once the outcome is
-            // handed over (`synced_refs`), the topic's next journal-path
-            // group may be written, and after a failed sync it must find
-            // the topic refusing service. A chunk synced after an earlier
-            // one of its topic failed is not referenced either (its appends
-            // fail).
-            let r = book_direct(sh, &d, r);
-            if let Err(e) = &r {
-                for &i in &d.reqs {
-                    g.results[i] = Err(e.clone());
-                }
-            }
-            refs.push(SyncedRef {
-                topic: d.topic,
-                segref: r.is_ok().then_some(d.segref),
-            });
-        }
-        let Some((seq, file, path)) = &g.journal else {
-            continue;
-        };
-        if failed.is_some() || last == Some(*seq) {
-            continue;
-        }
-        let t0 = Instant::now();
-        sh.queue.lock().pacer.sync_started(t0);
-        match file.sync_data() {
-            Ok(()) => {
-                let took = t0.elapsed();
-                sh.counters.syncs.record(took);
-                last = Some(*seq);
-                if took >= SLOW_IO {
-                    tracing::debug!(ms = took.as_millis() as u64, "slow journal fdatasync");
-                }
-                let mut q = sh.queue.lock();
-                if q.pacer.on_sync(took, bytes, Instant::now()) {
-                    tracing::debug!(
-                        ms = took.as_secs_f64() * 1e3,
-                        interval_us = q.pacer.interval().as_micros() as u64,
-                        "a small journal fdatasync stalled: syncs start further apart"
-                    );
-                }
-            }
-            Err(e) => {
-                let e = LedgerError::io("fdatasync", path, e);
-                stop_accepting(sh, e.clone());
-                failed = Some(e);
-            }
-        }
-    }
-    if !refs.is_empty() {
-        // Handed over before the sync lock is released: a group commit that
-        // drains the pipeline (see `Flusher::process`) finds them all.
-        sh.synced_refs.lock().append(&mut refs);
-        sh.queue_cv.notify_one();
-    }
-    let c = sh.complete_lock.lock();
-    drop(s);
-    let mut trash = Vec::new();
-    for mut g in groups {
-        match &failed {
-            Some(e) => {
-                for r in g.reqs {
-                    r.fail(e.clone());
-                }
-            }
-            None => {
-                trash.append(&mut g.trash);
-                for (r, res) in g.reqs.into_iter().zip(g.results) {
-                    r.complete(res);
-                }
-            }
-        }
-    }
-    drop(c);
-    delete_later(sh, trash);
-}
-
-/// Syncs a write-once chunk's segment (and the directory of a new one),
-/// unless this round synced that file already.
-fn sync_direct(sh: &Shared, d: &DirectSync, segs: &mut Vec<(Arc<File>, Result<()>)>) -> Result<()> {
-    let r = match segs.iter().find(|(f, _)| Arc::ptr_eq(f, &d.file)) {
-        Some((_, r)) => r.clone(),
-        None => {
-            let t0 = Instant::now();
-            let r = d
-                .file
-                .sync_data()
-                .map_err(|e| LedgerError::io("fdatasync", &d.path, e));
-            if r.is_ok() {
-                sh.counters.segment_syncs.fetch_add(1, Ordering::Relaxed);
-                let took = t0.elapsed();
-                if took >= SLOW_IO {
-                    tracing::debug!(ms = took.as_millis() as u64, "slow segment fdatasync");
-                }
-            }
-            segs.push((d.file.clone(), r.clone()));
-            r
-        }
-    };
-    // A new segment's name must be durable before its entries are.
-    if r.is_ok() && d.new_file {
-        sync_dir(&d.topic.dir)?;
-    }
-    r
-}
-
-/// Records a write-once chunk's sync outcome in its topic: the segment's
-/// synced length, or (the sync failed) the topic refusing service from now
-/// on. A chunk of a topic already refusing service fails too.
-fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
-    let mut f = d.topic.files.lock();
-    match r {
-        Ok(()) => match &f.corrupt {
-            Some(e) => Err(e.clone()),
-            None => {
-                if let Some(seg) = f.ledgers.get_mut(&d.ledger) {
-                    seg.synced_len = seg.synced_len.max(d.end);
-                    if d.new_file {
-                        seg.new_file = false;
-                    }
-                    hand_to_checkpoint(
-                        sh,
-                        seg.take_cache_drop(seg.synced_len, sh.wrote_out(d.topic.id)),
-                    );
-                }
-                let c = &sh.counters;
-                c.direct_entries.fetch_add(d.entries, Ordering::Relaxed);
-                c.direct_bytes.fetch_add(d.bytes, Ordering::Relaxed);
-                Ok(())
-            }
-        },
-        Err(e) => {
-            f.refuse_service(&d.topic.name, &e);
-            Err(e)
-        }
-    }
-}
-
-/// After a failed journal write or sync: fails what is queued, and every
-/// later request (see [`Queue::failed`]).
-fn stop_accepting(sh: &Shared, e: LedgerError) {
-    tracing::error!(error = %e, "the journal failed; the file backend stops accepting writes");
-    let rest: Vec<Req> = {
-        let mut q = sh.queue.lock();
-        q.failed = Some(e.clone());
-        q.bytes = 0;
-        q.reqs.drain(..).collect()
-    };
-    for r in rest {
-        r.fail(e.clone());
-    }
-}
-
-/// Hands files of trimmed ledgers to the checkpoint thread for deletion.
-fn delete_later(sh: &Shared, mut trash: Vec<PathBuf>) {
-    if !trash.is_empty() {
-        sh.ckpt.lock().trash.append(&mut trash);
-        sh.ckpt_cv.notify_all();
-    }
-}
-
-impl Flusher {
-    fn sync(&mut self) -> Result<()> {
+    pub(super) fn sync(&mut self) -> Result<()> {
         let t0 = Instant::now();
         self.jf
             .file
@@ -718,7 +46,7 @@ impl Flusher {
     /// `checkpoint_bytes_per_topic` per such topic (at least one journal file,
     /// at most `checkpoint_interval`): 1,000 busy topics then cost 1,000
     /// fsyncs per 256 MB of journal, not per 64 MiB file.
-    fn rotate(&mut self, checkpoint: bool) -> Result<()> {
+    pub(super) fn rotate(&mut self, checkpoint: bool) -> Result<()> {
         if self.unsynced && self.sh.cfg.sync != SyncMode::Never {
             self.sync()?;
         }
@@ -764,7 +92,7 @@ impl Flusher {
         Ok(())
     }
 
-    fn fail_all(&mut self, reqs: Vec<Req>, e: LedgerError) {
+    pub(super) fn fail_all(&mut self, reqs: Vec<Req>, e: LedgerError) {
         // Nothing more is synced once the journal failed.
         self.refs_unsynced = None;
         for r in reqs {
@@ -780,7 +108,7 @@ impl Flusher {
     /// a rollover a power loss can still keep a newer ledger's entries while
     /// an earlier ledger's unacknowledged tail is cut (its bytes had not
     /// reached the disk): nothing acknowledged is lost.
-    fn plan(&mut self, reqs: &[Req]) -> Plan {
+    pub(super) fn plan(&mut self, reqs: &[Req]) -> Plan {
         let mut chunks: Vec<Chunk> = Vec::new();
         // Reused across group commits (a thousand topics would otherwise
         // regrow them every time).
@@ -846,7 +174,12 @@ impl Flusher {
     ///   journal records ([`Flusher::take_synced_refs`]);
     /// * serial (a zero window: every reference synced before the appends
     ///   resolve): synced here, and referenced by this group's records.
-    fn write_direct(&mut self, reqs: &[Req], plan: &mut Plan, defer: bool) -> Vec<DirectSync> {
+    pub(super) fn write_direct(
+        &mut self,
+        reqs: &[Req],
+        plan: &mut Plan,
+        defer: bool,
+    ) -> Vec<DirectSync> {
         let mut direct: Vec<(usize, DirectSync)> = Vec::new();
         for (ci, c) in plan.chunks.iter_mut().enumerate() {
             if !c.direct {
@@ -921,7 +254,7 @@ impl Flusher {
 
     /// Takes the references of write-once chunks synced since the last
     /// call (see [`commit_round`]), for the next journal records.
-    fn take_synced_refs(&mut self) {
+    pub(super) fn take_synced_refs(&mut self) {
         let got = std::mem::take(&mut *self.sh.synced_refs.lock());
         for r in got {
             if let Some(n) = self.inflight.get_mut(&r.topic.id) {
@@ -939,7 +272,7 @@ impl Flusher {
     /// A topic's records go into the journal after the references of its
     /// earlier write-once chunks, or the declaration of a topic not yet
     /// declared in this journal file.
-    fn declare(&mut self, seed: u32, t: &TopicShared) {
+    pub(super) fn declare(&mut self, seed: u32, t: &TopicShared) {
         if self.declared.insert(t.id) {
             let mut h = vec![K_DECLARE];
             h.extend_from_slice(&t.id.to_le_bytes());
@@ -947,7 +280,7 @@ impl Flusher {
         }
     }
 
-    fn encode(&mut self, reqs: &[Req], plan: &Plan) {
+    pub(super) fn encode(&mut self, reqs: &[Req], plan: &Plan) {
         let seed = format::journal_seed(self.jf.seq);
         self.buf.clear();
         self.buf_needs_sync = false;
@@ -1162,7 +495,7 @@ impl Flusher {
     /// Writes the journal-path entries to their segments and applies
     /// metadata; the result per request.
     /// Files of trimmed ledgers go to `trash`, to be deleted once the trim is durable.
-    fn apply(
+    pub(super) fn apply(
         &mut self,
         reqs: &[Req],
         plan: &mut Plan,
@@ -1235,7 +568,7 @@ impl Flusher {
 }
 
 /// A [`K_SEGREF`] record's body.
-fn segref_body(
+pub(super) fn segref_body(
     topic: u32,
     ledger: u64,
     first: u64,
@@ -1255,34 +588,34 @@ fn segref_body(
 }
 
 /// A (topic, ledger) run of one group commit's entries.
-struct Chunk {
-    topic: Arc<TopicShared>,
-    ledger: u64,
+pub(super) struct Chunk {
+    pub(super) topic: Arc<TopicShared>,
+    pub(super) ledger: u64,
     /// Index of its first and last entry in the batch (the others are
     /// chained through [`Plan::next`]), and how many there are.
-    first: usize,
-    last: usize,
-    count: usize,
+    pub(super) first: usize,
+    pub(super) last: usize,
+    pub(super) count: usize,
     /// Sum of the entries' data lengths.
-    bytes: usize,
+    pub(super) bytes: usize,
     /// Written once, straight to the segment (else through the journal).
-    direct: bool,
+    pub(super) direct: bool,
     /// A direct chunk's journal reference, once its segment is synced
     /// (serial write-once path; the pipelined one hands it to a later group).
-    placed: Option<[u8; SEGREF_LEN]>,
-    result: Result<()>,
+    pub(super) placed: Option<[u8; SEGREF_LEN]>,
+    pub(super) result: Result<()>,
 }
 
-struct Plan {
-    chunks: Vec<Chunk>,
+pub(super) struct Plan {
+    pub(super) chunks: Vec<Chunk>,
     /// The chunk of each request (entries only).
-    slot: Vec<Option<usize>>,
+    pub(super) slot: Vec<Option<usize>>,
     /// The next entry of the same chunk, per request (`usize::MAX`: none).
-    next: Vec<usize>,
+    pub(super) next: Vec<usize>,
 }
 
 /// (entry id, timestamp, data, its CRC-32C) of a chunk's entries, in order.
-fn chunk_entries<'a>(
+pub(super) fn chunk_entries<'a>(
     reqs: &'a [Req],
     next: &'a [usize],
     first: usize,
@@ -1308,12 +641,12 @@ fn chunk_entries<'a>(
 }
 
 /// Framed segment records: (offset in the buffer, record length, ts, data length).
-type Recs = [(u64, u64, u64, u64)];
+pub(super) type Recs = [(u64, u64, u64, u64)];
 
 /// The segment of `ledger`, created on first use. Entering a new ledger
 /// (rollover) hands the older segments' write-behind to the OS first, so a
 /// topic's files are written in position order.
-fn segment_for<'a>(
+pub(super) fn segment_for<'a>(
     sh: &Shared,
     t: &TopicShared,
     f: &'a mut TopicFiles,
@@ -1347,7 +680,7 @@ fn segment_for<'a>(
 /// write-behind buffer (the journal already holds them). A full buffer is
 /// written at once, or with `defer` left to the caller: returns whether it
 /// is due.
-fn write_chunk<'a>(
+pub(super) fn write_chunk<'a>(
     sh: &Shared,
     c: &Chunk,
     entries: impl Iterator<Item = (u64, u64, &'a Bytes, u32)>,
@@ -1393,7 +726,7 @@ fn write_chunk<'a>(
 /// hands the write-out that became due to the checkpoint thread (the
 /// syscall can wait on the device queue, and the flusher's time is every
 /// producer's latency).
-fn flush_if_full(sh: &Shared, topic: u32, seg: &mut Segment) -> Result<()> {
+pub(super) fn flush_if_full(sh: &Shared, topic: u32, seg: &mut Segment) -> Result<()> {
     if seg.flush_when_full()?
         && let Some(wb) = seg.take_writeback()
     {
@@ -1407,7 +740,10 @@ fn flush_if_full(sh: &Shared, topic: u32, seg: &mut Segment) -> Result<()> {
 
 /// Queues segment write-outs and cache drops for the checkpoint thread,
 /// which starts them (waking it if there are any).
-fn hand_to_checkpoint(sh: &Shared, wbs: impl IntoIterator<Item = super::segment::Writeback>) {
+pub(super) fn hand_to_checkpoint(
+    sh: &Shared,
+    wbs: impl IntoIterator<Item = crate::file::segment::Writeback>,
+) {
     let mut p = sh.ckpt.lock();
     let before = p.writeback.len();
     p.writeback.extend(wbs);
@@ -1420,7 +756,7 @@ fn hand_to_checkpoint(sh: &Shared, wbs: impl IntoIterator<Item = super::segment:
 /// Write-once path: writes a chunk's records to its segment file (after
 /// the segment's write-behind). Returns (offset, segment end, file, path,
 /// whether the file is new) for the sync that follows.
-fn place_direct(
+pub(super) fn place_direct(
     sh: &Shared,
     c: &Chunk,
     slices: &mut [IoSlice<'_>],

@@ -1,0 +1,232 @@
+//! The connections' side of a subscription: commands to its actor.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+use strobe_ledger::ManagedCursor;
+use strobe_model::SubType;
+use strobe_wire::proto::{CommandAck, MessageIdData};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{AdminOp, AdminReply, ConsumerSpec, SeekTarget};
+use crate::BrokerError;
+
+pub(super) type Reply<T> = oneshot::Sender<Result<T, BrokerError>>;
+
+pub(super) enum Cmd {
+    Add(ConsumerSpec, Reply<()>),
+    Remove {
+        conn_id: u64,
+        consumer_id: u64,
+        reply: Option<oneshot::Sender<()>>,
+    },
+    Flow {
+        conn_id: u64,
+        consumer_id: u64,
+        permits: u32,
+    },
+    Ack {
+        conn_id: u64,
+        consumer_id: u64,
+        ack: CommandAck,
+        /// None when the client asked for no receipt (the ack is not awaited).
+        reply: Option<Reply<()>>,
+    },
+    Redeliver {
+        conn_id: u64,
+        consumer_id: u64,
+        ids: Vec<MessageIdData>,
+    },
+    Seek {
+        conn_id: u64,
+        consumer_id: u64,
+        request_id: u64,
+        target: SeekTarget,
+    },
+    Unsubscribe {
+        conn_id: u64,
+        consumer_id: u64,
+        reply: Reply<()>,
+    },
+    Admin(AdminOp, Reply<AdminReply>),
+    Close(oneshot::Sender<()>),
+    /// Something outside changed (the topic was terminated): look again.
+    Wake,
+}
+
+/// The connections' side of a subscription.
+#[derive(Clone)]
+pub struct SubscriptionHandle {
+    pub name: String,
+    pub durable: bool,
+    pub cursor: ManagedCursor,
+    pub(super) tx: mpsc::Sender<Cmd>,
+    pub(super) closed: Arc<AtomicBool>,
+    pub(super) sub_type: Arc<Mutex<Option<SubType>>>,
+    pub(super) consumer_count: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl std::fmt::Debug for SubscriptionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubscriptionHandle")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+fn gone() -> BrokerError {
+    BrokerError::ServiceNotReady("the subscription is closing".into())
+}
+
+impl SubscriptionHandle {
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub fn sub_type(&self) -> Option<SubType> {
+        *self.sub_type.lock()
+    }
+
+    /// Consumers connected now.
+    pub fn consumer_count(&self) -> usize {
+        self.consumer_count.load(Ordering::Acquire)
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, BrokerError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(make(tx)).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    pub async fn add_consumer(&self, spec: ConsumerSpec) -> Result<(), BrokerError> {
+        self.call(|r| Cmd::Add(spec, r)).await
+    }
+
+    /// The consumer closed or its connection ended; waits until its messages are back in the queue.
+    pub async fn remove_consumer(&self, conn_id: u64, consumer_id: u64) {
+        let (tx, rx) = oneshot::channel();
+        if self
+            .tx
+            .send(Cmd::Remove {
+                conn_id,
+                consumer_id,
+                reply: Some(tx),
+            })
+            .await
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+    }
+
+    pub async fn flow(&self, conn_id: u64, consumer_id: u64, permits: u32) {
+        let _ = self
+            .tx
+            .send(Cmd::Flow {
+                conn_id,
+                consumer_id,
+                permits,
+            })
+            .await;
+    }
+
+    pub async fn ack(
+        &self,
+        conn_id: u64,
+        consumer_id: u64,
+        ack: CommandAck,
+    ) -> Result<(), BrokerError> {
+        self.call(|reply| Cmd::Ack {
+            conn_id,
+            consumer_id,
+            ack,
+            reply: Some(reply),
+        })
+        .await
+    }
+
+    /// An ack the client wants no receipt for: queued, not awaited (errors
+    /// are dropped, as Pulsar drops them without a request id).
+    pub async fn ack_no_reply(&self, conn_id: u64, consumer_id: u64, ack: CommandAck) {
+        let _ = self
+            .tx
+            .send(Cmd::Ack {
+                conn_id,
+                consumer_id,
+                ack,
+                reply: None,
+            })
+            .await;
+    }
+
+    pub async fn redeliver(&self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {
+        let _ = self
+            .tx
+            .send(Cmd::Redeliver {
+                conn_id,
+                consumer_id,
+                ids,
+            })
+            .await;
+    }
+
+    /// The subscription answers the seek itself (SUCCESS or ERROR to the
+    /// requesting consumer), then disconnects its consumers so they reconnect
+    /// from the new position.
+    pub async fn seek(
+        &self,
+        conn_id: u64,
+        consumer_id: u64,
+        request_id: u64,
+        target: SeekTarget,
+    ) -> bool {
+        self.tx
+            .send(Cmd::Seek {
+                conn_id,
+                consumer_id,
+                request_id,
+                target,
+            })
+            .await
+            .is_ok()
+    }
+
+    pub async fn unsubscribe(&self, conn_id: u64, consumer_id: u64) -> Result<(), BrokerError> {
+        self.call(|reply| Cmd::Unsubscribe {
+            conn_id,
+            consumer_id,
+            reply,
+        })
+        .await
+    }
+
+    /// An admin operation (see [`AdminOp`]).
+    pub async fn admin(&self, op: AdminOp) -> Result<AdminReply, BrokerError> {
+        self.call(|reply| Cmd::Admin(op, reply)).await
+    }
+
+    /// Deletes the subscription; refused while consumers are connected.
+    pub async fn delete(&self) -> Result<(), BrokerError> {
+        self.unsubscribe(u64::MAX, u64::MAX).await
+    }
+
+    /// Closes every consumer (CLOSE_CONSUMER) and stops the subscription.
+    pub async fn close(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Close(tx)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Makes the subscription look at its topic again (it was terminated).
+    pub async fn wake(&self) {
+        let _ = self.tx.send(Cmd::Wake).await;
+    }
+
+    /// Stops an unused subscription actor without waiting.
+    pub fn shutdown(&self) {
+        let (tx, _) = oneshot::channel();
+        let _ = self.tx.try_send(Cmd::Close(tx));
+    }
+}
