@@ -4,10 +4,8 @@
 //!
 //! Without a batch, the first append of a burst wakes a sleeping flusher
 //! thread, which takes that one entry and syncs it alone while the rest of
-//! the burst queues behind the sync and pays a second one. Counted in the
-//! ledger bench's fixed-rate phase (10 appends per 1 ms tick, session 8):
-//! about half of the group commits held a single entry, and in those ticks
-//! nine appends of ten waited for two fdatasyncs. A flusher that waited for
+//! the burst queues behind the sync and pays a second one (docs/storage.md,
+//! "Append batches"). A flusher that waited for
 //! the burst itself (a yield, then a spin) fixed the bench but delayed every
 //! lone append in the broker, so the hold is on the appending side, where it
 //! is known that more appends follow.

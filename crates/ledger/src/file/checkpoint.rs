@@ -169,10 +169,8 @@ impl Pending {
 pub(super) const DELETE_STEP: u64 = 8 << 20;
 /// ... at most this fast. On a file system mounted with `discard` every
 /// freed extent becomes a discard request to the device, and the group
-/// commits' fdatasyncs queue behind them: deleting 3 GiB in 8 MiB steps 1 ms
-/// apart took 1.6 s and raised a concurrent 1 KiB write + fdatasync loop's
-/// p99 from 0.54 to 1.93 ms; at 512 MiB/s (steps 16 ms apart) it took 7 s
-/// and the p99 stayed at 0.25 ms (0.23 before).
+/// commits' fdatasyncs queue behind them; at this pace they do not
+/// (docs/storage.md, "Deleting trimmed ledgers").
 pub(super) const DELETE_BYTES_PER_SEC: f64 = (512u64 << 20) as f64;
 /// Unless more than this many files wait: deleting must keep up with a producer
 /// that writes faster than the pace (the disk would fill up), so a backlog
@@ -340,11 +338,10 @@ pub(super) enum SyncTarget {
 /// [`SYNC_THREADS`] threads; the outcome per file.
 ///
 /// One at a time, each fdatasync of a segment whose size grew is a commit of
-/// the file system's journal and a device cache flush: 100 topics' segments
-/// took 100 of them (43-82 ms of disk time, paced over 130-190 ms), and the
-/// group commits' fdatasyncs queued behind one of them at a time for 5% of the
-/// run. Issued together, the calls wait for the same journal commit and
-/// their flushes are merged (3-8 ms for the same 100 segments); their data
+/// the file system's journal and a device cache flush, and the group
+/// commits' fdatasyncs queue behind each in turn. Issued together, the calls
+/// wait for the same journal commit and their flushes are merged
+/// (docs/storage.md, "Checkpoint syncs"); their data
 /// was written out (paced) beforehand, so none of them waits on a burst.
 /// This departs on purpose from the group commit's rule of one sync in flight
 /// (`flusher::commit_round`): there a second concurrent flush slows both

@@ -1,5 +1,6 @@
 //! The file backend (the default): a broker-wide journal with group commit,
-//! plus per-topic segment files with an index.
+//! plus per-topic segment files with an index. `docs/storage.md` has the
+//! whole design, the lock order and the measurements behind each choice.
 //!
 //! # Layout under `dir`
 //!
@@ -13,150 +14,32 @@
 //! topics/<escaped name>/L<ledger>.idx   its index (entry offsets), once sealed and synced
 //! ```
 //!
-//! Every record, in the journal and in segments, is framed as
-//! `[len u32][CRC-32C u32][body]`. An entry's bytes are read for a CRC once,
-//! by whoever appends it (the broker derives it from the producer's verified
-//! frame checksum); each record's CRC is derived from that one
-//! ([`crate::crc::combine`]), so the flusher does not read the bytes again.
+//! Every record, in the journal and in segments, is `[len u32][CRC-32C u32][body]`;
+//! each record's CRC is derived from the entry's, which the appender computed
+//! once ([`crate::crc::combine`]), so the flusher does not read the bytes again.
 //!
-//! # Write path and group commit
+//! # Write path
 //!
-//! `append` only queues. One flusher per backend (per broker) takes
-//! everything queued (up to `max_batch_bytes`), from every producer of every
-//! topic, and groups it by (topic, ledger). The flusher is state behind a
-//! lock, run by its own thread (two with `sync = always`, see below);
-//! whoever holds the lock takes the next batch, so batches run in queue
-//! order. With `sync = never` an append that finds
-//! the queue empty and the flusher idle runs the group commit itself, on the
-//! appending thread: waking the flusher thread and then the appender's task
-//! again cost more than the write into the page cache (measured: broker CPU
-//! per unbatched message at 10k msg/s fell from 43 to 33 µs). Journal
-//! rotation is left to the thread.
+//! `append` only queues (`queue`). The flusher (`flusher`) takes what is
+//! queued from every topic and writes it as one group commit: small groups
+//! go into the journal with one `pwrite` and one `fdatasync` for all topics
+//! (then into their segments through write-behind buffers, which the journal
+//! covers until a checkpoint syncs them); a topic's large group is written
+//! once, straight to its segment, synced, and referenced from the journal
+//! (the reference never reaches the disk before the bytes it points at).
+//! With `sync = always` two flusher threads pipeline: one writes the next
+//! group while the other waits on the disk; syncs never overlap. An append
+//! completes only after the fsync that makes it durable, in queue order.
+//! Appends issued together ([`append_batch`]) wake the group commit once.
+//! Journal syncs are paced (`pacing`) and journal files preallocated
+//! (`journal`).
 //!
-//! With `sync = always` two flusher threads pipeline the group commits: the
-//! one holding the lock writes a group (journal, segment write-behind) and
-//! queues it as written; then, without the lock, it fdatasyncs the journal
-//! for every group written so far and completes them in order. While it
-//! waits on the disk the other thread writes the next group, so the CPU work
-//! of one group commit overlaps the sync of the previous one (1,000 topics,
-//! 2,048 appends in flight: 52-53% of the single-topic throughput before,
-//! 59-75% after; the disk then writes every byte twice, journal and
-//! segment, at 250-310 MB/s). Syncs never overlap each other (a second flush
-//! in flight slowed both on the virtio disk measured), and the second
-//! thread is only woken when enough is queued, so a low rate keeps to one
-//! thread and its wake-ups. A thread that finds the other syncing while
-//! enough is queued writes more groups instead of waiting; the syncing
-//! thread then makes them all durable in its next round, so when the disk is
-//! the bottleneck each sync covers more (64 KiB entries: 1.1-2.2 MiB per
-//! segment sync instead of 1 MiB). Each group goes one of two ways:
-//!
-//! * **Journal path** (small groups; the common case with many topics): the
-//!   entries go into the journal, all topics together, with one `pwrite` and
-//!   **one** `fdatasync` per group commit. Afterwards the flusher (the single
-//!   writer of every topic) appends them to their segments through a 64 KiB
-//!   write-behind buffer per segment (reads see it), so a topic written at a
-//!   low rate costs one `pwrite` per 64 KiB, not one per group commit; the
-//!   journal covers the buffers until a checkpoint syncs them. With `sync =
-//!   always` a buffer that fills up is written by the flusher thread after
-//!   the group's sync, outside the flusher's lock, so no append waits for
-//!   that `pwrite` and the other thread writes the next group meanwhile
-//!   (with many topics these writes were a third of the group commit's
-//!   serial stage: on the VM measured the first write to a page-cache page
-//!   costs a host page fault). Every 256 KiB
-//!   handed to the OS, the checkpoint thread starts its write-out
-//!   (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, not waited for): otherwise
-//!   tens of MiB of a busy topic stay dirty until the checkpoint's fdatasync
-//!   writes them at once, and every group commit's fdatasync queues behind
-//!   that burst (seen: 50-60 ms stalls at 10 MB/s, once per checkpoint).
-//!   Each segment's first flush and first write-out come at a point of its
-//!   own (1/4 to 1 of the step, by a hash of its path): topics created
-//!   together at the same rate would otherwise all hand the disk their
-//!   write-outs in the same group commit (100 topics at 200 msg/s: 25 MB
-//!   every ~1.3 s, publish p99 12-13 ms; staggered 3.4-4.8 ms). A
-//!   checkpoint, which empties every buffer at once, staggers the next
-//!   flushes again.
-//!
-//! Reads of a small range near the end of a topic's newest segment (a
-//! consumer at the tail) are served on the caller's thread, from the
-//! write-behind buffer or the page cache; anything older or larger goes to
-//! the blocking pool, since it may wait on the disk.
-//! Only the newest [`FileBackendConfig::page_cache_window`] bytes of a
-//! segment (64 MiB), or with many topics writing each one's share of
-//! [`FileBackendConfig::page_cache_budget`] (256 MiB in all, at least 1 MiB
-//! each), stay in the page cache once on the disk: the checkpoint
-//! thread drops older pages (`POSIX_FADV_DONTNEED`), behind each write-out
-//! on the journal path and each sync on the write-once path, and a sealed
-//! segment's all once its checkpoint has indexed it. New writes then reuse
-//! pages freed moments before; left to the kernel the page cache grows into
-//! all free memory, and on the VM measured each new page costs a host page
-//! fault (see `segment::Segment::take_cache_drop`).
-//! * **Write-once path** (`sync = always`, a topic's group of at least
-//!   [`FileBackendConfig::direct_write_bytes`], and that topic's only group
-//!   in this commit): the entries are written once, straight to the topic's
-//!   segment, which is `fdatasync`'d (with its directory if the file is new)
-//!   in the durable stage, like the journal; the appends then resolve, and
-//!   the next group commit writes a 45-byte reference (topic, ledger, first
-//!   entry, count, segment offset, length) into the journal: a reference
-//!   never reaches the disk before the bytes it points at. So one thread's
-//!   segment sync overlaps the other's next write (64 KiB entries: 58-79% of
-//!   the bare 1 MiB write + fdatasync loop before, 82-125% after in runs
-//!   alternating old and new builds). Until its
-//!   reference is written, the topic's small groups wait for it (the groups
-//!   written so far are made durable first): a journal entry of the topic
-//!   must not become durable ahead of earlier entries its segment may not
-//!   hold yet, or recovery after a power loss would find the journal
-//!   resuming past them. The reference is made durable by the next journal
-//!   fsync that is due anyway, when the flusher goes idle, or at the latest
-//!   after [`FileBackendConfig::reference_sync_window`] (so a stream of large
-//!   groups costs one fsync per group commit, not two; a zero window syncs
-//!   the segment and then the reference before the appends resolve, one
-//!   group at a time). Large groups thereby cost their bytes once on disk
-//!   instead of twice (journal, then segment at checkpoint). Small groups
-//!   stay on the journal path, so 1,000 topics at a low rate still cost one
-//!   fsync per flush.
-//!
-//! Either way an append completes only after the fsync that makes its
-//! bytes durable, in queue order. While a group commit runs, new appends queue up and form the
-//! next one, so the batch grows with the load. Appends issued together (the
-//! SENDs of one socket read) go in one [`append_batch`]: a sleeping flusher
-//! is woken once, after the last of them is queued, instead of by the first,
-//! which it would otherwise sync alone while the rest wait for a second sync
-//! (the broker at 100 topics x 200 msg/s: 42k journal fsyncs in 10 s before,
-//! 32-35k after; publish p99 3.0-3.2 ms before, 1.8-2.5 ms after). A
-//! journal sync starts no sooner than the pacer's interval after the
-//! previous one ([`FileBackendConfig::min_sync_interval`], 0 by default, up
-//! to [`FileBackendConfig::max_sync_interval`], 600 us, see `pacing.rs`): a
-//! small sync that stalls raises it, and appends arriving one by one and
-//! evenly then share syncs instead of taking one each, which on a VM short
-//! of host CPU cost 8-15 ms flush stalls every 100 ms (the broker's lat10k
-//! there: publish p99 8-10 ms with no interval, 0.94-1.77 ms at 300 us;
-//! journal fsyncs 45k in 10 s before, 25-27k after). Journal files are
-//! preallocated (zero-filled once, then recycled), so `fdatasync` does not
-//! have to update file size metadata. The checkpoint thread zero-fills new
-//! spares 1 MiB at a time, waiting for each to reach the disk and then
-//! pausing as long, so a spare never reaches the disk as one 64 MiB burst
-//! that group commits would queue behind.
-//!
-//! A checkpoint thread writes out and syncs the segments touched since the
-//! previous checkpoint (one fdatasync per touched segment per checkpoint, not
-//! per flush; segments the write-once path already synced are skipped): the
-//! unsynced bytes go to the disk first, one segment at a time, paced so that
-//! this takes at most half of the disk's time, and then every fdatasync is
-//! issued at once, so they share one commit of the file system's journal
-//! instead of one each. A segment that fails to be written out or synced
-//! makes its topic refuse service, and checkpoints fail (keeping the journal,
-//! which still holds its entries) until a restart replays it. It records every
-//! segment's synced entry count, writes the index of sealed segments and
-//! `checkpoint.json`, then recycles the journal files it covers. Between its
-//! other work it deletes the files of trimmed ledgers (not on the flusher:
-//! unlinking a large file takes tens of milliseconds), 8 MiB at a time at
-//! most 512 MiB/s unless more than 32 files wait, so the discards of a
-//! `discard`-mounted file system never crowd out the group commits' syncs.
-//! Since its cost is one fsync per touched segment, it
-//! runs once the journal since the previous one holds
-//! [`FileBackendConfig::checkpoint_bytes_per_topic`] per touched topic (and
-//! at least a full journal file), or every `checkpoint_interval`. Recovery
-//! replays at most the journal written since the last checkpoint.
+//! The checkpoint thread (`checkpoint`) writes out and syncs the segments
+//! touched since the previous checkpoint (one fdatasync per touched segment,
+//! not per flush), records every segment's synced entry count, writes the
+//! index of sealed segments and `checkpoint.json`, recycles the journal files
+//! it covers, keeps each segment's page-cache footprint bounded, and deletes
+//! trimmed ledgers' files at a bounded rate.
 //!
 //! # Sync modes ([`SyncMode`])
 //!
@@ -165,38 +48,13 @@
 //!   fdatasync'd at least every `ms`. A power loss may lose that window.
 //! * `never`: no fdatasync on the append path (checkpoints still sync).
 //!
-//! The write-once path is used with `always` only: the other modes have no
-//! fsync on the append path, so they keep every entry in the journal.
-//!
 //! # Recovery (after `kill -9` or power loss)
 //!
-//! Opening the backend reads the journal files from the checkpoint on, up
-//! to the first record that is incomplete, zero or fails its CRC (a torn
-//! tail: never served). A first pass collects the write-once references
-//! (entries that must already be in their segments, because the segment was
-//! synced before the reference was written) and the topics' trims; the
-//! second pass replays. Each segment the journal mentions is scanned: if its
-//! valid records fall short of what the checkpoint or a reference says was
-//! synced there, the topic refuses service with [`LedgerError::Corrupt`]
-//! naming the file (and the file is left as found). Otherwise a damaged tail
-//! lies past everything synced (a write the crash cut short) and is
-//! truncated; journal entries beyond it are rewritten from the journal; a
-//! reference must match the segment's offsets exactly.
-//!
-//! Segments the journal does not mention are checked when their topic is
-//! opened: a damaged record below the entry count the checkpoint recorded is
-//! corruption (refused, naming the file and offset); past it, it is the torn
-//! tail of a write-once group whose reference never reached the journal, and
-//! it is truncated. Such a group was never acknowledged, except when the
-//! power failed after its appends resolved and before its reference was
-//! written and synced (the next group commit writes it; the sync follows
-//! within the reference sync window): then its entries were synced
-//! and are intact, unless the disk itself damaged them in that window (the
-//! one case where synced bytes are cut rather than refused; a zero window
-//! rules it out). Valid records past the recorded count are kept: written
-//! (and possibly synced), acknowledged or not, keeping them is correct. In
-//! `interval`/`never` modes an unsynced torn tail of a topic's newest
-//! segment is truncated too (those modes accept losing it).
+//! Opening the backend replays the journal from the checkpoint on, up to the
+//! first torn record (`recovery`). A segment whose valid records fall short
+//! of what was synced there makes its topic refuse service with
+//! [`LedgerError::Corrupt`] naming the file; a damaged tail past everything
+//! synced is a write the crash cut short and is truncated.
 
 mod batch;
 mod checkpoint;

@@ -5,36 +5,13 @@
 //!
 //! A short interval gives the lowest latency on a quiet host; a longer one
 //! costs up to its length in latency but fewer syncs, and on a VM each sync
-//! costs the host CPU time. When the host runs short of it (a CPU quota in
-//! 100 ms periods on the VM measured) a device flush stalls for 8-15 ms, and
-//! fewer syncs are what stops the stalls:
-//!
-//! | fixed interval | 10,000 msg/s on 1 topic | 100 topics × 200 msg/s |
-//! |---|---|---|
-//! | none, a host that stalls | 8.0-10.1 ms | 10.7-12.3 ms |
-//! | 300 µs, a host that stalls | 0.94-1.77 ms, two runs 3.6 and 114 ms | 2.2-4.6 ms |
-//! | 600 µs, a host that stalls | 1.45-1.94 ms | 1.64-2.03 ms |
-//! | 300 µs, a quiet host | 0.85-1.00 ms (47-49 µs broker CPU / msg) | 1.27-1.38 ms |
-//! | 600 µs, a quiet host | 1.18-1.26 ms (33-34 µs) | 1.52-1.72 ms |
-//! | 1 ms, a quiet host | 1.67-1.92 ms (28-32 µs) | 2.34-4.38 ms |
-//! | 0 up to 600 µs, a quieter host | 0.65-0.67 ms (60 µs) | 1.24-1.80 ms |
-//! | 300 up to 600 µs, the same host | 0.81-1.04 ms (47-48 µs) | 1.62-1.89 ms |
-//!
-//! (publish p99, 1 KiB messages, batching off, `benches/perf/run.sh`; the
-//! first three rows on the machine of 2026-12-01 morning, the next three on
-//! that of the evening, the last two alternating on that of the night, whose
-//! bare fdatasync p99 was 0.17-0.23 ms. The ledger bench there, `--phases
-//! rate1`: p99 0.40-0.45 ms from 0 against 0.58-0.83 ms from 300 µs in 1 ms
-//! ticks, 0.39-0.49 against 0.62 ms evenly spaced.)
-//!
-//! So the pacer starts at the minimum (0 by default: a quiet host keeps the
-//! disk's own latency) and doubles the interval (up to the maximum) whenever
-//! a small sync stalls, which on a quiet host never happens; after [`HOLD`]
-//! without a stall it steps back down by a quarter, to the minimum at the
-//! most. The broker's default maximum is 600 µs: the
-//! interval that stopped the stalls above, while 1 ms costs more than it
-//! saves (a noisy host raised a 1 ms maximum three times in one 10 s phase,
-//! and that phase's publish p50 went from 0.5 to 1.0-1.3 ms).
+//! costs the host CPU time. When the host runs short of it a device flush
+//! stalls for milliseconds, and fewer syncs are what stops the stalls. So the
+//! pacer starts at the minimum (0 by default: a quiet host keeps the disk's
+//! own latency) and doubles the interval (up to the maximum) whenever a small
+//! sync stalls, which on a quiet host never happens; after [`HOLD`] without
+//! a stall it steps back down by a quarter, to the minimum at the most. The
+//! measurements behind the defaults are in `docs/storage.md`.
 //!
 //! [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
 //! [`FileBackendConfig::max_sync_interval`]: super::FileBackendConfig::max_sync_interval
