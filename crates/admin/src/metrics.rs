@@ -2,6 +2,7 @@
 //! and storage engine's counters, in the text exposition format.
 
 use crate::*;
+use strobe_ledger::{EngineMetric, MetricKind, MetricValue};
 
 pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
     let mut out = String::new();
@@ -130,77 +131,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
         );
     }
     storage_latency_metrics(&mut out, cluster, &topics);
-    if let Some(st) = s.storage_engine_stats() {
-        let families = [
-            (
-                "strobe_storage_group_commits_total",
-                "Group commits written to the journal",
-                st.batches,
-            ),
-            (
-                "strobe_storage_journal_fsyncs_total",
-                "fdatasync calls on the journal",
-                st.syncs,
-            ),
-            (
-                "strobe_storage_entries_written_total",
-                "Entries written, through the journal or once, straight to their segment",
-                st.entries,
-            ),
-            (
-                "strobe_storage_journal_bytes_total",
-                "Bytes written to the journal",
-                st.journal_bytes,
-            ),
-            (
-                "strobe_storage_write_once_entries_total",
-                "Entries of large group commits written once, straight to their segment",
-                st.direct_entries,
-            ),
-            (
-                "strobe_storage_write_once_bytes_total",
-                "Segment bytes written that way",
-                st.direct_bytes,
-            ),
-            (
-                "strobe_storage_segment_fsyncs_total",
-                "fdatasync calls on segments for write-once group commits",
-                st.segment_syncs,
-            ),
-            (
-                "strobe_storage_checkpoints_total",
-                "Checkpoints completed (segments synced, journal files recycled)",
-                st.checkpoints,
-            ),
-            (
-                "strobe_storage_page_cache_dropped_bytes_total",
-                "Segment bytes dropped from the page cache behind the page-cache window",
-                st.page_cache_dropped_bytes,
-            ),
-            (
-                "strobe_storage_sync_interval_raises_total",
-                "Times a stalled journal fdatasync raised the interval kept between syncs",
-                st.sync_interval_raises,
-            ),
-        ];
-        storage_engine_metrics(&mut out, cluster, &families);
-        for (name, v) in st.named_journal_sync_buckets("strobe_storage_journal_fsync_latency") {
-            let _ = writeln!(
-                out,
-                "# HELP {name} Journal fdatasyncs whose duration fell in this bucket (ms)\n# TYPE {name} counter\n{name}{{cluster=\"{cluster}\"}} {v}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP strobe_storage_journal_fsync_latency_sum Total duration of the journal fdatasyncs (ms)\n# TYPE strobe_storage_journal_fsync_latency_sum counter\nstrobe_storage_journal_fsync_latency_sum{{cluster=\"{cluster}\"}} {:.3}",
-            st.journal_sync_micros as f64 / 1000.0
-        );
-        let _ = writeln!(
-            out,
-            "# HELP strobe_storage_sync_interval_us Interval now kept between journal fdatasyncs (sync = always)\n# TYPE strobe_storage_sync_interval_us gauge\nstrobe_storage_sync_interval_us{{cluster=\"{cluster}\"}} {}",
-            st.sync_interval_us
-        );
-    }
+    storage_engine_metrics(&mut out, cluster, &s.storage_engine_stats());
     let _ = writeln!(
         out,
         "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"
@@ -214,16 +145,26 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
-/// The file backend's own counters (Pulsar has no such family: its
-/// BookKeeper bookies export their journal's figures themselves). They tell
-/// how many entries one fsync covers (`entries / journal_fsyncs`), how much
-/// goes straight to segments, and what checkpoints cost.
-fn storage_engine_metrics(out: &mut String, cluster: &str, families: &[(&str, &str, u64)]) {
-    for (name, help, v) in families {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{cluster=\"{cluster}\"}} {v}"
-        );
+/// The storage engine's own figures, as its backend names them (Pulsar has
+/// no such family: its BookKeeper bookies export their journal's figures
+/// themselves).
+fn storage_engine_metrics(out: &mut String, cluster: &str, metrics: &[EngineMetric]) {
+    for m in metrics {
+        let kind = match m.kind {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+        };
+        let (name, help) = (&m.name, m.help);
+        let _ = match m.value {
+            MetricValue::Int(v) => writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{cluster=\"{cluster}\"}} {v}"
+            ),
+            MetricValue::Float(v) => writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{cluster=\"{cluster}\"}} {v:.3}"
+            ),
+        };
     }
 }
 

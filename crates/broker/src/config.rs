@@ -38,7 +38,8 @@ pub struct BrokerConfig {
     pub metadata_store_url: String,
     /// Cluster mode only: this broker's unique id (default: advertised address and port).
     pub broker_id: String,
-    /// Where topic data lives: "file" (under data_dir, the default) or "memory" (lost on exit).
+    /// Where topic data lives: "file" (under data_dir, the default), "memory"
+    /// (lost on exit), or a storage URL (`file:///dir`, `memory:`).
     pub storage: String,
     /// When a message counts as durable, and so when its producer gets the receipt:
     /// "always" (fdatasync before the receipt, group committed; the default),
@@ -276,12 +277,7 @@ impl BrokerConfig {
                 "keepalive_interval_secs must be at least 1".into(),
             ));
         }
-        if !matches!(self.storage.as_str(), "file" | "memory") {
-            return Err(ConfigError::Invalid(format!(
-                "storage must be \"file\" or \"memory\", not {:?}",
-                self.storage
-            )));
-        }
+        self.storage_url()?;
         if !matches!(
             self.auto_topic_creation_type.as_str(),
             "non-partitioned" | "partitioned"
@@ -339,6 +335,19 @@ impl BrokerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The storage the `storage` key names: "file" is the file backend
+    /// under `data_dir/ledgers`, "memory" the memory backend, anything else
+    /// a storage URL.
+    pub fn storage_url(&self) -> Result<strobe_ledger::StorageUrl, ConfigError> {
+        match self.storage.as_str() {
+            "file" => Ok(strobe_ledger::StorageUrl::File(
+                self.data_dir.join("ledgers"),
+            )),
+            other => strobe_ledger::StorageUrl::parse(other)
+                .map_err(|e| ConfigError::Invalid(format!("storage: {e}"))),
+        }
     }
 
     pub fn broker_listen_addr(&self) -> Result<SocketAddr, ConfigError> {

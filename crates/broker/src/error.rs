@@ -163,7 +163,8 @@ enum LedgerClass {
 fn ledger_class(e: &strobe_ledger::LedgerError) -> LedgerClass {
     use strobe_ledger::LedgerError as L;
     match e {
-        L::AlreadyOpen(_) | L::Closed(_) => LedgerClass::Retry,
+        // Fenced: a newer owner holds the topic; the client looks it up again.
+        L::AlreadyOpen(_) | L::Closed(_) | L::Fenced { .. } => LedgerClass::Retry,
         L::EntryTooLarge { .. } => LedgerClass::Refused,
         _ => LedgerClass::Failed,
     }

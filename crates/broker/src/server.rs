@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use strobe_ledger::{FileBackend, FileBackendConfig, LedgerBackend, MemoryBackend};
 use strobe_metadata::{EmbeddedOptions, EmbeddedStore, MetadataStore};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -25,7 +24,6 @@ pub struct Broker {
     listener: TcpListener,
     /// The TLS listener of the binary protocol, when broker_port_tls is set.
     tls_listener: Option<TcpListener>,
-    file_backend: Option<Arc<FileBackend>>,
 }
 
 impl Broker {
@@ -64,44 +62,34 @@ impl Broker {
         } else {
             None
         };
-        let (backend, file_backend, metadata): (Arc<dyn LedgerBackend>, _, Arc<dyn MetadataStore>) =
-            if config.storage == "memory" {
-                (
-                    Arc::new(MemoryBackend::new()),
-                    None,
-                    Arc::new(EmbeddedStore::in_memory()),
-                )
-            } else {
-                std::fs::create_dir_all(&config.data_dir)?;
-                let fb = FileBackend::open(FileBackendConfig {
-                    sync: config.sync,
-                    min_sync_interval: std::time::Duration::from_micros(
-                        config.sync_min_interval_us,
-                    ),
-                    max_sync_interval: std::time::Duration::from_micros(
-                        config.sync_max_interval_us,
-                    ),
-                    page_cache_window: config.page_cache_window_mb << 20,
-                    page_cache_budget: config.page_cache_budget_mb << 20,
-                    ..FileBackendConfig::new(config.data_dir.join("ledgers"))
-                })
-                .map_err(|e| {
-                    BrokerError::Persistence(format!("opening {}: {e}", config.data_dir.display()))
-                })?;
-                let fb = Arc::new(fb);
-                let md = EmbeddedStore::open(
-                    config.data_dir.join("metadata"),
-                    EmbeddedOptions::default(),
-                )?;
-                (fb.clone(), Some(fb), Arc::new(md))
-            };
+        let url = config
+            .storage_url()
+            .map_err(|e| BrokerError::Config(e.to_string()))?;
+        let tuning = strobe_ledger::FileBackendConfig {
+            sync: config.sync,
+            min_sync_interval: std::time::Duration::from_micros(config.sync_min_interval_us),
+            max_sync_interval: std::time::Duration::from_micros(config.sync_max_interval_us),
+            page_cache_window: config.page_cache_window_mb << 20,
+            page_cache_budget: config.page_cache_budget_mb << 20,
+            ..strobe_ledger::FileBackendConfig::new("")
+        };
+        let backend = strobe_ledger::open_backend(&url, tuning)?;
+        // Metadata lives beside the data, or in memory with memory storage.
+        let metadata: Arc<dyn MetadataStore> = if url == strobe_ledger::StorageUrl::Memory {
+            Arc::new(EmbeddedStore::in_memory())
+        } else {
+            std::fs::create_dir_all(&config.data_dir)?;
+            Arc::new(EmbeddedStore::open(
+                config.data_dir.join("metadata"),
+                EmbeddedOptions::default(),
+            )?)
+        };
         info!(storage = backend.kind(), sync = %config.sync, data_dir = %config.data_dir.display(), "storage open");
         let service = BrokerService::open(config, port, backend, metadata).await?;
         Ok(Broker {
             service,
             listener,
             tls_listener,
-            file_backend,
         })
     }
 
@@ -158,7 +146,6 @@ impl Broker {
             connections,
             tracker,
             accept,
-            file_backend: self.file_backend,
         }
     }
 }
@@ -172,7 +159,6 @@ pub struct BrokerHandle {
     connections: CancellationToken,
     tracker: TaskTracker,
     accept: JoinHandle<()>,
-    file_backend: Option<Arc<FileBackend>>,
 }
 
 impl BrokerHandle {
@@ -196,9 +182,7 @@ impl BrokerHandle {
         self.connections.cancel();
         self.tracker.close();
         self.tracker.wait().await;
-        if let Some(fb) = self.file_backend
-            && let Err(e) = fb.close()
-        {
+        if let Err(e) = self.service.close_storage() {
             warn!(error = %e, "closing storage failed");
         }
         info!("broker stopped");

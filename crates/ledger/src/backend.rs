@@ -48,18 +48,65 @@ pub trait LedgerBackend: Send + Sync + fmt::Debug + 'static {
     /// Opens the storage of `topic`, recovering it if needed. At most one open
     /// handle per topic exists at a time; a second open fails with
     /// [`crate::LedgerError::AlreadyOpen`] until the first is closed or dropped.
+    /// `fence` is the opener's fencing token: an open with a token below the
+    /// highest this backend saw for the topic fails with
+    /// [`crate::LedgerError::Fenced`] (for a backend shared by several
+    /// processes the check must be atomic in the shared storage).
     fn open_topic(
         &self,
         topic: &str,
+        fence: u64,
     ) -> BoxFuture<'static, Result<(Arc<dyn TopicStorage>, RecoveredTopic)>>;
 
     /// A short name for logs and test output ("memory", "file").
     fn kind(&self) -> &'static str;
 
-    /// The storage engine's own counters (group commits, fsyncs, write-once
-    /// bytes), for metrics; `None` for a backend without a journal (memory).
-    fn engine_stats(&self) -> Option<crate::FileBackendStats> {
-        None
+    /// The storage engine's own figures (group commits, fsyncs, ...), named
+    /// as the metrics page shows them; empty for a backend with nothing to
+    /// report (memory). The broker renders them without knowing the backend.
+    fn engine_stats(&self) -> Vec<EngineMetric> {
+        Vec::new()
+    }
+
+    /// Stops the backend's threads after everything queued is durable.
+    /// Called once, at shutdown, after every topic was closed.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether a metric only grows or may go down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+}
+
+/// A metric's value: a count, or a quantity shown with three decimals.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MetricValue {
+    Int(u64),
+    Float(f64),
+}
+
+/// One figure of a storage engine, in backend-neutral terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineMetric {
+    /// The metric's full name, e.g. `strobe_storage_journal_fsyncs_total`.
+    pub name: String,
+    pub help: &'static str,
+    pub kind: MetricKind,
+    pub value: MetricValue,
+}
+
+impl EngineMetric {
+    pub fn counter(name: impl Into<String>, help: &'static str, value: u64) -> EngineMetric {
+        EngineMetric {
+            name: name.into(),
+            help,
+            kind: MetricKind::Counter,
+            value: MetricValue::Int(value),
+        }
     }
 }
 

@@ -129,6 +129,11 @@ pub struct LedgerConfig {
     pub trim_interval: Option<Duration>,
     /// The clock stamped on entries and used for ages and retention.
     pub clock: Clock,
+    /// The opener's fencing token (its ownership epoch): an open with a
+    /// token below the highest one the backend has seen for the topic is
+    /// refused with [`crate::LedgerError::Fenced`], so a topic has exactly
+    /// one writer even when an old owner tries again.
+    pub fence: u64,
 }
 
 impl Default for LedgerConfig {
@@ -143,6 +148,7 @@ impl Default for LedgerConfig {
             max_persisted_ranges: 10_000,
             trim_interval: Some(Duration::from_secs(60)),
             clock: Clock::system(),
+            fence: 0,
         }
     }
 }

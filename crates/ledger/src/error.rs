@@ -25,6 +25,14 @@ pub enum LedgerError {
     /// The topic is already open through this backend (one writer per topic).
     #[error("topic {0} is already open")]
     AlreadyOpen(String),
+
+    /// An open with a fencing token older than one the topic was opened with.
+    #[error("topic {topic} is fenced: opened with token {token}, but token {current} owns it")]
+    Fenced {
+        topic: String,
+        token: u64,
+        current: u64,
+    },
     /// The ledger or its backend was closed.
     #[error("managed ledger {0} is closed")]
     Closed(String),

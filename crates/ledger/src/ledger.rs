@@ -208,7 +208,7 @@ impl ManagedLedger {
         name: &str,
         config: LedgerConfig,
     ) -> Result<ManagedLedger> {
-        let (storage, rec) = backend.open_topic(name).await?;
+        let (storage, rec) = backend.open_topic(name, config.fence).await?;
         let mut ledgers: Vec<LedgerInfo> = rec
             .ledgers
             .iter()

@@ -20,20 +20,27 @@
 //! in [`testing`].
 
 mod backend;
+mod batch;
 mod config;
 pub mod crc;
 mod cursor_state;
 mod error;
+mod factory;
 pub mod file;
 mod latency;
 mod ledger;
 mod memory;
 pub mod testing;
 
-pub use backend::{AppendCallback, LedgerBackend, LedgerMeta, RecoveredTopic, TopicStorage};
+pub use backend::{
+    AppendCallback, EngineMetric, LedgerBackend, LedgerMeta, MetricKind, MetricValue,
+    RecoveredTopic, TopicStorage,
+};
+pub use batch::append_batch;
 pub use config::{Clock, LedgerConfig, Retention, SyncMode};
 pub use error::{LedgerError, Result};
-pub use file::{FileBackend, FileBackendConfig, FileBackendStats, append_batch};
+pub use factory::{StorageUrl, open_backend};
+pub use file::{FileBackend, FileBackendConfig, FileBackendStats};
 pub use latency::{JournalSyncBounds, LatencyBounds, LatencyBuckets};
 pub use ledger::{AppendFuture, Entry, InitialPosition, LedgerStats, ManagedCursor, ManagedLedger};
 pub use memory::MemoryBackend;

@@ -19,6 +19,8 @@ struct MemTopic {
     next_ledger_id: u64,
     cursors: BTreeMap<String, Bytes>,
     open: bool,
+    /// The highest fencing token the topic was opened with.
+    fence: u64,
 }
 
 /// In-memory [`LedgerBackend`].
@@ -37,6 +39,7 @@ impl LedgerBackend for MemoryBackend {
     fn open_topic(
         &self,
         topic: &str,
+        fence: u64,
     ) -> BoxFuture<'static, Result<(Arc<dyn TopicStorage>, RecoveredTopic)>> {
         let t = self
             .topics
@@ -48,9 +51,17 @@ impl LedgerBackend for MemoryBackend {
         async move {
             let rec = {
                 let mut g = t.lock();
+                if g.fence > fence {
+                    return Err(LedgerError::Fenced {
+                        topic: name,
+                        token: fence,
+                        current: g.fence,
+                    });
+                }
                 if g.open {
                     return Err(LedgerError::AlreadyOpen(name));
                 }
+                g.fence = fence;
                 g.open = true;
                 RecoveredTopic {
                     ledgers: g

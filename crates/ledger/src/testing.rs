@@ -38,6 +38,9 @@ pub fn cases() -> Vec<(&'static str, Case)> {
             Box::pin(open_starts_new_ledger(h))
         }),
         ("one_open_handle_per_topic", |h| Box::pin(one_handle(h))),
+        ("an_older_fencing_token_is_refused", |h| {
+            Box::pin(fencing(h))
+        }),
         ("cursor_acks_and_backlog", |h| Box::pin(cursor_acks(h))),
         ("cursor_survives_crash", |h| Box::pin(cursor_crash(h))),
         ("batch_index_acks", |h| Box::pin(batch_acks(h))),
@@ -198,6 +201,31 @@ async fn one_handle(h: &mut dyn Harness) {
     drop(ml);
     let ml = open(h, "suite/one", cfg()).await;
     ml.close().await.unwrap();
+}
+
+async fn fencing(h: &mut dyn Harness) {
+    let with = |fence| LedgerConfig { fence, ..cfg() };
+    let ml = open(h, "suite/fenced", with(5)).await;
+    append_n(&ml, 0, 3).await;
+    ml.close().await.unwrap();
+    drop(ml);
+    // An older owner's open is refused, and writes nothing.
+    match ManagedLedger::open(&*h.backend(), "suite/fenced", with(4)).await {
+        Err(LedgerError::Fenced { token, current, .. }) => assert_eq!((token, current), (4, 5)),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    // The same token reopens (a restart of the owner), and a newer one takes over.
+    let ml = open(h, "suite/fenced", with(5)).await;
+    assert_eq!(ml.stats().entries, 3);
+    ml.close().await.unwrap();
+    drop(ml);
+    let ml = open(h, "suite/fenced", with(9)).await;
+    ml.close().await.unwrap();
+    drop(ml);
+    assert!(matches!(
+        ManagedLedger::open(&*h.backend(), "suite/fenced", with(5)).await,
+        Err(LedgerError::Fenced { .. })
+    ));
 }
 
 async fn cursor_acks(h: &mut dyn Harness) {

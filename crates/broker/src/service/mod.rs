@@ -58,6 +58,10 @@ pub struct BrokerService {
     non_persistent: strobe_ledger::MemoryBackend,
     next_producer: AtomicU64,
     next_conn: AtomicU64,
+    /// The fencing token of the next ledger open: every open of a topic's
+    /// log carries a higher one than the opens before it, so storage refuses
+    /// a stale opener (see [`LedgerConfig::fence`]).
+    next_fence: AtomicU64,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -98,7 +102,17 @@ impl BrokerService {
             health: tokio::sync::OnceCell::new(),
             next_producer: AtomicU64::new(0),
             next_conn: AtomicU64::new(0),
+            next_fence: AtomicU64::new(1),
         }))
+    }
+
+    /// The broker's ledger configuration with a fresh fencing token, for
+    /// one open of a topic's log.
+    fn fenced_ledger_config(&self) -> LedgerConfig {
+        LedgerConfig {
+            fence: self.next_fence.fetch_add(1, Ordering::Relaxed),
+            ..self.ledger_config.clone()
+        }
     }
 
     pub fn next_conn_id(&self) -> u64 {
@@ -171,7 +185,7 @@ impl BrokerService {
                 let config = LedgerConfig {
                     max_entries_per_ledger: 100,
                     trim_interval: Some(std::time::Duration::from_secs(60)),
-                    ..self.ledger_config.clone()
+                    ..self.fenced_ledger_config()
                 };
                 strobe_ledger::ManagedLedger::open(self.backend.as_ref(), "__health/check", config)
                     .await
@@ -187,9 +201,14 @@ impl BrokerService {
         }
     }
 
-    /// The storage engine's counters (`None` on the memory backend).
-    pub fn storage_engine_stats(&self) -> Option<strobe_ledger::FileBackendStats> {
+    /// The storage engine's own figures, for metrics (none on the memory backend).
+    pub fn storage_engine_stats(&self) -> Vec<strobe_ledger::EngineMetric> {
         self.backend.engine_stats()
+    }
+
+    /// Stops the storage backend once every topic is closed (see [`Self::shutdown`]).
+    pub fn close_storage(&self) -> Result<(), strobe_ledger::LedgerError> {
+        self.backend.close()
     }
 
     /// Every loaded topic.
@@ -284,7 +303,7 @@ impl BrokerService {
         let ledger_config = LedgerConfig {
             retention: retention_of(&policies),
             trim_interval: Some(std::time::Duration::from_secs(60)),
-            ..self.ledger_config.clone()
+            ..self.fenced_ledger_config()
         };
         let topic = Topic::open(
             name.clone(),
@@ -333,7 +352,7 @@ impl BrokerService {
             max_ledger_bytes: 16 << 20,
             retention: strobe_ledger::Retention::default(),
             trim_interval: Some(std::time::Duration::from_secs(1)),
-            ..self.ledger_config.clone()
+            ..self.fenced_ledger_config()
         };
         Topic::open(
             name.clone(),

@@ -179,7 +179,7 @@ impl BrokerService {
         let config = LedgerConfig {
             retention: strobe_ledger::Retention::default(),
             trim_interval: None,
-            ..self.ledger_config.clone()
+            ..self.fenced_ledger_config()
         };
         let ledger =
             strobe_ledger::ManagedLedger::open(self.backend.as_ref(), &key, config).await?;

@@ -30,7 +30,7 @@
 //! With `sync = always` two flusher threads pipeline: one writes the next
 //! group while the other waits on the disk; syncs never overlap. An append
 //! completes only after the fsync that makes it durable, in queue order.
-//! Appends issued together ([`append_batch`]) wake the group commit once.
+//! Appends issued together ([`crate::append_batch`]) wake the group commit once.
 //! Journal syncs are paced (`pacing`) and journal files preallocated
 //! (`journal`).
 //!
@@ -56,7 +56,6 @@
 //! [`LedgerError::Corrupt`] naming the file; a damaged tail past everything
 //! synced is a write the crash cut short and is truncated.
 
-mod batch;
 mod checkpoint;
 mod flusher;
 mod format;
@@ -82,7 +81,6 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::{LedgerBackend, RecoveredTopic, TopicStorage};
 use crate::{LedgerError, Result, SyncMode};
 
-pub use batch::append_batch;
 use checkpoint::{CheckpointFile, TopicMeta};
 use queue::Queue;
 use topic::Req;
@@ -279,6 +277,87 @@ pub struct FileBackendStats {
 }
 
 impl FileBackendStats {
+    /// These figures as the metrics page shows them (Pulsar has no such
+    /// family: its BookKeeper bookies export their journal's figures
+    /// themselves). They tell how many entries one fsync covers (`entries /
+    /// journal_fsyncs`), how much goes straight to segments, and what
+    /// checkpoints cost.
+    pub fn metrics(&self) -> Vec<crate::EngineMetric> {
+        use crate::{EngineMetric, MetricKind, MetricValue};
+        let mut out = vec![
+            EngineMetric::counter(
+                "strobe_storage_group_commits_total",
+                "Group commits written to the journal",
+                self.batches,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_journal_fsyncs_total",
+                "fdatasync calls on the journal",
+                self.syncs,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_entries_written_total",
+                "Entries written, through the journal or once, straight to their segment",
+                self.entries,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_journal_bytes_total",
+                "Bytes written to the journal",
+                self.journal_bytes,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_write_once_entries_total",
+                "Entries of large group commits written once, straight to their segment",
+                self.direct_entries,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_write_once_bytes_total",
+                "Segment bytes written that way",
+                self.direct_bytes,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_segment_fsyncs_total",
+                "fdatasync calls on segments for write-once group commits",
+                self.segment_syncs,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_checkpoints_total",
+                "Checkpoints completed (segments synced, journal files recycled)",
+                self.checkpoints,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_page_cache_dropped_bytes_total",
+                "Segment bytes dropped from the page cache behind the page-cache window",
+                self.page_cache_dropped_bytes,
+            ),
+            EngineMetric::counter(
+                "strobe_storage_sync_interval_raises_total",
+                "Times a stalled journal fdatasync raised the interval kept between syncs",
+                self.sync_interval_raises,
+            ),
+        ];
+        for (name, v) in self.named_journal_sync_buckets("strobe_storage_journal_fsync_latency") {
+            out.push(EngineMetric::counter(
+                name,
+                "Journal fdatasyncs whose duration fell in this bucket (ms)",
+                v,
+            ));
+        }
+        out.push(EngineMetric {
+            name: "strobe_storage_journal_fsync_latency_sum".into(),
+            help: "Total duration of the journal fdatasyncs (ms)",
+            kind: MetricKind::Counter,
+            value: MetricValue::Float(self.journal_sync_micros as f64 / 1000.0),
+        });
+        out.push(EngineMetric {
+            name: "strobe_storage_sync_interval_us".into(),
+            help: "Interval now kept between journal fdatasyncs (sync = always)",
+            kind: MetricKind::Gauge,
+            value: MetricValue::Int(self.sync_interval_us),
+        });
+        out
+    }
+
     /// [`Self::journal_sync_buckets`] with their metric names,
     /// `{prefix}_le_0_1` .. `{prefix}_le_100` and `{prefix}_overflow`.
     pub fn named_journal_sync_buckets(&self, prefix: &str) -> Vec<(String, u64)> {
@@ -553,11 +632,12 @@ impl LedgerBackend for FileBackend {
     fn open_topic(
         &self,
         topic: &str,
+        fence: u64,
     ) -> BoxFuture<'static, Result<(Arc<dyn TopicStorage>, RecoveredTopic)>> {
         let sh = self.shared.clone();
         let name = topic.to_string();
         async move {
-            tokio::task::spawn_blocking(move || topic::open_topic(&sh, &name))
+            tokio::task::spawn_blocking(move || topic::open_topic(&sh, &name, fence))
                 .await
                 .map_err(|e| LedgerError::Io {
                     op: "open topic",
@@ -572,8 +652,23 @@ impl LedgerBackend for FileBackend {
         "file"
     }
 
-    fn engine_stats(&self) -> Option<FileBackendStats> {
-        Some(self.stats())
+    fn engine_stats(&self) -> Vec<crate::EngineMetric> {
+        self.stats().metrics()
+    }
+
+    fn close(&self) -> Result<()> {
+        FileBackend::close(self)
+    }
+}
+
+impl crate::batch::HeldWake for Shared {
+    /// The wake-up an append batch held back: the flusher threads are
+    /// woken if they all sleep and something is queued.
+    fn wake_held(&self) {
+        let q = self.queue.lock();
+        if q.waiting == self.flusher_threads && !q.reqs.is_empty() {
+            self.queue_cv.notify_one();
+        }
     }
 }
 
@@ -637,17 +732,8 @@ impl Shared {
         // Only when every flusher thread sleeps: a busy one comes back for
         // the queue, and `flusher::commit_round` wakes the other when
         // there is enough to overlap with its sync. Inside an
-        // [`append_batch`] the wake-up waits for the batch's end.
-        if q.waiting == self.flusher_threads && !batch::hold_wake(self) {
-            self.queue_cv.notify_one();
-        }
-    }
-
-    /// The wake-up an [`append_batch`] held back: the flusher threads are
-    /// woken if they all sleep and something is queued.
-    fn wake_held(&self) {
-        let q = self.queue.lock();
-        if q.waiting == self.flusher_threads && !q.reqs.is_empty() {
+        // [`crate::append_batch`] the wake-up waits for the batch's end.
+        if q.waiting == self.flusher_threads && !crate::batch::hold_wake(self) {
             self.queue_cv.notify_one();
         }
     }

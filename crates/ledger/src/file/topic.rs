@@ -35,6 +35,10 @@ pub struct TopicFiles {
     pub corrupt: Option<LedgerError>,
     /// Greater than every ledger id used in this process.
     pub next_ledger_hint: u64,
+    /// The highest fencing token the topic was opened with. In memory: the
+    /// directory's lock already makes this process the only writer, so the
+    /// token orders the opens within it.
+    pub fence: u64,
 }
 
 impl TopicFiles {
@@ -121,7 +125,11 @@ impl Req {
 
 pub const CORRUPT_MARKER: &str = "CORRUPT";
 
-pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>, RecoveredTopic)> {
+pub fn open_topic(
+    sh: &Arc<Shared>,
+    name: &str,
+    fence: u64,
+) -> Result<(Arc<dyn TopicStorage>, RecoveredTopic)> {
     let t = {
         let mut topics = sh.topics.lock();
         topics
@@ -138,9 +146,17 @@ pub fn open_topic(sh: &Arc<Shared>, name: &str) -> Result<(Arc<dyn TopicStorage>
     };
     let meta = sh.meta.lock().get(name).cloned().unwrap_or_default();
     let mut files = t.files.lock();
+    if files.fence > fence {
+        return Err(LedgerError::Fenced {
+            topic: name.to_string(),
+            token: fence,
+            current: files.fence,
+        });
+    }
     if files.open {
         return Err(LedgerError::AlreadyOpen(name.to_string()));
     }
+    files.fence = fence;
     if !files.loaded {
         load(sh, &t, &mut files, &meta)?;
         // Created here, off the flusher thread: a directory fsync per new

@@ -1,4 +1,4 @@
-//! Append batches: the appends issued together (one socket read's SENDs,
+//! Append batches, for every backend with a group commit: the appends issued together (one socket read's SENDs,
 //! one tick of a fixed-rate load) wake the group commit once, after the
 //! last of them is queued.
 //!
@@ -13,12 +13,17 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::Shared;
+/// A backend with a group commit that a batch can hold back.
+pub(crate) trait HeldWake: Send + Sync + 'static {
+    /// Wakes what the batch held back (the group commit, if it sleeps and
+    /// something is queued).
+    fn wake_held(&self);
+}
 
 thread_local! {
-    /// The backends whose flusher wake-up the current batch holds back;
+    /// The backends whose group-commit wake-up the current batch holds back;
     /// `None` outside a batch.
-    static HELD: RefCell<Option<Vec<Arc<Shared>>>> = const { RefCell::new(None) };
+    static HELD: RefCell<Option<Vec<Arc<dyn HeldWake>>>> = const { RefCell::new(None) };
 }
 
 /// Runs `f`, holding back the flusher wake-ups of the appends it issues on
@@ -27,7 +32,7 @@ thread_local! {
 /// ordered) as without a batch; only the wake-up moves. `f` cannot await, so
 /// a batch lasts as long as the synchronous work of issuing its appends: keep
 /// it short (a bounded number of appends, no blocking calls). Nested batches
-/// join the outermost. Backends without a flusher (memory) are unaffected.
+/// join the outermost. Backends without a group commit (memory) are unaffected.
 pub fn append_batch<R>(f: impl FnOnce() -> R) -> R {
     let outermost = HELD.with(|h| {
         let mut h = h.borrow_mut();
@@ -54,13 +59,14 @@ pub fn append_batch<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Inside a batch: records that `sh`'s flusher is to be woken at the batch's
-/// end and returns true. Outside one: false (wake it now).
-pub(super) fn hold_wake(sh: &Arc<Shared>) -> bool {
+/// Inside a batch: records that `w` is to be woken at the batch's end and
+/// returns true. Outside one: false (wake it now).
+pub(crate) fn hold_wake<W: HeldWake>(w: &Arc<W>) -> bool {
     HELD.with(|h| match h.borrow_mut().as_mut() {
         Some(held) => {
-            if !held.iter().any(|x| Arc::ptr_eq(x, sh)) {
-                held.push(sh.clone());
+            let me = Arc::as_ptr(w) as *const ();
+            if !held.iter().any(|x| Arc::as_ptr(x) as *const () == me) {
+                held.push(w.clone());
             }
             true
         }
