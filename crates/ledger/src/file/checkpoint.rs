@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::journal::{prepare_pool, recycle_below};
 use super::topic::TopicShared;
-use super::{Shared, start_counted, start_writebacks, sync_dir};
+use super::{BackendShared, start_counted, start_writebacks, sync_dir};
 use crate::{LedgerError, Result};
 
 /// A topic's durable metadata (Pulsar's `ManagedLedgerInfo` plus cursor positions).
@@ -140,7 +140,7 @@ impl CheckpointFile {
 
 /// Work handed from the flusher to the checkpoint thread.
 #[derive(Debug, Default)]
-pub struct Pending {
+pub struct CheckpointState {
     pub upto: u64,
     pub topics: Vec<Arc<TopicShared>>,
     pub requested: bool,
@@ -157,7 +157,7 @@ pub struct Pending {
     pub busy: bool,
 }
 
-impl Pending {
+impl CheckpointState {
     /// Work queued or under way.
     pub fn active(&self) -> bool {
         self.busy || self.requested || !self.trash.is_empty() || !self.writeback.is_empty()
@@ -180,7 +180,7 @@ pub(super) const DELETE_BACKLOG_FILES: usize = 32;
 
 /// The checkpoint thread: segment write-outs first, then checkpoints, and
 /// in between the paced deletion of trimmed segments.
-pub fn run(sh: Arc<Shared>) {
+pub fn run(sh: Arc<BackendShared>) {
     prepare_pool(&sh);
     // When the next deletion step may run.
     let mut delete_at = std::time::Instant::now();
@@ -282,7 +282,7 @@ pub(super) fn delete_step(p: &Path) -> (u64, bool) {
 
 /// Shutting down: nothing is left to disturb, so every trimmed file is
 /// deleted at once.
-pub(super) fn delete_all_trash(sh: &Shared) {
+pub(super) fn delete_all_trash(sh: &BackendShared) {
     let trash = std::mem::take(&mut sh.ckpt.lock().trash);
     for p in &trash {
         while !delete_step(p).1 {}
@@ -395,7 +395,7 @@ pub(super) fn refuse_service(t: &TopicShared, e: LedgerError) -> LedgerError {
 }
 
 pub(super) fn checkpoint(
-    sh: &Shared,
+    sh: &BackendShared,
     upto: u64,
     topics: &[Arc<TopicShared>],
 ) -> Result<CheckpointCost> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::start_writebacks;
-use super::{Shared, sync_dir};
+use super::{BackendShared, sync_dir};
 use crate::{LedgerError, Result};
 
 pub struct JournalFile {
@@ -19,13 +19,13 @@ pub struct JournalFile {
     pub offset: u64,
 }
 
-pub fn journal_path(sh: &Shared, seq: u64) -> PathBuf {
+pub fn journal_path(sh: &BackendShared, seq: u64) -> PathBuf {
     sh.journal_dir.join(format!("J{seq:016}.wal"))
 }
 
 /// Opens journal file `seq`: a spare from the pool if there is one (renamed
 /// into place), else a new file. The directory is synced so the name survives.
-pub fn open_journal(sh: &Shared, seq: u64) -> Result<JournalFile> {
+pub fn open_journal(sh: &BackendShared, seq: u64) -> Result<JournalFile> {
     let path = journal_path(sh, seq);
     if let Some(spare) = sh.take_pool_file() {
         std::fs::rename(&spare, &path).map_err(|e| LedgerError::io("rename", &spare, e))?;
@@ -60,7 +60,7 @@ pub(super) fn parse_journal_name(name: &str) -> Option<u64> {
 /// Journal files `(seq, path)` in order, and spare files.
 pub(super) type JournalListing = (Vec<(u64, PathBuf)>, Vec<PathBuf>);
 
-pub(super) fn list_journal(sh: &Shared) -> Result<JournalListing> {
+pub(super) fn list_journal(sh: &BackendShared) -> Result<JournalListing> {
     let mut js = Vec::new();
     let mut pool = Vec::new();
     let rd = std::fs::read_dir(&sh.journal_dir)
@@ -84,7 +84,7 @@ pub(super) fn list_journal(sh: &Shared) -> Result<JournalListing> {
 /// Journal files before `upto` are covered by a checkpoint: keep some as
 /// spares (their stale records fail the CRC seeded with the new sequence
 /// number), delete the rest.
-pub(super) fn recycle_below(sh: &Shared, upto: u64) {
+pub(super) fn recycle_below(sh: &BackendShared, upto: u64) {
     let Ok((js, _)) = list_journal(sh) else {
         return;
     };
@@ -110,7 +110,7 @@ pub(super) fn recycle_below(sh: &Shared, upto: u64) {
 
 /// Zero-fills spare journal files so that appends overwrite allocated blocks
 /// and fdatasync has no size or extent metadata to write.
-pub(super) fn prepare_pool(sh: &Shared) {
+pub(super) fn prepare_pool(sh: &BackendShared) {
     if !sh.cfg.preallocate {
         return;
     }
@@ -137,7 +137,7 @@ pub(super) fn prepare_pool(sh: &Shared) {
 
 /// Writes one zero-filled, synced spare journal file; `paced` while group
 /// commits may be running (see below), at full speed before they start.
-pub fn zero_filled_file(sh: &Shared, paced: bool) -> Result<PathBuf> {
+pub fn zero_filled_file(sh: &BackendShared, paced: bool) -> Result<PathBuf> {
     let n = sh.next_pool_id.fetch_add(1, Ordering::Relaxed);
     let tmp = sh.journal_dir.join(format!("pool-{n}.tmp"));
     let path = sh.journal_dir.join(format!("pool-{n}.wal"));

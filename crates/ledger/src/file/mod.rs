@@ -389,13 +389,13 @@ struct Counters {
 }
 
 #[derive(Debug)]
-struct Shared {
+struct BackendShared {
     cfg: FileBackendConfig,
     journal_dir: PathBuf,
     topics_dir: PathBuf,
     topics: Mutex<HashMap<String, Arc<TopicShared>>>,
     /// Topics whose segments took writes lately, for the page-cache
-    /// budget's share (see [`Shared::wrote_out`]).
+    /// budget's share (see [`BackendShared::page_cache_keep`]).
     writers: Mutex<Writers>,
     /// When the backend opened (the clock of `writers`).
     started: std::time::Instant,
@@ -419,7 +419,7 @@ struct Shared {
     /// Write-once chunks synced by `flusher::commit_round` whose journal
     /// references the next group commit writes.
     synced_refs: Mutex<Vec<flusher::SyncedRef>>,
-    ckpt: Mutex<checkpoint::Pending>,
+    ckpt: Mutex<checkpoint::CheckpointState>,
     ckpt_cv: Condvar,
     /// Spare journal files, ready to be renamed into use.
     pool: Mutex<Vec<PathBuf>>,
@@ -433,7 +433,7 @@ struct Shared {
 /// shuts down cleanly.
 #[derive(Debug)]
 pub struct FileBackend {
-    shared: Arc<Shared>,
+    shared: Arc<BackendShared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -496,7 +496,7 @@ impl FileBackend {
         sync_dir(&cfg.dir)?;
 
         let ckpt = CheckpointFile::read(&cfg.dir)?;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(BackendShared {
             journal_dir,
             topics_dir,
             topics: Mutex::new(HashMap::new()),
@@ -512,7 +512,7 @@ impl FileBackend {
             sync_lock: Mutex::new(()),
             complete_lock: Mutex::new(()),
             synced_refs: Mutex::new(Vec::new()),
-            ckpt: Mutex::new(checkpoint::Pending::default()),
+            ckpt: Mutex::new(checkpoint::CheckpointState::default()),
             ckpt_cv: Condvar::new(),
             pool: Mutex::new(Vec::new()),
             next_pool_id: AtomicU64::new(0),
@@ -661,7 +661,7 @@ impl LedgerBackend for FileBackend {
     }
 }
 
-impl crate::batch::HeldWake for Shared {
+impl crate::batch::HeldWake for BackendShared {
     /// The wake-up an append batch held back: the flusher threads are
     /// woken if they all sleep and something is queued.
     fn wake_held(&self) {
@@ -672,7 +672,7 @@ impl crate::batch::HeldWake for Shared {
     }
 }
 
-impl Shared {
+impl BackendShared {
     /// Notes that some of topic `id`'s segment bytes went to the disk, and
     /// returns how many of its newest bytes stay in the page cache: the
     /// window, or the budget's
@@ -680,7 +680,7 @@ impl Shared {
     /// [`WRITER_SECS`] where that is smaller (see
     /// [`FileBackendConfig::page_cache_budget`]); 0: all. Open topics that
     /// take no writes do not shrink the share of those that do.
-    fn wrote_out(&self, id: u32) -> u64 {
+    fn page_cache_keep(&self, id: u32) -> u64 {
         let (window, budget) = (self.cfg.page_cache_window, self.cfg.page_cache_budget);
         if window == 0 || budget == 0 {
             return window;
@@ -749,7 +749,7 @@ impl Shared {
 }
 
 /// Starts the segment write-outs queued for this thread.
-fn start_writebacks(sh: &Shared) {
+fn start_writebacks(sh: &BackendShared) {
     let queued = std::mem::take(&mut sh.ckpt.lock().writeback);
     for wb in &queued {
         start_counted(sh, wb);
@@ -758,7 +758,7 @@ fn start_writebacks(sh: &Shared) {
 
 /// Starts a write-out or drops pages from the page cache, counting the
 /// bytes dropped.
-fn start_counted(sh: &Shared, wb: &segment::Writeback) {
+fn start_counted(sh: &BackendShared, wb: &segment::Writeback) {
     wb.start();
     sh.counters
         .page_cache_dropped_bytes

@@ -15,7 +15,7 @@ use super::format::{
 use super::journal::{list_journal, recycle_below};
 use super::segment::{ScanStop, Segment};
 use super::topic::CORRUPT_MARKER;
-use super::{Shared, sync_dir};
+use super::{BackendShared, sync_dir};
 use crate::{LedgerError, Result};
 
 /// What the journal since the checkpoint says as a whole, gathered before
@@ -60,7 +60,7 @@ pub(super) fn journal_records(data: &[u8], seq: u64) -> impl Iterator<Item = &[u
 
 /// Replays the journal from `start_seq`, repairs segments, writes a fresh
 /// checkpoint and returns the sequence number of the next journal file.
-pub fn recover(sh: &Shared, start_seq: u64) -> Result<u64> {
+pub fn recover(sh: &BackendShared, start_seq: u64) -> Result<u64> {
     let (js, pool) = list_journal(sh)?;
     let max_pool = pool
         .iter()
@@ -170,7 +170,7 @@ pub fn recover(sh: &Shared, start_seq: u64) -> Result<u64> {
 /// if the ledger is trimmed by the end of the journal or the segment is
 /// already known to be corrupt.
 pub(super) fn repair_for<'a>(
-    sh: &Shared,
+    sh: &BackendShared,
     facts: &JournalFacts,
     repairs: &'a mut HashMap<(String, u64), Repair>,
     name: &str,
@@ -248,7 +248,7 @@ impl Repair {
 }
 
 pub(super) fn replay_record(
-    sh: &Shared,
+    sh: &BackendShared,
     facts: &JournalFacts,
     body: &[u8],
     names: &mut HashMap<u32, String>,

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::format::{self, HEADER, SEG_FIXED};
 use super::segment::{self, Segment};
-use super::{Shared, sync_dir};
+use super::{BackendShared, sync_dir};
 use crate::backend::{AppendCallback, LedgerMeta, RecoveredTopic, TopicStorage};
 use crate::{LedgerError, Position, Result, SyncMode};
 
@@ -126,7 +126,7 @@ impl Req {
 pub const CORRUPT_MARKER: &str = "CORRUPT";
 
 pub fn open_topic(
-    sh: &Arc<Shared>,
+    sh: &Arc<BackendShared>,
     name: &str,
     fence: u64,
 ) -> Result<(Arc<dyn TopicStorage>, RecoveredTopic)> {
@@ -217,7 +217,7 @@ fn corrupt(topic: &str, path: PathBuf, offset: u64, reason: impl Into<String>) -
 
 /// Reads a topic's segments from disk and checks them against the checkpoint.
 fn load(
-    sh: &Shared,
+    sh: &BackendShared,
     t: &TopicShared,
     files: &mut TopicFiles,
     meta: &super::TopicMeta,
@@ -317,7 +317,7 @@ fn load(
 #[derive(Debug)]
 pub struct FileTopicHandle {
     /// Weak: the [`super::FileBackend`] owns the backend's lifetime.
-    sh: std::sync::Weak<Shared>,
+    sh: std::sync::Weak<BackendShared>,
     topic: Arc<TopicShared>,
     released: Arc<AtomicBool>,
 }
@@ -557,7 +557,7 @@ fn read_located(t: &TopicShared, loc: Located, first: u64, last: u64) -> Result<
 }
 
 /// Creates a topic directory durably.
-pub fn ensure_dir(sh: &Shared, dir: &std::path::Path) -> Result<()> {
+pub fn ensure_dir(sh: &BackendShared, dir: &std::path::Path) -> Result<()> {
     if !dir.exists() {
         std::fs::create_dir_all(dir).map_err(|e| LedgerError::io("create directory", dir, e))?;
         sync_dir(&sh.topics_dir)?;

@@ -14,7 +14,7 @@ use super::format::{self, SEGREF_LEN};
 use super::journal::{JournalFile, open_journal};
 use super::queue::Queue;
 use super::topic::{Req, TopicShared};
-use super::{Shared, sync_dir};
+use super::{BackendShared, sync_dir};
 use crate::{LedgerError, Result, SyncMode};
 use write::{flush_if_full, hand_to_checkpoint};
 
@@ -65,7 +65,7 @@ pub struct SyncedRef {
 }
 
 pub struct Flusher {
-    pub(super) sh: Arc<Shared>,
+    pub(super) sh: Arc<BackendShared>,
     pub(super) jf: JournalFile,
     pub(super) declared: HashSet<u32>,
     pub(super) dirty: HashMap<u32, Arc<TopicShared>>,
@@ -85,7 +85,8 @@ pub struct Flusher {
     pub(super) buf_needs_sync: bool,
     /// One write-once chunk's record headers (reused).
     pub(super) hdrs: Vec<[u8; format::HEADER + format::SEG_FIXED]>,
-    pub(super) recs: Vec<(u64, u64, u64, u64)>,
+    /// One write-once chunk's framed records (reused).
+    pub(super) recs: Vec<write::FramedRecord>,
     /// Scratch maps of [`Flusher::plan`], reused.
     pub(super) chunk_index: HashMap<(u32, u64), usize>,
     pub(super) chunks_per_topic: HashMap<u32, u32>,
@@ -111,7 +112,7 @@ impl std::fmt::Debug for Flusher {
 }
 
 impl Flusher {
-    pub fn start(sh: Arc<Shared>, seq: u64) -> Result<Flusher> {
+    pub fn start(sh: Arc<BackendShared>, seq: u64) -> Result<Flusher> {
         // The first journal file is preallocated too (once, at startup).
         if sh.cfg.preallocate && sh.pool.lock().is_empty() {
             let spare = super::journal::zero_filled_file(&sh, false)?;
@@ -156,7 +157,7 @@ impl Flusher {
     }
 
     /// Whether an append of `bytes` may be processed on the appending thread
-    /// (see [`Shared::enqueue`]): nothing to sync (`sync = never`), and no
+    /// (see [`BackendShared::enqueue`]): nothing to sync (`sync = never`), and no
     /// journal rotation due, which opens and syncs files.
     pub fn can_process_inline(&self, bytes: usize) -> bool {
         let cfg = &self.sh.cfg;
@@ -178,7 +179,7 @@ impl Flusher {
 
 /// Takes the next batch from the queue: everything queued up to
 /// `max_batch_bytes` (at least one request). `None` once shut down and empty.
-pub fn take_batch(sh: &Shared, q: &mut Queue) -> Option<Vec<Req>> {
+pub fn take_batch(sh: &BackendShared, q: &mut Queue) -> Option<Vec<Req>> {
     let mut out = Vec::new();
     let mut bytes = 0;
     while let Some(r) = q.reqs.front() {
@@ -196,7 +197,7 @@ pub fn take_batch(sh: &Shared, q: &mut Queue) -> Option<Vec<Req>> {
     Some(out)
 }
 
-/// A flusher thread. The [`Flusher`] itself lives in [`Shared::flusher`]:
+/// A flusher thread. The [`Flusher`] itself lives in [`BackendShared::flusher`]:
 /// whoever holds its lock takes batches from the queue, so an append that
 /// finds it idle can run the group commit itself (`sync = never`); these
 /// threads wait for work without holding it.
@@ -210,7 +211,7 @@ pub fn take_batch(sh: &Shared, q: &mut Queue) -> Option<Vec<Req>> {
 /// taking turns. The second thread is only woken for that when the queue has
 /// at least [`PIPELINE_REQS`] requests or [`PIPELINE_BYTES`] (a low rate
 /// keeps to one thread and saves the wake-ups).
-pub fn run(sh: Arc<Shared>) {
+pub fn run(sh: Arc<BackendShared>) {
     loop {
         let plan = match sh.flusher.lock().as_ref() {
             Some(f) => f.wait_plan(),
@@ -251,7 +252,7 @@ pub fn run(sh: Arc<Shared>) {
                     f.process(Vec::new());
                     commit_written(&sh);
                     f.finish();
-                    // Dropping the flusher ends its reference to `Shared`
+                    // Dropping the flusher ends its reference to `BackendShared`
                     // (and tells the other thread to stop).
                     *g = None;
                     drop(g);
@@ -275,7 +276,7 @@ pub fn run(sh: Arc<Shared>) {
 /// recycled journal pages). The records are readable from the buffer and
 /// durable in the journal until then; a checkpoint writes whatever is still
 /// buffered, so a flush that never comes (shutdown) loses nothing.
-pub(super) fn flush_segments(sh: &Shared, deferred: Vec<(Arc<TopicShared>, u64)>) {
+pub(super) fn flush_segments(sh: &BackendShared, deferred: Vec<(Arc<TopicShared>, u64)>) {
     for (topic, ledger) in deferred {
         let mut f = topic.files.lock();
         let Some(seg) = f.ledgers.get_mut(&ledger) else {
@@ -296,7 +297,7 @@ pub(super) fn flush_segments(sh: &Shared, deferred: Vec<(Arc<TopicShared>, u64)>
 /// soon (`sync = always`): the flusher thread waits it out before taking them.
 ///
 /// [`FileBackendConfig::min_sync_interval`]: super::FileBackendConfig::min_sync_interval
-pub(super) fn sync_pause(sh: &Shared, q: &Queue) -> Option<Duration> {
+pub(super) fn sync_pause(sh: &BackendShared, q: &Queue) -> Option<Duration> {
     if sh.cfg.sync != SyncMode::Always || q.reqs.is_empty() || q.shutdown {
         return None;
     }
@@ -310,7 +311,7 @@ pub(super) fn sync_pause(sh: &Shared, q: &Queue) -> Option<Duration> {
 /// syncing thread takes them all in its next round, so when the disk is the
 /// bottleneck its syncs grow to cover more groups instead of the queue
 /// waiting behind each.
-pub(super) fn commit_rounds(sh: &Shared, write_on: bool) {
+pub(super) fn commit_rounds(sh: &BackendShared, write_on: bool) {
     loop {
         let s = match sh.sync_lock.try_lock() {
             Some(s) => s,
@@ -333,7 +334,7 @@ pub(super) const SLOW_IO: Duration = Duration::from_millis(20);
 
 /// Makes every group written so far durable and completes it (see
 /// [`commit_round`]).
-pub fn commit_written(sh: &Shared) {
+pub fn commit_written(sh: &BackendShared) {
     commit_rounds(sh, false);
 }
 
@@ -344,7 +345,7 @@ pub fn commit_written(sh: &Shared) {
 /// then completes the groups in the order they were written. The completion
 /// lock is taken before the sync lock is released, so the next thread's
 /// sync overlaps these completions but its own come after them.
-pub(super) fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
+pub(super) fn commit_round(sh: &BackendShared, s: parking_lot::MutexGuard<'_, ()>) {
     let mut groups: Vec<Written> = sh.written.lock().drain(..).collect();
     if groups.is_empty() {
         return;
@@ -446,7 +447,7 @@ pub(super) fn commit_round(sh: &Shared, s: parking_lot::MutexGuard<'_, ()>) {
 /// Syncs a write-once chunk's segment (and the directory of a new one),
 /// unless this round synced that file already.
 pub(super) fn sync_direct(
-    sh: &Shared,
+    sh: &BackendShared,
     d: &DirectSync,
     segs: &mut Vec<(Arc<File>, Result<()>)>,
 ) -> Result<()> {
@@ -479,7 +480,7 @@ pub(super) fn sync_direct(
 /// Records a write-once chunk's sync outcome in its topic: the segment's
 /// synced length, or (the sync failed) the topic refusing service from now
 /// on. A chunk of a topic already refusing service fails too.
-pub(super) fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<()> {
+pub(super) fn book_direct(sh: &BackendShared, d: &DirectSync, r: Result<()>) -> Result<()> {
     let mut f = d.topic.files.lock();
     match r {
         Ok(()) => match &f.corrupt {
@@ -492,7 +493,7 @@ pub(super) fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<
                     }
                     hand_to_checkpoint(
                         sh,
-                        seg.take_cache_drop(seg.synced_len, sh.wrote_out(d.topic.id)),
+                        seg.take_cache_drop(seg.synced_len, sh.page_cache_keep(d.topic.id)),
                     );
                 }
                 let c = &sh.counters;
@@ -510,7 +511,7 @@ pub(super) fn book_direct(sh: &Shared, d: &DirectSync, r: Result<()>) -> Result<
 
 /// After a failed journal write or sync: fails what is queued, and every
 /// later request (see [`Queue::failed`]).
-pub(super) fn stop_accepting(sh: &Shared, e: LedgerError) {
+pub(super) fn stop_accepting(sh: &BackendShared, e: LedgerError) {
     tracing::error!(error = %e, "the journal failed; the file backend stops accepting writes");
     let rest: Vec<Req> = {
         let mut q = sh.queue.lock();
@@ -524,7 +525,7 @@ pub(super) fn stop_accepting(sh: &Shared, e: LedgerError) {
 }
 
 /// Hands files of trimmed ledgers to the checkpoint thread for deletion.
-pub(super) fn delete_later(sh: &Shared, mut trash: Vec<PathBuf>) {
+pub(super) fn delete_later(sh: &BackendShared, mut trash: Vec<PathBuf>) {
     if !trash.is_empty() {
         sh.ckpt.lock().trash.append(&mut trash);
         sh.ckpt_cv.notify_all();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::Shared;
+use super::BackendShared;
 use super::{DirectSync, Flusher, SLOW_IO, Written, commit_written};
 use super::{book_direct, delete_later, stop_accepting, sync_direct};
 use crate::file::format::{
@@ -192,7 +192,12 @@ impl Flusher {
                 self.hdrs
                     .push(format::segment_header(entry, ts, data.len(), crc));
                 let n = (format::HEADER + format::SEG_FIXED + data.len()) as u64;
-                self.recs.push((len, n, ts, data.len() as u64));
+                self.recs.push(FramedRecord {
+                    offset: len,
+                    len: n,
+                    ts,
+                    data_len: data.len() as u64,
+                });
                 len += n;
             }
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 * c.count);
@@ -640,14 +645,24 @@ pub(super) fn chunk_entries<'a>(
     })
 }
 
-/// Framed segment records: (offset in the buffer, record length, ts, data length).
-pub(super) type Recs = [(u64, u64, u64, u64)];
+/// One framed segment record of a write-once chunk.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FramedRecord {
+    /// Where its record starts among the chunk's bytes.
+    pub(crate) offset: u64,
+    /// The record's length, framing included.
+    pub(crate) len: u64,
+    /// The entry's append time (ms).
+    pub(crate) ts: u64,
+    /// The entry's data length.
+    pub(crate) data_len: u64,
+}
 
 /// The segment of `ledger`, created on first use. Entering a new ledger
 /// (rollover) hands the older segments' write-behind to the OS first, so a
 /// topic's files are written in position order.
 pub(super) fn segment_for<'a>(
-    sh: &Shared,
+    sh: &BackendShared,
     t: &TopicShared,
     f: &'a mut TopicFiles,
     ledger: u64,
@@ -681,7 +696,7 @@ pub(super) fn segment_for<'a>(
 /// written at once, or with `defer` left to the caller: returns whether it
 /// is due.
 pub(super) fn write_chunk<'a>(
-    sh: &Shared,
+    sh: &BackendShared,
     c: &Chunk,
     entries: impl Iterator<Item = (u64, u64, &'a Bytes, u32)>,
     defer: bool,
@@ -726,13 +741,13 @@ pub(super) fn write_chunk<'a>(
 /// hands the write-out that became due to the checkpoint thread (the
 /// syscall can wait on the device queue, and the flusher's time is every
 /// producer's latency).
-pub(super) fn flush_if_full(sh: &Shared, topic: u32, seg: &mut Segment) -> Result<()> {
+pub(super) fn flush_if_full(sh: &BackendShared, topic: u32, seg: &mut Segment) -> Result<()> {
     if seg.flush_when_full()?
         && let Some(wb) = seg.take_writeback()
     {
         // Everything below this write-out's start was handed to the disk a
         // step ago: what lies a window behind it may leave the page cache.
-        let uncache = seg.take_cache_drop(wb.from(), sh.wrote_out(topic));
+        let uncache = seg.take_cache_drop(wb.from(), sh.page_cache_keep(topic));
         hand_to_checkpoint(sh, std::iter::once(wb).chain(uncache));
     }
     Ok(())
@@ -741,7 +756,7 @@ pub(super) fn flush_if_full(sh: &Shared, topic: u32, seg: &mut Segment) -> Resul
 /// Queues segment write-outs and cache drops for the checkpoint thread,
 /// which starts them (waking it if there are any).
 pub(super) fn hand_to_checkpoint(
-    sh: &Shared,
+    sh: &BackendShared,
     wbs: impl IntoIterator<Item = crate::file::segment::Writeback>,
 ) {
     let mut p = sh.ckpt.lock();
@@ -757,10 +772,10 @@ pub(super) fn hand_to_checkpoint(
 /// the segment's write-behind). Returns (offset, segment end, file, path,
 /// whether the file is new) for the sync that follows.
 pub(super) fn place_direct(
-    sh: &Shared,
+    sh: &BackendShared,
     c: &Chunk,
     slices: &mut [IoSlice<'_>],
-    recs: &Recs,
+    recs: &[FramedRecord],
 ) -> Result<(u64, u64, Arc<File>, PathBuf, bool)> {
     let mut f = c.topic.files.lock();
     let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
@@ -772,7 +787,13 @@ pub(super) fn place_direct(
         }
     };
     debug_assert_eq!(base, seg.len, "write-behind flushed before the chunk");
-    for &(at, n, ts, len) in recs {
+    for &FramedRecord {
+        offset: at,
+        len: n,
+        ts,
+        data_len: len,
+    } in recs
+    {
         seg.push(base + at, ts, len, n);
     }
     Ok((
