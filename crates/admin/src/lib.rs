@@ -135,6 +135,27 @@ fn topic_name(domain: &str, t: &str, ns: &str, topic: &str) -> ApiResult<TopicNa
     TopicName::parse(&format!("{domain}://{t}/{ns}/{topic}")).map_err(|e| bad(e.to_string()))
 }
 
+/// A topic named by the path's `{domain}/{tenant}/{ns}/{topic}` segments:
+/// an unknown domain is 404, a bad name 400.
+struct TopicPath(TopicName);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TopicPath {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let Path((domain, t, ns, topic)) =
+            Path::<(String, String, String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(IntoResponse::into_response)?;
+        topic_name(&domain, &t, &ns, &topic)
+            .map(TopicPath)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
 #[derive(Deserialize)]
 struct ForceQuery {
     force: Option<bool>,

@@ -15,11 +15,7 @@ pub(crate) fn routes() -> Router<Svc> {
         )
 }
 
-async fn lookup(
-    State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
-) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
+async fn lookup(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<axum::Json<Value>> {
     if !s.namespace_exists(name.namespace()) {
         return Err(ApiError(
             404,
@@ -39,9 +35,6 @@ async fn lookup(
     })))
 }
 
-async fn topic_bundle(
-    State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
-) -> ApiResult<String> {
-    Ok(s.bundle_of(&topic_name(&domain, &t, &ns, &topic)?)?)
+async fn topic_bundle(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<String> {
+    Ok(s.bundle_of(&name)?)
 }

@@ -463,10 +463,10 @@ async fn revoke_subscription_permission(
 
 async fn get_topic_permissions(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
-    let p = policies(&s, &t, &ns)?;
+    let (t, ns) = name.namespace().split_once('/').unwrap_or_default();
+    let p = policies(&s, t, ns)?;
     // A topic's permissions: the namespace's, plus those granted on the topic.
     let mut all = p.auth_policies.namespace_auth.clone();
     if let Some(own) = p.auth_policies.destination_auth.get(&name.to_string()) {

@@ -38,11 +38,9 @@ pub(crate) fn routes() -> Router<Svc> {
 
 async fn subscriptions(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Vec<String>>> {
-    let topic = s
-        .topic(&topic_name(&domain, &t, &ns, &topic)?, false)
-        .await?;
+    let topic = s.topic(&name, false).await?;
     Ok(axum::Json(topic.all_subscription_names()))
 }
 
@@ -83,9 +81,8 @@ async fn delete_subscription(
     State(s): State<Svc>,
     Path((domain, t, ns, topic, sub)): Path<(String, String, String, String, String)>,
 ) -> ApiResult<Response> {
-    let topic = s
-        .topic(&topic_name(&domain, &t, &ns, &topic)?, false)
-        .await?;
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let topic = s.topic(&name, false).await?;
     topic.subscription_for_admin(&sub).await?.delete().await?;
     Ok(no_content())
 }
@@ -95,9 +92,8 @@ async fn sub_op(
     (domain, t, ns, topic, sub): (String, String, String, String, String),
     op: AdminOp,
 ) -> ApiResult<AdminReply> {
-    let topic = s
-        .topic(&topic_name(&domain, &t, &ns, &topic)?, false)
-        .await?;
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    let topic = s.topic(&name, false).await?;
     Ok(topic.subscription_for_admin(&sub).await?.admin(op).await?)
 }
 

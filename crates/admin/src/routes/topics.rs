@@ -74,11 +74,7 @@ async fn partitioned_topics(
     Ok(axum::Json(s.partitioned_topics_of(&format!("{t}/{ns}"))))
 }
 
-async fn create_topic(
-    State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
-) -> ApiResult<Response> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
+async fn create_topic(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
     if s.partitioned_metadata(&name, false).await? > 0 || s.loaded_topic(&name).is_some() {
         return Err(ApiError(409, format!("topic {name} already exists")));
     }
@@ -88,20 +84,18 @@ async fn create_topic(
 
 async fn delete_topic(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
     Query(q): Query<ForceQuery>,
 ) -> ApiResult<Response> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     s.delete_topic(&name, q.force.unwrap_or(false)).await?;
     Ok(no_content())
 }
 
 async fn delete_partitioned(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
     Query(q): Query<ForceQuery>,
 ) -> ApiResult<Response> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     s.delete_partitioned(&name, q.force.unwrap_or(false))
         .await?;
     Ok(no_content())
@@ -118,9 +112,8 @@ fn message_id_json(p: Option<strobe_model::Position>, partition: i32) -> Value {
 
 async fn terminate(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     if s.partitioned_metadata(&name, false).await? > 0 {
         return Err(ApiError(
             405,
@@ -133,13 +126,9 @@ async fn terminate(
 
 async fn terminate_partitioned(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
-    let n = s.partitioned_metadata(&name, false).await?;
-    if n == 0 {
-        return Err(ApiError(404, format!("{name} is not a partitioned topic")));
-    }
+    let n = partitions(&s, &name).await?;
     let mut out = serde_json::Map::new();
     for i in 0..n {
         let last = s.terminate(&name.partition_name(i)).await?;
@@ -158,11 +147,7 @@ async fn topic_or_partitions(s: &Svc, name: &TopicName) -> ApiResult<Vec<TopicNa
     })
 }
 
-async fn compact(
-    State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
-) -> ApiResult<Response> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
+async fn compact(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
     for p in topic_or_partitions(&s, &name).await? {
         s.compact(&p).await?;
     }
@@ -172,9 +157,8 @@ async fn compact(
 /// Pulsar's `LongRunningProcessStatus`: NOT_RUN, RUNNING, SUCCESS or ERROR.
 async fn compaction_status(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     let mut status = "SUCCESS";
     let mut last_error = String::new();
     let mut any = false;
@@ -208,10 +192,9 @@ async fn compaction_status(
 
 async fn get_partitions(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
     Query(q): Query<std::collections::HashMap<String, String>>,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     let create = q.get("checkAllowAutoCreation").is_some_and(|v| v == "true");
     let n = s.partitioned_metadata(&name, create).await?;
     Ok(axum::Json(json!({ "partitions": n })))
@@ -219,10 +202,9 @@ async fn get_partitions(
 
 async fn create_partitions(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     let n: u32 = parse_scalar(&body, "partitions")?;
     if n == 0 {
         return Err(bad("the number of partitions must be at least 1"));
@@ -236,10 +218,9 @@ async fn create_partitions(
 
 async fn update_partitions(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     let n: u32 = parse_scalar(&body, "partitions")?;
     s.update_partitions(&name, n).await?;
     Ok(no_content())
@@ -247,9 +228,8 @@ async fn update_partitions(
 
 async fn topic_stats(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     let topic = s.topic(&name, false).await?;
     Ok(axum::Json(stats_json(&topic).await))
 }
@@ -337,13 +317,9 @@ async fn stats_json(topic: &Arc<Topic>) -> Value {
 
 async fn partitioned_stats(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
-    let n = s.partitioned_metadata(&name, false).await?;
-    if n == 0 {
-        return Err(ApiError(404, format!("{name} is not a partitioned topic")));
-    }
+    let n = partitions(&s, &name).await?;
     let mut partitions = serde_json::Map::new();
     let (mut msg_in, mut storage) = (0u64, 0u64);
     for i in 0..n {
@@ -363,9 +339,8 @@ async fn partitioned_stats(
 
 async fn internal_stats(
     State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
+    TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    let name = topic_name(&domain, &t, &ns, &topic)?;
     let topic = s.topic(&name, false).await?;
     let ls = topic.ledger.stats();
     let mut cursors = serde_json::Map::new();
@@ -397,10 +372,16 @@ async fn internal_stats(
     })))
 }
 
-async fn unload(
-    State(s): State<Svc>,
-    Path((domain, t, ns, topic)): Path<(String, String, String, String)>,
-) -> ApiResult<Response> {
-    s.unload(&topic_name(&domain, &t, &ns, &topic)?).await?;
+async fn unload(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
+    s.unload(&name).await?;
     Ok(no_content())
+}
+
+/// The partition count of partitioned topic `name`; 404 if it is not one.
+async fn partitions(s: &Svc, name: &TopicName) -> ApiResult<u32> {
+    let n = s.partitioned_metadata(name, false).await?;
+    if n == 0 {
+        return Err(ApiError(404, format!("{name} is not a partitioned topic")));
+    }
+    Ok(n)
 }
