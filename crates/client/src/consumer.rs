@@ -86,15 +86,15 @@ pub fn entry_bucket_ranges(splits: &[u32]) -> Vec<IntRange> {
         .collect()
 }
 
-fn earliest_id() -> MessageIdData {
+pub(crate) fn earliest_id() -> MessageIdData {
     commands::message_id(u64::MAX, u64::MAX)
 }
 
-fn latest_id() -> MessageIdData {
+pub(crate) fn latest_id() -> MessageIdData {
     commands::message_id(i64::MAX as u64, i64::MAX as u64)
 }
 
-fn id_data(id: &MessageId) -> MessageIdData {
+pub(crate) fn id_data(id: &MessageId) -> MessageIdData {
     MessageIdData {
         ledger_id: id.position.ledger_id,
         entry_id: id.position.entry_id,
@@ -115,29 +115,29 @@ fn sub_type_wire(t: SubType) -> command_subscribe::SubType {
 }
 
 #[derive(Debug, Clone)]
-struct Config {
-    sub_type: SubType,
-    initial_position: InitialPosition,
-    name: Option<String>,
-    receiver_queue_size: u32,
-    durable: bool,
-    start_message_id: Option<MessageIdData>,
-    start_inclusive: bool,
-    ack_group_time: Duration,
-    nack_delay: Duration,
-    batch_index_ack: bool,
-    key_shared: Option<KeySharedMeta>,
-    read_compacted: bool,
-    priority: Option<i32>,
+pub(crate) struct Config {
+    pub(crate) sub_type: SubType,
+    pub(crate) initial_position: InitialPosition,
+    pub(crate) name: Option<String>,
+    pub(crate) receiver_queue_size: u32,
+    pub(crate) durable: bool,
+    pub(crate) start_message_id: Option<MessageIdData>,
+    pub(crate) start_inclusive: bool,
+    pub(crate) ack_group_time: Duration,
+    pub(crate) nack_delay: Duration,
+    pub(crate) batch_index_ack: bool,
+    pub(crate) key_shared: Option<KeySharedMeta>,
+    pub(crate) read_compacted: bool,
+    pub(crate) priority: Option<i32>,
 }
 
 /// Builds a [`Consumer`].
 #[derive(Debug, Clone)]
 pub struct ConsumerBuilder {
-    client: Client,
-    topic: String,
-    subscription: String,
-    cfg: Config,
+    pub(crate) client: Client,
+    pub(crate) topic: String,
+    pub(crate) subscription: String,
+    pub(crate) cfg: Config,
 }
 
 impl ConsumerBuilder {
@@ -240,57 +240,7 @@ impl ConsumerBuilder {
     }
 }
 
-/// Builds a [`Reader`]: a non-durable, exclusive consumer that starts at a
-/// message id.
-#[derive(Debug, Clone)]
-pub struct ReaderBuilder {
-    inner: ConsumerBuilder,
-}
-
-impl ReaderBuilder {
-    pub(crate) fn new(client: Client, topic: &str) -> Self {
-        let sub = format!("reader-{:016x}", rand_u64());
-        let mut inner = ConsumerBuilder::new(client, topic, &sub);
-        inner.cfg.durable = false;
-        inner.cfg.start_message_id = Some(latest_id());
-        ReaderBuilder { inner }
-    }
-
-    pub fn start_earliest(mut self) -> Self {
-        self.inner.cfg.start_message_id = Some(earliest_id());
-        self
-    }
-
-    pub fn start_latest(mut self) -> Self {
-        self.inner.cfg.start_message_id = Some(latest_id());
-        self
-    }
-
-    /// Start after `id`, or at it when `inclusive`.
-    pub fn start_at(mut self, id: MessageId, inclusive: bool) -> Self {
-        self.inner.cfg.start_message_id = Some(id_data(&id));
-        self.inner.cfg.start_inclusive = inclusive;
-        self
-    }
-
-    pub fn receiver_queue_size(mut self, n: u32) -> Self {
-        self.inner = self.inner.receiver_queue_size(n);
-        self
-    }
-
-    pub fn subscription_name(mut self, s: &str) -> Self {
-        self.inner.subscription = s.to_owned();
-        self
-    }
-
-    pub async fn create(self) -> Result<Reader> {
-        Ok(Reader {
-            consumer: self.inner.subscribe().await?,
-        })
-    }
-}
-
-fn rand_u64() -> u64 {
+pub(crate) fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -354,11 +304,11 @@ pub struct Consumer {
     rx: mpsc::UnboundedReceiver<ConsumerEvent>,
     tx: mpsc::UnboundedSender<ConsumerEvent>,
     conn: Arc<Connection>,
-    queue: VecDeque<Message>,
+    pub(crate) queue: VecDeque<Message>,
     consumed: u32,
     trackers: HashMap<Position, Vec<u64>>,
     needs_reconnect: bool,
-    last_dequeued: Option<MessageId>,
+    pub(crate) last_dequeued: Option<MessageId>,
     skip: Option<(MessageId, bool)>,
     end_of_topic: bool,
     active: Option<bool>,
@@ -931,45 +881,6 @@ fn from_data(d: &MessageIdData) -> MessageId {
         partition: d.partition.unwrap_or(-1),
         batch_index: d.batch_index.unwrap_or(-1),
         batch_size: d.batch_size.unwrap_or(0),
-    }
-}
-
-/// A reader: reads a topic from a message id without a durable subscription.
-#[derive(Debug)]
-pub struct Reader {
-    consumer: Consumer,
-}
-
-impl Reader {
-    pub async fn recv(&mut self) -> Result<Message> {
-        self.consumer.recv().await
-    }
-
-    pub async fn recv_timeout(&mut self, t: Duration) -> Result<Option<Message>> {
-        self.consumer.recv_timeout(t).await
-    }
-
-    pub async fn seek(&mut self, to: SeekTo) -> Result<()> {
-        self.consumer.seek(to).await
-    }
-
-    /// Whether a message after the last one returned exists on the topic.
-    pub async fn has_message_available(&mut self) -> Result<bool> {
-        if !self.consumer.queue.is_empty() {
-            return Ok(true);
-        }
-        let last = self.consumer.last_message_id().await?;
-        if last.position.ledger_id >= i64::MAX as u64 || last.position.entry_id == u64::MAX {
-            return Ok(false);
-        }
-        Ok(match self.consumer.last_dequeued {
-            Some(d) => last.position > d.position,
-            None => true,
-        })
-    }
-
-    pub async fn close(self) -> Result<()> {
-        self.consumer.close().await
     }
 }
 

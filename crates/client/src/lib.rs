@@ -58,6 +58,7 @@ mod connection;
 mod consumer;
 mod error;
 mod producer;
+mod reader;
 mod tc;
 
 use std::sync::Arc;
@@ -72,14 +73,15 @@ use strobe_wire::proto::command_lookup_topic_response::LookupType;
 
 pub use compression::Compression;
 pub use consumer::{
-    Consumer, ConsumerBuilder, InitialPosition, Message, Reader, ReaderBuilder, SeekTo,
-    entry_bucket_ranges, equal_width_splits,
+    Consumer, ConsumerBuilder, InitialPosition, Message, SeekTo, entry_bucket_ranges,
+    equal_width_splits,
 };
 pub use error::{Error, Result};
 pub use producer::{
     BatchingType, Producer, ProducerBuilder, ProducerMessage, SendFuture, entry_bucket_of,
     entry_hash,
 };
+pub use reader::{Reader, ReaderBuilder};
 pub use strobe_model::{MessageId, Position, SubType};
 pub use strobe_wire::proto;
 pub use tc::{TcAssignment, TcAssignmentsWatcher};

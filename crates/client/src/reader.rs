@@ -1,0 +1,101 @@
+//! Readers (Pulsar's `ReaderImpl`): a non-durable, exclusive consumer that
+//! starts at a message id and reads on, with `has_message_available`.
+
+use std::time::Duration;
+
+use strobe_model::MessageId;
+
+use crate::Client;
+use crate::consumer::{
+    Consumer, ConsumerBuilder, Message, SeekTo, earliest_id, id_data, latest_id, rand_u64,
+};
+use crate::error::Result;
+
+/// Builds a [`Reader`]: a non-durable, exclusive consumer that starts at a
+/// message id.
+#[derive(Debug, Clone)]
+pub struct ReaderBuilder {
+    inner: ConsumerBuilder,
+}
+
+impl ReaderBuilder {
+    pub(crate) fn new(client: Client, topic: &str) -> Self {
+        let sub = format!("reader-{:016x}", rand_u64());
+        let mut inner = ConsumerBuilder::new(client, topic, &sub);
+        inner.cfg.durable = false;
+        inner.cfg.start_message_id = Some(latest_id());
+        ReaderBuilder { inner }
+    }
+
+    pub fn start_earliest(mut self) -> Self {
+        self.inner.cfg.start_message_id = Some(earliest_id());
+        self
+    }
+
+    pub fn start_latest(mut self) -> Self {
+        self.inner.cfg.start_message_id = Some(latest_id());
+        self
+    }
+
+    /// Start after `id`, or at it when `inclusive`.
+    pub fn start_at(mut self, id: MessageId, inclusive: bool) -> Self {
+        self.inner.cfg.start_message_id = Some(id_data(&id));
+        self.inner.cfg.start_inclusive = inclusive;
+        self
+    }
+
+    pub fn receiver_queue_size(mut self, n: u32) -> Self {
+        self.inner = self.inner.receiver_queue_size(n);
+        self
+    }
+
+    pub fn subscription_name(mut self, s: &str) -> Self {
+        self.inner.subscription = s.to_owned();
+        self
+    }
+
+    pub async fn create(self) -> Result<Reader> {
+        Ok(Reader {
+            consumer: self.inner.subscribe().await?,
+        })
+    }
+}
+
+/// A reader: reads a topic from a message id without a durable subscription.
+#[derive(Debug)]
+pub struct Reader {
+    consumer: Consumer,
+}
+
+impl Reader {
+    pub async fn recv(&mut self) -> Result<Message> {
+        self.consumer.recv().await
+    }
+
+    pub async fn recv_timeout(&mut self, t: Duration) -> Result<Option<Message>> {
+        self.consumer.recv_timeout(t).await
+    }
+
+    pub async fn seek(&mut self, to: SeekTo) -> Result<()> {
+        self.consumer.seek(to).await
+    }
+
+    /// Whether a message after the last one returned exists on the topic.
+    pub async fn has_message_available(&mut self) -> Result<bool> {
+        if !self.consumer.queue.is_empty() {
+            return Ok(true);
+        }
+        let last = self.consumer.last_message_id().await?;
+        if last.position.ledger_id >= i64::MAX as u64 || last.position.entry_id == u64::MAX {
+            return Ok(false);
+        }
+        Ok(match self.consumer.last_dequeued {
+            Some(d) => last.position > d.position,
+            None => true,
+        })
+    }
+
+    pub async fn close(self) -> Result<()> {
+        self.consumer.close().await
+    }
+}
