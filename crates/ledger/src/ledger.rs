@@ -15,6 +15,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use crate::backend::{LedgerBackend, LedgerMeta, TopicStorage};
 use crate::config::LedgerConfig;
+use crate::cursor::ManagedCursor;
 use crate::cursor_state::{CursorSnapshot, CursorState, LedgerView};
 use crate::{LedgerError, Result};
 
@@ -51,39 +52,39 @@ pub struct LedgerStats {
 }
 
 #[derive(Debug, Clone)]
-struct LedgerInfo {
-    id: u64,
+pub(crate) struct LedgerInfo {
+    pub(crate) id: u64,
     /// Entries handed to the backend.
-    entries: u64,
-    bytes: u64,
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
     /// Entries confirmed durable (a prefix of `entries`).
-    confirmed: u64,
-    confirmed_bytes: u64,
-    first_ts: u64,
-    last_ts: u64,
+    pub(crate) confirmed: u64,
+    pub(crate) confirmed_bytes: u64,
+    pub(crate) first_ts: u64,
+    pub(crate) last_ts: u64,
 }
 
 #[derive(Debug)]
-struct State {
+pub(crate) struct State {
     /// Oldest first; the last one is the current (open) ledger.
-    ledgers: Vec<LedgerInfo>,
-    lac: Option<Position>,
-    closed: bool,
-    failed: Option<LedgerError>,
+    pub(crate) ledgers: Vec<LedgerInfo>,
+    pub(crate) lac: Option<Position>,
+    pub(crate) closed: bool,
+    pub(crate) failed: Option<LedgerError>,
 }
 
 impl State {
-    fn current(&self) -> &LedgerInfo {
+    pub(crate) fn current(&self) -> &LedgerInfo {
         self.ledgers.last().expect("a ledger is always open")
     }
-    fn find(&self, id: u64) -> Option<&LedgerInfo> {
+    pub(crate) fn find(&self, id: u64) -> Option<&LedgerInfo> {
         self.ledgers
             .binary_search_by_key(&id, |l| l.id)
             .ok()
             .map(|i| &self.ledgers[i])
     }
     /// The position after the last confirmed entry.
-    fn end(&self) -> Position {
+    pub(crate) fn end(&self) -> Position {
         match self.lac {
             Some(l) => self.normalize(Position::new(l.ledger_id, l.entry_id + 1)),
             None => self.normalize(Position::EARLIEST),
@@ -133,23 +134,23 @@ impl LedgerView for State {
 }
 
 #[derive(Debug)]
-struct CursorShared {
-    name: String,
-    durable: bool,
-    state: Mutex<CursorState>,
+pub(crate) struct CursorShared {
+    pub(crate) name: String,
+    pub(crate) durable: bool,
+    pub(crate) state: Mutex<CursorState>,
 }
 
-struct Inner {
-    name: String,
-    config: LedgerConfig,
-    storage: Arc<dyn TopicStorage>,
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    pub(crate) config: LedgerConfig,
+    pub(crate) storage: Arc<dyn TopicStorage>,
     /// Held while an entry id is assigned and queued, so queue order is id order.
-    append_lock: Mutex<()>,
-    state: Mutex<State>,
-    cursors: Mutex<BTreeMap<String, Arc<CursorShared>>>,
-    lac_tx: watch::Sender<Option<Position>>,
-    shutdown: Arc<Notify>,
-    background: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(crate) append_lock: Mutex<()>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) cursors: Mutex<BTreeMap<String, Arc<CursorShared>>>,
+    pub(crate) lac_tx: watch::Sender<Option<Position>>,
+    pub(crate) shutdown: Arc<Notify>,
+    pub(crate) background: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -195,7 +196,7 @@ impl Future for AppendFuture {
     }
 }
 
-fn encode_snapshot(s: &CursorSnapshot) -> Bytes {
+pub(crate) fn encode_snapshot(s: &CursorSnapshot) -> Bytes {
     Bytes::from(serde_json::to_vec(s).expect("snapshot serializes"))
 }
 
@@ -363,14 +364,14 @@ impl ManagedLedger {
         }
     }
 
-    fn should_roll(cfg: &LedgerConfig, cur: &LedgerInfo, now: u64) -> bool {
+    pub(crate) fn should_roll(cfg: &LedgerConfig, cur: &LedgerInfo, now: u64) -> bool {
         cur.entries > 0
             && (cur.entries >= cfg.max_entries_per_ledger
                 || cur.bytes >= cfg.max_ledger_bytes
                 || now.saturating_sub(cur.first_ts) >= cfg.max_ledger_age.as_millis() as u64)
     }
 
-    fn roll(st: &mut State) {
+    pub(crate) fn roll(st: &mut State) {
         let id = st.current().id + 1;
         st.ledgers.push(LedgerInfo {
             id,
@@ -614,7 +615,7 @@ async fn background(
 }
 
 impl Inner {
-    fn confirm(&self, pos: Position, len: u64, res: Result<()>) {
+    pub(crate) fn confirm(&self, pos: Position, len: u64, res: Result<()>) {
         let mut st = self.state.lock();
         match res {
             Ok(()) => {
@@ -645,7 +646,7 @@ impl Inner {
         }
     }
 
-    async fn read_runs(&self, runs: Vec<(u64, u64, u64)>) -> Result<Vec<Entry>> {
+    pub(crate) async fn read_runs(&self, runs: Vec<(u64, u64, u64)>) -> Result<Vec<Entry>> {
         let mut out = Vec::new();
         for (l, first, last) in runs {
             let data = self.storage.read(l, first, last).await?;
@@ -657,7 +658,7 @@ impl Inner {
         Ok(out)
     }
 
-    async fn flush_cursors(&self) -> Result<()> {
+    pub(crate) async fn flush_cursors(&self) -> Result<()> {
         let cursors: Vec<Arc<CursorShared>> = self.cursors.lock().values().cloned().collect();
         let mut pending = Vec::new();
         for c in cursors {
@@ -671,7 +672,7 @@ impl Inner {
         Ok(())
     }
 
-    fn persist_if_dirty(
+    pub(crate) fn persist_if_dirty(
         &self,
         c: &CursorShared,
     ) -> Option<futures::future::BoxFuture<'static, Result<()>>> {
@@ -688,7 +689,7 @@ impl Inner {
         Some(self.storage.persist_cursor(&c.name, Some(snap)))
     }
 
-    async fn trim(&self) -> Result<Vec<u64>> {
+    pub(crate) async fn trim(&self) -> Result<Vec<u64>> {
         let floors: Vec<Position> = self
             .cursors
             .lock()
@@ -744,192 +745,5 @@ impl Inner {
         tracing::debug!(topic = %self.name, ?ids, "trimming ledgers");
         self.storage.delete_ledgers(first_kept, ids.clone()).await?;
         Ok(ids)
-    }
-}
-
-/// A subscription's (or reader's) position in a [`ManagedLedger`]: Pulsar's
-/// `ManagedCursor`. Tracks the mark-delete position, individually deleted
-/// entries and batch-index acks, and a read position.
-///
-/// Durability window: a durable cursor is persisted every
-/// `cursor_flush_interval` (default 1 s) when changed, on `close`, and at once
-/// on `reset`. A crash forgets at most the acknowledgements of that last
-/// interval (plus the group commit in flight); they are redelivered. It never
-/// forgets an unacknowledged entry: the persisted state is always an older
-/// subset of the acknowledgements.
-#[derive(Debug, Clone)]
-pub struct ManagedCursor {
-    ledger: Arc<Inner>,
-    shared: Arc<CursorShared>,
-}
-
-impl ManagedCursor {
-    pub fn name(&self) -> &str {
-        &self.shared.name
-    }
-    pub fn is_durable(&self) -> bool {
-        self.shared.durable
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut CursorState, &State) -> R) -> R {
-        let mut cs = self.shared.state.lock();
-        let st = self.ledger.state.lock();
-        f(&mut cs, &st)
-    }
-
-    /// Pulsar's mark-delete position: the last entry of the acknowledged
-    /// prefix, `None` if nothing stored is acknowledged yet.
-    pub fn mark_delete_position(&self) -> Option<Position> {
-        self.with(|cs, st| {
-            let floor = st.normalize(cs.floor);
-            if floor.entry_id > 0 {
-                return Some(Position::new(floor.ledger_id, floor.entry_id - 1));
-            }
-            let i = st.ledgers.partition_point(|l| l.id < floor.ledger_id);
-            st.ledgers[..i]
-                .iter()
-                .rev()
-                .find(|l| l.entries > 0)
-                .map(|l| Position::new(l.id, l.entries - 1))
-        })
-    }
-
-    /// The first position that is not acknowledged cumulatively (the one
-    /// after the mark-delete position).
-    pub fn first_unacked_floor(&self) -> Position {
-        self.with(|cs, st| st.normalize(cs.floor))
-    }
-
-    /// The next position [`ManagedCursor::read`] looks at.
-    pub fn read_position(&self) -> Position {
-        self.with(|cs, st| st.normalize(cs.read_pos.max(cs.floor)))
-    }
-
-    /// Moves the read position (dispatch bookkeeping; acks are unchanged).
-    pub fn seek_read(&self, p: Position) {
-        self.with(|cs, st| cs.read_pos = st.normalize(p));
-    }
-
-    /// Moves the read position back to the first unacknowledged entry
-    /// (after a consumer reconnects, everything unacked is delivered again).
-    pub fn rewind(&self) {
-        self.with(|cs, _| cs.read_pos = cs.floor);
-    }
-
-    /// Reads up to `max` unacknowledged confirmed entries from the read
-    /// position on, skipping individually deleted ones, and advances it.
-    pub async fn read(&self, max: usize) -> Result<Vec<Entry>> {
-        let runs = self.with(|cs, st| cs.next_runs(st, max));
-        self.ledger.read_runs(runs).await
-    }
-
-    /// Whether confirmed entries exist at or after the read position.
-    pub fn has_more(&self) -> bool {
-        self.with(|cs, st| {
-            st.lac
-                .is_some_and(|l| st.normalize(cs.read_pos.max(cs.floor)) <= l)
-        })
-    }
-
-    /// Cumulative ack of every entry up to and including `p`.
-    pub fn mark_delete(&self, p: Position) {
-        self.with(|cs, st| cs.mark_delete(st, p));
-    }
-
-    /// Individual acks.
-    pub fn delete(&self, positions: &[Position]) {
-        self.with(|cs, st| cs.delete(st, positions));
-    }
-
-    /// Acknowledges `indexes` of the batch of `batch_size` messages stored at
-    /// `p`; once all are acknowledged the entry is deleted.
-    pub fn ack_batch_indexes(&self, p: Position, batch_size: u32, indexes: &[u32]) {
-        self.with(|cs, st| cs.ack_batch(st, p, batch_size, indexes));
-    }
-
-    /// Pulsar's ack-set form: `unacked` is a bit set of i64 words in which a
-    /// set bit is an index still unacknowledged (as in `CommandAck.ack_set`).
-    pub fn ack_batch_set(&self, p: Position, batch_size: u32, unacked: &[i64]) {
-        self.with(|cs, st| cs.ack_batch_words(st, p, batch_size, unacked));
-    }
-
-    /// Acked indexes of a partially acknowledged batch at `p` (bit `i` of
-    /// word `i / 64` set: index `i` acked).
-    pub fn batch_acked_indexes(&self, p: Position) -> Option<Vec<u64>> {
-        self.with(|cs, _| cs.batch_acked(p).map(|b| b.acked.clone()))
-    }
-
-    /// The ack set to put in `MessageIdData.ack_set` when (re)delivering the
-    /// batch at `p`: set bits are indexes still to deliver. `None` when no
-    /// index of the batch is acknowledged yet.
-    pub fn batch_unacked_set(&self, p: Position) -> Option<Vec<i64>> {
-        self.with(|cs, _| {
-            cs.batch_acked(p).map(|b| {
-                b.acked
-                    .iter()
-                    .enumerate()
-                    .map(|(w, &bits)| (!bits & b.mask(w)) as i64)
-                    .collect()
-            })
-        })
-    }
-
-    /// Whether `p` is acknowledged (cumulatively or individually).
-    pub fn is_acked(&self, p: Position) -> bool {
-        self.with(|cs, _| cs.is_deleted(p))
-    }
-
-    /// Acknowledges the next `n` unacknowledged entries.
-    pub fn skip(&self, n: u64) {
-        self.with(|cs, st| cs.skip(st, n));
-    }
-
-    /// Unacknowledged confirmed entries (Pulsar's backlog in entries).
-    pub fn backlog(&self) -> u64 {
-        self.with(|cs, st| cs.backlog(st))
-    }
-
-    /// Individually deleted ranges as inclusive `(first, last)` positions.
-    pub fn individually_deleted(&self) -> Vec<(Position, Position)> {
-        self.with(|cs, _| {
-            cs.ranges
-                .iter()
-                .flat_map(|(&l, r)| {
-                    r.iter()
-                        .map(move |(s, e)| (Position::new(l, s), Position::new(l, e - 1)))
-                })
-                .collect()
-        })
-    }
-
-    /// Reset (seek): every entry before `p` counts as acknowledged and every
-    /// entry from `p` on as unacknowledged; reading restarts at `p`.
-    /// Persisted before this returns (a crash must not undo a rewind).
-    pub async fn reset(&self, p: Position) -> Result<()> {
-        let fut = {
-            let mut cs = self.shared.state.lock();
-            {
-                let st = self.ledger.state.lock();
-                cs.reset(&*st, p);
-            }
-            if !self.shared.durable {
-                cs.dirty = false;
-                return Ok(());
-            }
-            cs.dirty = false;
-            let snap = encode_snapshot(&cs.snapshot(self.ledger.config.max_persisted_ranges));
-            self.ledger
-                .storage
-                .persist_cursor(&self.shared.name, Some(snap))
-        };
-        fut.await
-    }
-
-    /// Persists this cursor now if it changed (no-op for non-durable cursors).
-    pub async fn flush(&self) -> Result<()> {
-        match self.ledger.persist_if_dirty(&self.shared) {
-            Some(f) => f.await,
-            None => Ok(()),
-        }
     }
 }
