@@ -57,6 +57,7 @@ mod compression;
 mod connection;
 mod consumer;
 mod error;
+mod message;
 mod producer;
 mod reader;
 mod tc;
@@ -77,10 +78,8 @@ pub use consumer::{
     equal_width_splits,
 };
 pub use error::{Error, Result};
-pub use producer::{
-    BatchingType, Producer, ProducerBuilder, ProducerMessage, SendFuture, entry_bucket_of,
-    entry_hash,
-};
+pub use message::{BatchingType, ProducerMessage, entry_bucket_of, entry_hash};
+pub use producer::{Producer, ProducerBuilder, SendFuture};
 pub use reader::{Reader, ReaderBuilder};
 pub use strobe_model::{MessageId, Position, SubType};
 pub use strobe_wire::proto;
