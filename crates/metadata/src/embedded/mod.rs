@@ -10,17 +10,19 @@
 //! Ephemeral keys are bound to this process: leases live in memory only, and recovery drops every
 //! key that was bound to a lease (and writes a fresh snapshot, so the drop is itself durable).
 //! A `LOCK` file held with an OS lock keeps a second process out of the directory.
+//!
+//! The log, the snapshot and recovery are in `disk`.
+
+mod disk;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -31,6 +33,8 @@ use crate::store::{
     TxnResponse, Versioned, WATCH_CHANNEL, WatchBatch, WatchEvent, WatchStream, validate_ops,
     validate_prefix,
 };
+
+use disk::{Disk, Mutation, Record, encode_line, hex, recover, write_snapshot};
 
 /// Tuning of the embedded store.
 #[derive(Debug, Clone)]
@@ -116,53 +120,6 @@ struct State {
     failed: Option<String>,
     closed: bool,
 }
-
-#[derive(Debug)]
-struct Disk {
-    dir: PathBuf,
-    wal: File,
-    wal_records: usize,
-    _lock: File,
-}
-
-/// One log record: the mutations of one transaction.
-#[derive(Debug, Serialize, Deserialize)]
-struct Record {
-    rev: u64,
-    muts: Vec<Mutation>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-enum Mutation {
-    #[serde(rename = "p")]
-    Put {
-        k: String,
-        v: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        l: Option<LeaseId>,
-    },
-    #[serde(rename = "d")]
-    Delete { k: String },
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Snapshot {
-    rev: u64,
-    next_lease: LeaseId,
-    entries: Vec<SnapEntry>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct SnapEntry {
-    k: String,
-    v: String,
-    c: u64,
-    m: u64,
-}
-
-const WAL_FILE: &str = "wal";
-const SNAPSHOT_FILE: &str = "snapshot";
-const LOCK_FILE: &str = "LOCK";
 
 impl EmbeddedStore {
     /// A store that lives in memory only (tests, throwaway brokers). Must be called inside a tokio
@@ -665,255 +622,9 @@ async fn reaper(inner: Weak<Inner>, wake: Arc<Notify>, cancel: CancellationToken
 // ---------------------------------------------------------------------------------------------
 // Files
 
-fn recover(dir: &Path) -> Result<State> {
-    std::fs::create_dir_all(dir)?;
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(LOCK_FILE))?;
-    if lock.try_lock().is_err() {
-        return Err(MetadataError::DirectoryLocked(dir.display().to_string()));
-    }
-    let mut st = State::empty(None);
-    let mut max_lease: LeaseId = 0;
-
-    let snap_path = dir.join(SNAPSHOT_FILE);
-    if snap_path.exists() {
-        let bytes = std::fs::read(&snap_path)?;
-        let corrupt = |reason: String| MetadataError::Corrupt {
-            path: snap_path.display().to_string(),
-            reason,
-        };
-        let line = bytes
-            .strip_suffix(b"\n")
-            .ok_or_else(|| corrupt("no final newline".into()))?;
-        let snap: Snapshot = decode_line(line).map_err(corrupt)?;
-        st.rev = snap.rev;
-        max_lease = max_lease.max(snap.next_lease - 1);
-        for e in snap.entries {
-            let value = unhex(&e.v).ok_or_else(|| corrupt(format!("bad hex at {}", e.k)))?;
-            st.data.insert(
-                e.k,
-                Entry {
-                    value,
-                    created: e.c,
-                    modified: e.m,
-                    lease: None,
-                },
-            );
-        }
-    }
-
-    let wal_path = dir.join(WAL_FILE);
-    let mut wal = OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(&wal_path)?;
-    let mut bytes = Vec::new();
-    wal.seek(SeekFrom::Start(0))?;
-    wal.read_to_end(&mut bytes)?;
-    let mut pos = 0;
-    while pos < bytes.len() {
-        let end = bytes[pos..]
-            .iter()
-            .position(|b| *b == b'\n')
-            .map(|i| pos + i);
-        let parsed = end
-            .ok_or_else(|| "no newline".to_string())
-            .and_then(|end| decode_line::<Record>(&bytes[pos..end]));
-        match parsed {
-            Ok(rec) => {
-                if rec.rev > st.rev {
-                    if rec.rev != st.rev + 1 {
-                        return Err(MetadataError::Corrupt {
-                            path: wal_path.display().to_string(),
-                            reason: format!("revision {} follows {}", rec.rev, st.rev),
-                        });
-                    }
-                    replay(&mut st, rec, &mut max_lease).map_err(|reason| {
-                        MetadataError::Corrupt {
-                            path: wal_path.display().to_string(),
-                            reason,
-                        }
-                    })?;
-                }
-                pos = end.unwrap_or(bytes.len()) + 1;
-            }
-            Err(reason) => {
-                let last = end.is_none_or(|end| end + 1 >= bytes.len());
-                if !last {
-                    return Err(MetadataError::Corrupt {
-                        path: wal_path.display().to_string(),
-                        reason: format!("bad record at byte {pos}: {reason}"),
-                    });
-                }
-                // A torn final append from a crash: it was never acknowledged; drop it.
-                tracing::warn!(path = %wal_path.display(), pos, "dropping a torn final log record");
-                break;
-            }
-        }
-    }
-    drop(wal);
-
-    // Ephemeral keys belong to sessions of a previous process: they are gone.
-    st.data.retain(|_, e| e.lease.is_none());
-    st.next_lease = (max_lease + 1).max(now_ms());
-    st.compacted = st.rev;
-    let wal = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&wal_path)?;
-    st.disk = Some(Disk {
-        dir: dir.to_path_buf(),
-        wal,
-        wal_records: 0,
-        _lock: lock,
-    });
-    // Make the recovered state (without ephemeral keys, without a torn tail) the new base.
-    write_snapshot(&mut st)?;
-    Ok(st)
-}
-
-fn replay(st: &mut State, rec: Record, max_lease: &mut LeaseId) -> std::result::Result<(), String> {
-    for m in rec.muts {
-        match m {
-            Mutation::Put { k, v, l } => {
-                let value = unhex(&v).ok_or_else(|| format!("bad hex at {k}"))?;
-                if let Some(l) = l {
-                    *max_lease = (*max_lease).max(l);
-                }
-                let created = st.data.get(&k).map_or(rec.rev, |e| e.created);
-                st.data.insert(
-                    k,
-                    Entry {
-                        value,
-                        created,
-                        modified: rec.rev,
-                        lease: l,
-                    },
-                );
-            }
-            Mutation::Delete { k } => {
-                st.data.remove(&k);
-            }
-        }
-    }
-    st.rev = rec.rev;
-    Ok(())
-}
-
-/// Writes the persistent state to `snapshot` atomically, then empties the log.
-fn write_snapshot(st: &mut State) -> Result<()> {
-    let Some(disk) = st.disk.as_mut() else {
-        return Ok(());
-    };
-    let snap = Snapshot {
-        rev: st.rev,
-        next_lease: st.next_lease,
-        entries: st
-            .data
-            .iter()
-            .filter(|(_, e)| e.lease.is_none())
-            .map(|(k, e)| SnapEntry {
-                k: k.clone(),
-                v: hex(&e.value),
-                c: e.created,
-                m: e.modified,
-            })
-            .collect(),
-    };
-    let line = encode_line(&snap)?;
-    let tmp = disk.dir.join("snapshot.tmp");
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(&line)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, disk.dir.join(SNAPSHOT_FILE))?;
-    File::open(&disk.dir)?.sync_all()?;
-    // Records up to `rev` are in the snapshot now; replay skips them even if this truncation
-    // does not reach the disk.
-    disk.wal.set_len(0)?;
-    disk.wal.sync_all()?;
-    disk.wal_records = 0;
-    Ok(())
-}
-
-fn encode_line<T: Serialize>(value: &T) -> Result<Vec<u8>> {
-    let json = serde_json::to_vec(value).map_err(|e| MetadataError::Backend(e.to_string()))?;
-    let mut line = format!("{:08x} ", crc32(&json)).into_bytes();
-    line.extend_from_slice(&json);
-    line.push(b'\n');
-    Ok(line)
-}
-
-fn decode_line<T: for<'de> Deserialize<'de>>(line: &[u8]) -> std::result::Result<T, String> {
-    if line.len() < 9 || line[8] != b' ' {
-        return Err("short line".into());
-    }
-    let crc = std::str::from_utf8(&line[..8])
-        .ok()
-        .and_then(|s| u32::from_str_radix(s, 16).ok())
-        .ok_or("bad checksum field")?;
-    let json = &line[9..];
-    if crc32(json) != crc {
-        return Err("checksum mismatch".into());
-    }
-    serde_json::from_slice(json).map_err(|e| e.to_string())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-/// CRC-32 (IEEE, reflected), table-driven; guards log lines against torn writes and bit rot.
-fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            table[i] = c;
-            i += 1;
-        }
-        table
-    };
-    let mut crc = !0u32;
-    for b in data {
-        crc = TABLE[((crc ^ *b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
-
 #[cfg(test)]
 mod tests {
+    use super::disk::{crc32, decode_line, unhex};
     use super::*;
 
     #[test]
