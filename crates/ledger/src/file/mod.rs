@@ -138,26 +138,21 @@ pub struct FileBackendConfig {
     /// waits. Without it, appends arriving one by one and evenly (a producer
     /// with batching off at a fixed rate) get a sync of about one entry each,
     /// thousands a second. On a VM each sync costs the host CPU time (VM
-    /// exits to submit and complete the write and the cache flush), and the
-    /// VM measured here is held to a CPU quota in 100 ms periods: at 10,000
-    /// appends/s (1.3 entries per sync) every 100 ms one flush stalled for
-    /// 8-15 ms (ledger bench `--phases rate1 --even`: p99 14-20 ms). 300 us
-    /// took the p99 there to about 1 ms (a C group commit on the same disk:
-    /// 20.2 ms with no wait, 0.71 ms with 300 us). It costs an append that
-    /// arrives just after a sync started at most this much extra latency,
-    /// so the default is `Duration::ZERO`: a host that stalls raises the
-    /// interval through `max_sync_interval` (150 us on the first stall,
-    /// doubling per stall), and a quiet one keeps the disk's own latency
-    /// (rate1 p99 on a quiet host, 0 against 300 us: 0.39-0.49 against
-    /// 0.58-0.83 ms; see `pacing.rs`).
+    /// exits to submit and complete the write and the cache flush), and a VM
+    /// held to a CPU quota then stalls its flushes; fewer syncs stop that.
+    /// It costs an append that arrives just after a sync started at most
+    /// this much extra latency, so the default is `Duration::ZERO`: a host
+    /// that stalls raises the interval through `max_sync_interval` (150 us
+    /// on the first stall, doubling per stall), and a quiet one keeps the
+    /// disk's own latency (docs/storage.md has the measurements).
     pub min_sync_interval: Duration,
     /// How far stalls may raise the interval between journal syncs: a
     /// journal fdatasync of a small group commit that takes 5 ms or more
     /// doubles it, up to this; after 2 s without one it steps back down by
     /// a quarter, to `min_sync_interval` at the lowest. On a quiet host the
     /// short minimum gives the lower latency, on one that runs short of CPU
-    /// time for the VM fewer syncs stop the stalls (see `pacing.rs` for
-    /// the figures; default 600 us). At or below `min_sync_interval` the
+    /// time for the VM fewer syncs stop the stalls (docs/storage.md has the
+    /// figures; default 600 us). At or below `min_sync_interval` the
     /// interval is fixed.
     pub max_sync_interval: Duration,
     /// How many of the newest bytes of each segment stay in the page cache
@@ -166,9 +161,8 @@ pub struct FileBackendConfig {
     /// checkpoint that indexes it. A consumer at the tail reads from the page
     /// cache, one further behind from the disk. Without it a broker fills
     /// all free memory with page cache, which on a VM that reports free
-    /// pages to its host costs a host page fault per new page (a produce
-    /// phase: 1.55-3.07 µs of broker CPU per 1 KiB message without it,
-    /// 1.31-1.78 with a 64 MiB window). 0 leaves it to the kernel; otherwise
+    /// pages to its host costs a host page fault per new page (figures in
+    /// docs/storage.md). 0 leaves it to the kernel; otherwise
     /// at least [`MIN_PAGE_CACHE_WINDOW`]. Default 64 MiB. See also
     /// [`FileBackendConfig::page_cache_budget`].
     pub page_cache_window: u64,
@@ -177,9 +171,8 @@ pub struct FileBackendConfig {
     /// smaller of `page_cache_window` and its share of the budget (shared by
     /// the topics that wrote in the last 10 s), but at least
     /// [`MIN_PAGE_CACHE_SHARE`]. Without it 1,000 topics would keep up to
-    /// 64 GiB: in effect no window, and every page they write a new one
-    /// (1,000 topics written at full speed: the kernel's copy into new
-    /// page-cache pages was 28% of the process's CPU). 0: no budget. Default
+    /// 64 GiB: in effect no window, and every page they write a new one,
+    /// which costs the kernel a copy into a fresh page. 0: no budget. Default
     /// 256 MiB.
     pub page_cache_budget: u64,
 }
