@@ -45,16 +45,23 @@ struct StandaloneArgs {
     /// Configuration file with the keys of config/standalone.toml; flags below override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Directory for topic data and metadata [default: ./data]
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// The flags standalone and cluster brokers share.
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// Directory for data and metadata (a cluster broker: local state only) [default: ./data]
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Port of the Pulsar binary protocol [default: 6650]
+    /// Port of the Pulsar binary protocol, 0: any free port [default: 6650]
     #[arg(long, value_name = "PORT")]
     broker_port: Option<u16>,
-    /// Port of the HTTP admin API, lookups and metrics [default: 8080]
+    /// Port of the HTTP admin API, lookups and metrics, 0: any free port [default: 8080]
     #[arg(long, value_name = "PORT")]
     http_port: Option<u16>,
-    /// Host name that clients are told to connect to [default: localhost]
+    /// Host name that clients (and other brokers) reach this broker at [default: localhost]
     #[arg(long, value_name = "HOST")]
     advertised_address: Option<String>,
     /// Address to listen on [default: 0.0.0.0]
@@ -62,18 +69,55 @@ struct StandaloneArgs {
     bind_address: Option<String>,
 }
 
+impl CommonArgs {
+    fn apply(self, cfg: &mut BrokerConfig) {
+        if let Some(v) = self.data_dir {
+            cfg.data_dir = v;
+        }
+        if let Some(v) = self.broker_port {
+            cfg.broker_port = v;
+        }
+        if let Some(v) = self.http_port {
+            cfg.http_port = v;
+        }
+        if let Some(v) = self.advertised_address {
+            cfg.advertised_address = v;
+        }
+        if let Some(v) = self.bind_address {
+            cfg.bind_address = v;
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 struct BrokerArgs {
-    /// Configuration file with the keys of config/cluster.toml.
+    /// Configuration file with the keys of config/cluster.toml; flags below override it.
     #[arg(long, value_name = "FILE")]
-    config: PathBuf,
+    config: Option<PathBuf>,
+    /// etcd endpoints: etcd:http://host:2379[,http://…]
+    #[arg(long, value_name = "URL")]
+    metadata_store: Option<String>,
+    /// Storage every broker reaches: file:///shared/dir or s3://bucket/prefix
+    #[arg(long, value_name = "URL")]
+    storage: Option<String>,
+    /// Name of the cluster
+    #[arg(long, value_name = "NAME")]
+    cluster_name: Option<String>,
+    /// This broker's unique id [default: <advertised address>:<broker port>]
+    #[arg(long, value_name = "ID")]
+    broker_id: Option<String>,
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Seconds until a dead broker's bundles move to others
+    #[arg(long, value_name = "SECS")]
+    metadata_session_timeout_secs: Option<u64>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     let result = match cli.command {
-        CommandLine::Standalone(args) => standalone_config(args).and_then(run),
+        CommandLine::Standalone(args) => standalone_config(args).and_then(run_standalone),
         CommandLine::Broker(args) => cluster_broker(args),
         CommandLine::Perf(args) => perf::run(args),
         CommandLine::Admin(args) => admin_cli::run(args),
@@ -104,27 +148,45 @@ fn standalone_config(args: StandaloneArgs) -> anyhow::Result<BrokerConfig> {
         Some(path) => BrokerConfig::load(path)?,
         None => BrokerConfig::default(),
     };
-    if let Some(v) = args.data_dir {
-        cfg.data_dir = v;
-    }
-    if let Some(v) = args.broker_port {
-        cfg.broker_port = v;
-    }
-    if let Some(v) = args.http_port {
-        cfg.http_port = v;
-    }
-    if let Some(v) = args.advertised_address {
-        cfg.advertised_address = v;
-    }
-    if let Some(v) = args.bind_address {
-        cfg.bind_address = v;
-    }
+    args.common.apply(&mut cfg);
     cfg.validate()?;
     Ok(cfg)
 }
 
+/// The configuration of a cluster broker: the file (or the defaults) with
+/// the flags on top.
+fn broker_config(args: BrokerArgs) -> anyhow::Result<BrokerConfig> {
+    let mut cfg = match &args.config {
+        Some(path) => BrokerConfig::load(path)?,
+        None => BrokerConfig {
+            cluster_name: "strobe-cluster".into(),
+            ..BrokerConfig::default()
+        },
+    };
+    if let Some(v) = args.metadata_store {
+        cfg.metadata_store_url = v;
+    }
+    if let Some(v) = args.storage {
+        cfg.storage = v;
+    }
+    if let Some(v) = args.cluster_name {
+        cfg.cluster_name = v;
+    }
+    if let Some(v) = args.broker_id {
+        cfg.broker_id = v;
+    }
+    args.common.apply(&mut cfg);
+    if let Some(v) = args.metadata_session_timeout_secs {
+        cfg.metadata_session_timeout_secs = v;
+    }
+    cfg.validate()?;
+    cfg.etcd_endpoints()?;
+    Ok(cfg)
+}
+
 #[cfg(not(feature = "cluster"))]
-fn cluster_broker(_args: BrokerArgs) -> anyhow::Result<()> {
+fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
+    broker_config(args)?;
     anyhow::bail!(
         "this strobe was built without cluster support. Rebuild with `cargo build --release --features cluster` \
          (the cluster build talks to etcd, and compiling etcd's client needs protoc: \
@@ -132,19 +194,101 @@ fn cluster_broker(_args: BrokerArgs) -> anyhow::Result<()> {
     )
 }
 
+/// A cluster broker: etcd for metadata and membership, shared storage for
+/// topics.
 #[cfg(feature = "cluster")]
 fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
-    let cfg = BrokerConfig::load(&args.config)?;
-    if cfg.metadata_store_url.is_empty() {
-        anyhow::bail!(
-            "{}: metadata_store_url (the etcd endpoints) must be set for a cluster broker",
-            args.config.display()
-        );
-    }
-    anyhow::bail!(
-        "cluster coordination through etcd ({}) is not built yet; run `strobe standalone` for now",
-        cfg.metadata_store_url
-    )
+    use std::sync::Arc;
+    use strobe_broker::cluster::{BrokerInfo, Cluster};
+    use strobe_metadata::{EtcdOptions, EtcdStore, MetadataStore, SessionOptions};
+    let cfg = broker_config(args)?;
+    let runtime = runtime(cfg.worker_threads, "strobe")?;
+    runtime.block_on(async move {
+        let mut cfg = cfg;
+        let url = cfg.storage_url()?;
+        if matches!(cfg.storage.as_str(), "file" | "memory") {
+            anyhow::bail!(
+                "storage = {:?}: a cluster broker needs storage every broker reaches: \
+                 --storage file:///shared/dir or s3://bucket/prefix",
+                cfg.storage
+            );
+        }
+        let (http, broker_listener) = bind_ports(&mut cfg).await?;
+        let port = broker_listener.local_addr()?.port();
+        let endpoints = cfg.etcd_endpoints()?;
+        let etcd = EtcdStore::connect(EtcdOptions::new(endpoints.clone()))
+            .await
+            .with_context(|| format!("connecting to etcd at {}", endpoints.join(",")))?;
+        let metadata: Arc<dyn MetadataStore> = Arc::new(etcd);
+        let storage = strobe_ledger::open_shared_backend(
+            &url,
+            strobe_ledger::ObjectBackendConfig {
+                flush_delay: std::time::Duration::from_millis(cfg.storage_flush_delay_ms),
+                max_batch_bytes: cfg.storage_max_put_bytes as usize,
+                cache_bytes: (cfg.storage_cache_mb << 20) as usize,
+                ..strobe_ledger::ObjectBackendConfig::default()
+            },
+        )
+        .await
+        .with_context(|| format!("opening storage {}", cfg.storage))?;
+        let broker_id = if cfg.broker_id.is_empty() {
+            format!("{}:{port}", cfg.advertised_address)
+        } else {
+            cfg.broker_id.clone()
+        };
+        let me = BrokerInfo {
+            broker_id: broker_id.clone(),
+            service_url: cfg.broker_service_url(port),
+            service_url_tls: cfg.broker_service_url_tls(cfg.broker_port_tls),
+            web_service_url: format!("http://{}:{}", cfg.advertised_address, cfg.http_port),
+            web_service_url_tls: (cfg.http_port_tls != 0)
+                .then(|| format!("https://{}:{}", cfg.advertised_address, cfg.http_port_tls)),
+            bundles: 0,
+            topics: 0,
+        };
+        let session = SessionOptions {
+            ttl: std::time::Duration::from_secs(cfg.metadata_session_timeout_secs),
+            // etcd expires leases on a 500 ms tick and rounds TTLs up to whole seconds.
+            expiry_slack: std::time::Duration::from_secs(1),
+            ..SessionOptions::default()
+        };
+        let cluster = Cluster::join(metadata.clone(), session, me)
+            .await
+            .context("joining the cluster")?;
+        let broker = strobe_broker::Broker::bind_with(
+            cfg.clone(),
+            broker_listener,
+            strobe_broker::Backends {
+                storage,
+                metadata,
+                cluster: Some(cluster),
+            },
+        )
+        .await?;
+        info!(broker_id, cluster = %cfg.cluster_name, storage = %cfg.storage, "joined the cluster");
+        serve(cfg, broker, http, "strobe broker is ready").await
+    })
+}
+
+/// Binds the HTTP and binary-protocol ports (0 picks a free port; the
+/// configuration then names the port bound, so the URLs advertised are right).
+async fn bind_ports(
+    cfg: &mut BrokerConfig,
+) -> anyhow::Result<(tokio::net::TcpListener, tokio::net::TcpListener)> {
+    let http_addr = format!("{}:{}", cfg.bind_address, cfg.http_port);
+    let http = tokio::net::TcpListener::bind(&http_addr)
+        .await
+        .with_context(|| format!("binding the HTTP port {http_addr}"))?;
+    cfg.http_port = http
+        .local_addr()
+        .context("the HTTP listener's address")?
+        .port();
+    let addr = cfg.broker_listen_addr()?;
+    let broker = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    cfg.broker_port = broker.local_addr()?.port();
+    Ok((http, broker))
 }
 
 /// A multi-threaded runtime of `worker_threads` threads (0: one per core)
@@ -161,61 +305,67 @@ fn runtime(worker_threads: usize, name: &str) -> anyhow::Result<tokio::runtime::
         .context("starting the async runtime")
 }
 
-fn run(cfg: BrokerConfig) -> anyhow::Result<()> {
+fn run_standalone(cfg: BrokerConfig) -> anyhow::Result<()> {
     let runtime = runtime(cfg.worker_threads, "strobe")?;
     runtime.block_on(async move {
         let mut cfg = cfg;
-        let http_addr = format!("{}:{}", cfg.bind_address, cfg.http_port);
-        let http = tokio::net::TcpListener::bind(&http_addr)
+        let (http, listener) = bind_ports(&mut cfg).await?;
+        let broker = Broker::bind_on(cfg.clone(), listener)
             .await
-            .with_context(|| format!("binding the HTTP port {http_addr}"))?;
-        // Port 0 picks a free port; the URLs the broker advertises name the one bound.
-        let http_addr = http.local_addr().context("the HTTP listener's address")?;
-        cfg.http_port = http_addr.port();
-        let broker = Broker::bind(cfg.clone())
+            .with_context(|| format!("opening the broker on {}", cfg.data_dir.display()))?;
+        serve(cfg, broker, http, "strobe standalone is ready").await
+    })
+}
+
+/// Serves the binary protocol and the HTTP API until SIGINT or SIGTERM,
+/// then shuts down in order.
+async fn serve(
+    cfg: BrokerConfig,
+    broker: Broker,
+    http: tokio::net::TcpListener,
+    ready: &'static str,
+) -> anyhow::Result<()> {
+    let http_addr = http.local_addr().context("the HTTP listener's address")?;
+    let stop_http = tokio_util::sync::CancellationToken::new();
+    let admin = tokio::spawn(strobe_admin::serve(
+        http,
+        broker.service(),
+        stop_http.clone(),
+    ));
+    let admin_tls = if cfg.http_port_tls != 0 {
+        let addr = format!("{}:{}", cfg.bind_address, cfg.http_port_tls);
+        let l = tokio::net::TcpListener::bind(&addr)
             .await
-            .with_context(|| format!("binding {}:{}", cfg.bind_address, cfg.broker_port))?;
-        let stop_http = tokio_util::sync::CancellationToken::new();
-        let admin = tokio::spawn(strobe_admin::serve(
-            http,
+            .with_context(|| format!("binding the HTTPS port {addr}"))?;
+        Some(tokio::spawn(strobe_admin::serve_tls(
+            l,
             broker.service(),
             stop_http.clone(),
-        ));
-        let admin_tls = if cfg.http_port_tls != 0 {
-            let addr = format!("{}:{}", cfg.bind_address, cfg.http_port_tls);
-            let l = tokio::net::TcpListener::bind(&addr)
-                .await
-                .with_context(|| format!("binding the HTTPS port {addr}"))?;
-            Some(tokio::spawn(strobe_admin::serve_tls(
-                l,
-                broker.service(),
-                stop_http.clone(),
-            )))
-        } else {
-            None
-        };
-        info!(
-            version = env!("CARGO_PKG_VERSION"),
-            addr = %broker.local_addr(),
-            service_url = %cfg.broker_service_url(broker.local_addr().port()),
-            http = %http_addr,
-            "strobe standalone is ready"
-        );
-        let handle = broker.start();
-        wait_for_signal().await?;
-        info!("shutting down");
-        stop_http.cancel();
-        handle.shutdown().await;
-        if let Ok(Err(e)) = admin.await {
-            tracing::warn!(error = %e, "the HTTP server ended with an error");
-        }
-        if let Some(t) = admin_tls
-            && let Ok(Err(e)) = t.await
-        {
-            tracing::warn!(error = %e, "the HTTPS server ended with an error");
-        }
-        Ok(())
-    })
+        )))
+    } else {
+        None
+    };
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        addr = %broker.local_addr(),
+        service_url = %cfg.broker_service_url(broker.local_addr().port()),
+        http = %http_addr,
+        "{ready}"
+    );
+    let handle = broker.start();
+    wait_for_signal().await?;
+    info!("shutting down");
+    stop_http.cancel();
+    handle.shutdown().await;
+    if let Ok(Err(e)) = admin.await {
+        tracing::warn!(error = %e, "the HTTP server ended with an error");
+    }
+    if let Some(t) = admin_tls
+        && let Ok(Err(e)) = t.await
+    {
+        tracing::warn!(error = %e, "the HTTPS server ended with an error");
+    }
+    Ok(())
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -41,6 +41,7 @@ type Svc = Arc<BrokerService>;
 
 mod auth;
 mod metrics;
+mod owner;
 mod routes;
 
 pub use auth::{PeerInfo, TlsListener};
@@ -178,7 +179,12 @@ pub fn router(service: Svc) -> Router {
     ] {
         api = api.merge(routes);
     }
+    // Layers run outside in: authentication first, then the owner redirect.
     api.layer(axum::middleware::from_fn_with_state(
+        service.clone(),
+        owner::layer,
+    ))
+    .layer(axum::middleware::from_fn_with_state(
         service.clone(),
         auth::layer,
     ))

@@ -34,8 +34,23 @@ pub struct BrokerConfig {
     /// Threads of the async runtime that serve connections (Pulsar:
     /// numIOThreads); 0: one per core. At most 1024.
     pub worker_threads: usize,
-    /// Cluster mode only: etcd endpoints, comma separated.
+    /// Cluster mode only: etcd endpoints, comma separated, optionally with
+    /// an `etcd:` prefix (`etcd:http://127.0.0.1:2379,http://…`).
     pub metadata_store_url: String,
+    /// Cluster mode only: seconds after a broker dies (or loses etcd) until
+    /// its registration and bundle locks vanish and others take its topics
+    /// (Pulsar: metadataStoreSessionTimeoutMillis). At least 3.
+    pub metadata_session_timeout_secs: u64,
+    /// Cluster mode only, object storage: milliseconds a topic's flush waits
+    /// for more entries before its put (0: put as soon as the previous put of
+    /// the topic returned; entries arriving meanwhile share the next one).
+    pub storage_flush_delay_ms: u64,
+    /// Cluster mode only, object storage: the most bytes one put (one flush
+    /// of one topic) carries.
+    pub storage_max_put_bytes: u64,
+    /// Cluster mode only, object storage: MiB of entries read back from the
+    /// store kept in memory for re-reads.
+    pub storage_cache_mb: u64,
     /// Cluster mode only: this broker's unique id (default: advertised address and port).
     pub broker_id: String,
     /// Where topic data lives: "file" (under data_dir, the default), "memory"
@@ -148,6 +163,10 @@ impl Default for BrokerConfig {
             max_connections: 10_000,
             worker_threads: 0,
             metadata_store_url: String::new(),
+            metadata_session_timeout_secs: 10,
+            storage_flush_delay_ms: 0,
+            storage_max_put_bytes: 8 << 20,
+            storage_cache_mb: 64,
             broker_id: String::new(),
             storage: "file".into(),
             sync: strobe_ledger::SyncMode::Always,
@@ -329,6 +348,19 @@ impl BrokerConfig {
                 "auth_refresh_check_secs must be at least 1".into(),
             ));
         }
+        if self.metadata_session_timeout_secs < 3 {
+            return Err(ConfigError::Invalid(format!(
+                "metadata_session_timeout_secs must be at least 3 (etcd rounds leases to whole seconds), not {}",
+                self.metadata_session_timeout_secs
+            )));
+        }
+        if self.storage_max_put_bytes < (self.max_message_size + strobe_wire::FRAME_PADDING) as u64
+        {
+            return Err(ConfigError::Invalid(format!(
+                "storage_max_put_bytes ({}) must hold the largest message (max_message_size {})",
+                self.storage_max_put_bytes, self.max_message_size
+            )));
+        }
         if self.advertised_address.is_empty() {
             return Err(ConfigError::Invalid(
                 "advertised_address must not be empty".into(),
@@ -348,6 +380,31 @@ impl BrokerConfig {
             other => strobe_ledger::StorageUrl::parse(other)
                 .map_err(|e| ConfigError::Invalid(format!("storage: {e}"))),
         }
+    }
+
+    /// The etcd endpoints of `metadata_store_url`.
+    pub fn etcd_endpoints(&self) -> Result<Vec<String>, ConfigError> {
+        let url = self.metadata_store_url.trim();
+        let list = url.strip_prefix("etcd:").unwrap_or(url);
+        let eps: Vec<String> = list
+            .split(',')
+            .map(|e| e.trim().to_string())
+            .filter(|e| !e.is_empty())
+            .collect();
+        if eps.is_empty() {
+            return Err(ConfigError::Invalid(
+                "metadata_store_url must name the etcd endpoints (etcd:http://host:2379[,…]) for a cluster broker".into(),
+            ));
+        }
+        if let Some(bad) = eps
+            .iter()
+            .find(|e| !(e.starts_with("http://") || e.starts_with("https://")))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "metadata_store_url: {bad:?} is not an etcd endpoint (http://host:port)"
+            )));
+        }
+        Ok(eps)
     }
 
     pub fn broker_listen_addr(&self) -> Result<SocketAddr, ConfigError> {
@@ -464,9 +521,32 @@ mod shipped_files {
     }
 
     #[test]
+    fn etcd_endpoints_parse() {
+        let mut c = BrokerConfig {
+            metadata_store_url: "etcd:http://a:2379, http://b:2379".into(),
+            ..BrokerConfig::default()
+        };
+        assert_eq!(
+            c.etcd_endpoints().unwrap(),
+            vec!["http://a:2379".to_string(), "http://b:2379".to_string()]
+        );
+        c.metadata_store_url = "http://a:2379".into();
+        assert_eq!(c.etcd_endpoints().unwrap().len(), 1);
+        c.metadata_store_url = "zk:a:2181".into();
+        assert!(c.etcd_endpoints().is_err());
+        c.metadata_store_url = String::new();
+        assert!(c.etcd_endpoints().is_err());
+    }
+
+    #[test]
     fn cluster_toml_parses() {
         let cfg = shipped("cluster.toml");
-        assert_eq!(cfg.metadata_store_url, "http://127.0.0.1:2379");
+        assert_eq!(cfg.metadata_store_url, "etcd:http://127.0.0.1:2379");
+        assert_eq!(
+            cfg.etcd_endpoints().unwrap(),
+            vec!["http://127.0.0.1:2379".to_string()]
+        );
+        assert!(cfg.storage.starts_with("file:///"));
         assert_eq!(cfg.cluster_name, "strobe-cluster");
     }
 }

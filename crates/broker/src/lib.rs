@@ -6,6 +6,7 @@
 //! dispatcher ([`subscription`]). Decisions that need no socket live in the
 //! pure crates (`strobe-dispatch`, `strobe-schema`, `strobe-security`).
 
+pub mod cluster;
 mod cnx;
 pub mod compaction;
 pub mod config;
@@ -22,7 +23,7 @@ pub mod topic;
 
 pub use config::{BrokerConfig, ConfigError};
 pub use error::BrokerError;
-pub use server::{Broker, BrokerHandle};
+pub use server::{Backends, Broker, BrokerHandle};
 
 /// The version string sent in CONNECTED, e.g. "Strobe 0.1.0".
 pub const SERVER_VERSION: &str = concat!("Strobe ", env!("CARGO_PKG_VERSION"));

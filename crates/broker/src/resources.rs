@@ -6,17 +6,22 @@
 //! its path ([`BrokerError::CorruptMetadata`]), never a silent default.
 //!
 //! Namespace policies and partition counts are read on every lookup, so they
-//! are cached here; the cache is filled at start and changed only through
-//! these functions.
+//! are cached here. Each cache follows its prefix through one watch
+//! ([`PrefixCache`]), so a namespace or partitioned topic another broker of the
+//! cluster creates or changes is seen here too; this broker's own writes show
+//! at once (a snapshot older than our last write is not applied, so the cache
+//! never steps back behind what we wrote).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use strobe_ledger::Position;
-use strobe_metadata::{Expect, MetadataError, MetadataStore};
+use strobe_metadata::{CacheSnapshot, Expect, MetadataError, MetadataStore, Op, PrefixCache};
 use strobe_model::TopicName;
 use tracing::{error, info};
 
@@ -171,9 +176,14 @@ pub fn expect_version(version: Option<u64>) -> Expect {
 pub struct Resources {
     store: Arc<dyn MetadataStore>,
     /// Every namespace's policies, by `<tenant>/<namespace>`.
-    namespaces: Mutex<BTreeMap<String, NamespacePolicies>>,
+    namespaces: Arc<Mutex<BTreeMap<String, NamespacePolicies>>>,
     /// Partition counts of partitioned topics, by full name.
-    partitioned: Mutex<BTreeMap<String, u32>>,
+    partitioned: Arc<Mutex<BTreeMap<String, u32>>>,
+    /// The store revision of this broker's newest write to each cached prefix
+    /// (namespaces, partitioned topics).
+    written: [Arc<AtomicU64>; 2],
+    /// The watches feeding the two caches (dropping them stops the followers).
+    _follow: Vec<PrefixCache>,
 }
 
 impl std::fmt::Debug for Resources {
@@ -185,48 +195,61 @@ impl std::fmt::Debug for Resources {
 }
 
 impl Resources {
-    /// Loads the caches, creating the `public` tenant and `public/default`
-    /// namespace on the first start. A namespace or partitioned-topic record
-    /// that does not decode is logged with its path and left out (the broker
-    /// still starts; that namespace or topic answers as missing).
+    /// Loads the caches and starts following the store, creating the `public`
+    /// tenant and `public/default` namespace on the first start. A namespace or
+    /// partitioned-topic record that does not decode is logged with its path
+    /// and left out (the broker still starts; that namespace or topic answers
+    /// as missing).
     pub async fn load(store: Arc<dyn MetadataStore>) -> Result<Resources, BrokerError> {
-        let r = Resources {
-            store,
-            namespaces: Mutex::new(BTreeMap::new()),
-            partitioned: Mutex::new(BTreeMap::new()),
-        };
         for path in [paths::tenant("public"), paths::namespace("public/default")] {
-            if !r.store.exists(&path).await? {
-                r.store.put(&path, b"{}", Expect::Any).await?;
-                info!(path, "created");
+            match store.put(&path, b"{}", Expect::Absent).await {
+                Ok(_) => info!(path, "created"),
+                // Another broker (or an earlier start) made it.
+                Err(MetadataError::AlreadyExists(_)) => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        let root = format!("{}/", paths::POLICIES);
-        for kv in r.store.scan_prefix(&root).await?.entries {
-            let rest = &kv.key[root.len()..];
-            if rest.matches('/').count() != 1 {
-                continue;
-            }
-            match decode::<NamespacePolicies>(&kv.key, &kv.value) {
-                Ok(p) => {
-                    r.namespaces.lock().insert(rest.to_owned(), p);
-                }
-                Err(e) => error!(error = %e, "namespace left out"),
-            }
-        }
-        let root = format!("{}/", paths::PARTITIONED_TOPICS);
-        for kv in r.store.scan_prefix(&root).await?.entries {
-            let Some(name) = paths::name_from_key(&kv.key[root.len()..]) else {
-                continue;
-            };
-            match decode::<PartitionedTopicMeta>(&kv.key, &kv.value) {
-                Ok(m) => {
-                    r.partitioned.lock().insert(name, m.partitions);
-                }
-                Err(e) => error!(error = %e, "partitioned topic left out"),
-            }
-        }
-        Ok(r)
+        let namespaces = Arc::new(Mutex::new(BTreeMap::new()));
+        let partitioned = Arc::new(Mutex::new(BTreeMap::new()));
+        let written = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+        let policies_root = format!("{}/", paths::POLICIES);
+        let policies = PrefixCache::start(store.clone(), &policies_root).await?;
+        let parts_root = format!("{}/", paths::PARTITIONED_TOPICS);
+        let parts = PrefixCache::start(store.clone(), &parts_root).await?;
+        *namespaces.lock() = namespaces_in(&policies.snapshot(), &policies_root);
+        *partitioned.lock() = partitioned_in(&parts.snapshot(), &parts_root);
+        follow(
+            policies.subscribe(),
+            written[0].clone(),
+            namespaces.clone(),
+            move |s| namespaces_in(s, &policies_root),
+        );
+        follow(
+            parts.subscribe(),
+            written[1].clone(),
+            partitioned.clone(),
+            move |s| partitioned_in(s, &parts_root),
+        );
+        Ok(Resources {
+            store,
+            namespaces,
+            partitioned,
+            written,
+            _follow: vec![policies, parts],
+        })
+    }
+
+    /// Notes the revision of a write to a cached prefix (0: namespaces, 1:
+    /// partitioned topics).
+    fn wrote(&self, cache: usize, revision: u64) {
+        self.written[cache].fetch_max(revision, Ordering::SeqCst);
+    }
+
+    /// Deletes `path` and notes the delete's revision.
+    async fn delete_cached(&self, cache: usize, path: &str) -> Result<(), BrokerError> {
+        let r = self.store.txn(vec![Op::delete(path, None)]).await?;
+        self.wrote(cache, r.revision);
+        Ok(())
     }
 
     /// The store itself, for what is not a document (the health check, schemas).
@@ -253,9 +276,9 @@ impl Resources {
         path: &str,
         value: &T,
         what: &str,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<u64, BrokerError> {
         match self.store.put(path, &encode(value), Expect::Absent).await {
-            Ok(_) => Ok(()),
+            Ok(stat) => Ok(stat.version),
             Err(MetadataError::AlreadyExists(_)) => {
                 Err(BrokerError::AlreadyExists(format!("{what} already exists")))
             }
@@ -282,6 +305,7 @@ impl Resources {
     pub async fn create_tenant(&self, tenant: &str, info: &TenantInfo) -> Result<(), BrokerError> {
         self.create(&paths::tenant(tenant), info, &format!("tenant {tenant}"))
             .await
+            .map(|_| ())
     }
 
     /// Replaces a tenant's info; `false` if the tenant does not exist. The
@@ -331,8 +355,10 @@ impl Resources {
         ns: &str,
         policies: &NamespacePolicies,
     ) -> Result<(), BrokerError> {
-        self.create(&paths::namespace(ns), policies, &format!("namespace {ns}"))
+        let rev = self
+            .create(&paths::namespace(ns), policies, &format!("namespace {ns}"))
             .await?;
+        self.wrote(0, rev);
         self.namespaces
             .lock()
             .insert(ns.to_owned(), policies.clone());
@@ -344,9 +370,11 @@ impl Resources {
         ns: &str,
         policies: &NamespacePolicies,
     ) -> Result<(), BrokerError> {
-        self.store
+        let stat = self
+            .store
             .put(&paths::namespace(ns), &encode(policies), Expect::Any)
             .await?;
+        self.wrote(0, stat.version);
         self.namespaces
             .lock()
             .insert(ns.to_owned(), policies.clone());
@@ -354,7 +382,7 @@ impl Resources {
     }
 
     pub async fn delete_namespace(&self, ns: &str) -> Result<(), BrokerError> {
-        self.store.delete(&paths::namespace(ns), None).await?;
+        self.delete_cached(0, &paths::namespace(ns)).await?;
         self.namespaces.lock().remove(ns);
         Ok(())
     }
@@ -382,12 +410,14 @@ impl Resources {
         partitions: u32,
     ) -> Result<(), BrokerError> {
         let meta = PartitionedTopicMeta { partitions };
-        self.create(
-            &paths::partitioned_topic(topic),
-            &meta,
-            &format!("partitioned topic {topic}"),
-        )
-        .await?;
+        let rev = self
+            .create(
+                &paths::partitioned_topic(topic),
+                &meta,
+                &format!("partitioned topic {topic}"),
+            )
+            .await?;
+        self.wrote(1, rev);
         self.partitioned
             .lock()
             .insert(topic.to_string(), partitions);
@@ -400,13 +430,15 @@ impl Resources {
         partitions: u32,
     ) -> Result<(), BrokerError> {
         let meta = PartitionedTopicMeta { partitions };
-        self.store
+        let stat = self
+            .store
             .put(
                 &paths::partitioned_topic(topic),
                 &encode(&meta),
                 Expect::Any,
             )
             .await?;
+        self.wrote(1, stat.version);
         self.partitioned
             .lock()
             .insert(topic.to_string(), partitions);
@@ -414,8 +446,7 @@ impl Resources {
     }
 
     pub async fn delete_partitioned(&self, topic: &TopicName) -> Result<(), BrokerError> {
-        self.store
-            .delete(&paths::partitioned_topic(topic), None)
+        self.delete_cached(1, &paths::partitioned_topic(topic))
             .await?;
         self.partitioned.lock().remove(&topic.to_string());
         Ok(())
@@ -530,6 +561,63 @@ impl Resources {
             .await?;
         Ok(())
     }
+}
+
+/// The namespaces' policies in a snapshot of `/admin/policies/` (tenants,
+/// one level up, are not cached).
+fn namespaces_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, NamespacePolicies> {
+    let mut out = BTreeMap::new();
+    for (key, v) in &snap.entries {
+        let rest = &key[root.len()..];
+        if rest.matches('/').count() != 1 {
+            continue;
+        }
+        match decode::<NamespacePolicies>(key, &v.value) {
+            Ok(p) => {
+                out.insert(rest.to_owned(), p);
+            }
+            Err(e) => error!(error = %e, "namespace left out"),
+        }
+    }
+    out
+}
+
+/// The partition counts in a snapshot of `/admin/partitioned-topics/`.
+fn partitioned_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    for (key, v) in &snap.entries {
+        let Some(name) = paths::name_from_key(&key[root.len()..]) else {
+            continue;
+        };
+        match decode::<PartitionedTopicMeta>(key, &v.value) {
+            Ok(m) => {
+                out.insert(name, m.partitions);
+            }
+            Err(e) => error!(error = %e, "partitioned topic left out"),
+        }
+    }
+    out
+}
+
+/// Rebuilds `map` from every new snapshot that is not older than this
+/// broker's newest write (an older one would undo that write until the next).
+/// Ends when the cache is dropped.
+fn follow<T: Send + 'static>(
+    mut rx: tokio::sync::watch::Receiver<Arc<CacheSnapshot>>,
+    written: Arc<AtomicU64>,
+    map: Arc<Mutex<T>>,
+    derive: impl Fn(&CacheSnapshot) -> T + Send + 'static,
+) {
+    tokio::spawn(async move {
+        while rx.changed().await.is_ok() {
+            let snap = rx.borrow_and_update().clone();
+            if snap.revision < written.load(Ordering::SeqCst) {
+                continue;
+            }
+            *map.lock() = derive(&snap);
+        }
+        tracing::debug!("a metadata cache stopped following the store");
+    });
 }
 
 #[cfg(test)]

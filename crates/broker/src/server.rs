@@ -17,6 +17,17 @@ use crate::cnx;
 use crate::config::BrokerConfig;
 use crate::service::BrokerService;
 
+/// What a broker runs on.
+#[derive(Debug)]
+pub struct Backends {
+    /// Where topics' logs and cursors live.
+    pub storage: Arc<dyn strobe_ledger::LedgerBackend>,
+    /// Where tenants, namespaces, policies, schemas and ownership live.
+    pub metadata: Arc<dyn MetadataStore>,
+    /// A cluster broker's membership (`None`: standalone, owning everything).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+}
+
 /// A broker bound to its port, with its storage open, not yet serving.
 #[derive(Debug)]
 pub struct Broker {
@@ -48,20 +59,6 @@ impl Broker {
         config: BrokerConfig,
         listener: TcpListener,
     ) -> Result<Broker, BrokerError> {
-        let port = listener.local_addr()?.port();
-        let tls_listener = if config.broker_port_tls != 0 {
-            let tls_addr = format!("{}:{}", config.bind_address, config.broker_port_tls);
-            Some(
-                TcpListener::bind(&tls_addr)
-                    .await
-                    .map_err(|source| BrokerError::Bind {
-                        addr: tls_addr,
-                        source,
-                    })?,
-            )
-        } else {
-            None
-        };
         let url = config
             .storage_url()
             .map_err(|e| BrokerError::Config(e.to_string()))?;
@@ -85,7 +82,47 @@ impl Broker {
             )?)
         };
         info!(storage = backend.kind(), sync = %config.sync, data_dir = %config.data_dir.display(), "storage open");
-        let service = BrokerService::open(config, port, backend, metadata).await?;
+        Broker::bind_with(
+            config,
+            listener,
+            Backends {
+                storage: backend,
+                metadata,
+                cluster: None,
+            },
+        )
+        .await
+    }
+
+    /// A broker on backends the caller opened: a cluster broker's shared
+    /// storage, etcd and membership.
+    pub async fn bind_with(
+        config: BrokerConfig,
+        listener: TcpListener,
+        backends: Backends,
+    ) -> Result<Broker, BrokerError> {
+        let port = listener.local_addr()?.port();
+        let tls_listener = if config.broker_port_tls != 0 {
+            let tls_addr = format!("{}:{}", config.bind_address, config.broker_port_tls);
+            Some(
+                TcpListener::bind(&tls_addr)
+                    .await
+                    .map_err(|source| BrokerError::Bind {
+                        addr: tls_addr,
+                        source,
+                    })?,
+            )
+        } else {
+            None
+        };
+        let service = BrokerService::open(
+            config,
+            port,
+            backends.storage,
+            backends.metadata,
+            backends.cluster,
+        )
+        .await?;
         Ok(Broker {
             service,
             listener,
@@ -179,6 +216,11 @@ impl BrokerHandle {
             warn!(error = %e, "accept loop ended abnormally");
         }
         self.service.shutdown().await;
+        if let Some(c) = self.service.cluster() {
+            // Bundles are released at once, so other brokers take them
+            // without waiting for the lease to expire.
+            c.leave().await;
+        }
         self.connections.cancel();
         self.tracker.close();
         self.tracker.wait().await;

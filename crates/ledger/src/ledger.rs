@@ -291,6 +291,13 @@ impl ManagedLedger {
         &self.inner.config
     }
 
+    /// Why the ledger refuses appends, if an append failed (for example it
+    /// was fenced: another writer sealed the topic's log). A failed ledger
+    /// stays failed; its topic must be reopened.
+    pub fn failure(&self) -> Option<LedgerError> {
+        self.inner.state.lock().failed.clone()
+    }
+
     /// Appends one entry. The position is assigned now (concurrent appends are
     /// ordered by call), and the returned future resolves once the entry is
     /// durable. The future need not be polled for the append to happen.

@@ -77,6 +77,13 @@ impl<T: Serialize + DeserializeOwned + fmt::Debug> ResourceLock<T> {
         self.session.is_alive_in(self.epoch)
     }
 
+    /// The version the lock was written at (its key's store revision): every
+    /// later acquisition of the same path has a higher one, so it serves as a
+    /// fencing token for what the holder writes elsewhere.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     /// A check to put into every transaction made on behalf of the lock (fencing).
     pub fn fence(&self) -> Result<Op> {
         if !self.is_held() {

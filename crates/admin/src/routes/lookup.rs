@@ -22,16 +22,15 @@ async fn lookup(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<a
             format!("namespace {} does not exist", name.namespace()),
         ));
     }
+    let t = s.lookup_target(&name).await?;
+    // The C++ client wants brokerUrl and one of brokerUrlTls / brokerUrlSsl.
     Ok(axum::Json(json!({
-        "brokerUrl": s.service_url(),
-        "httpUrl": format!("http://{}:{}", s.config.advertised_address, s.config.http_port),
-        "nativeUrl": s.service_url(),
-        "brokerUrlTls": s.service_url_tls().unwrap_or_default(),
-        "httpUrlTls": if s.config.http_port_tls != 0 {
-            format!("https://{}:{}", s.config.advertised_address, s.config.http_port_tls)
-        } else {
-            String::new()
-        },
+        "brokerUrl": t.service_url,
+        "httpUrl": t.http_url,
+        "nativeUrl": t.service_url,
+        "brokerUrlTls": t.service_url_tls.clone().unwrap_or_default(),
+        "brokerUrlSsl": "",
+        "httpUrlTls": t.http_url_tls.unwrap_or_default(),
     })))
 }
 

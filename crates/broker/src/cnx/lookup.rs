@@ -11,7 +11,8 @@ use crate::BrokerError;
 use crate::security::Operation;
 
 impl ServerCnx {
-    /// LOOKUP: this broker serves every topic it is asked about.
+    /// LOOKUP: `Connect` to the broker that serves the topic (this one in
+    /// standalone; the bundle's owner in a cluster).
     pub(super) async fn lookup(
         &self,
         c: &proto::CommandLookupTopic,
@@ -35,10 +36,11 @@ impl ServerCnx {
         self.service
             .authorize(self.role(), Operation::Lookup(&topic))
             .await?;
+        let target = self.service.lookup_target(&topic).await?;
         Ok(commands::lookup_connect(
             c.request_id,
-            &self.service.service_url(),
-            self.service.service_url_tls().as_deref(),
+            &target.service_url,
+            target.service_url_tls.as_deref(),
             false,
         ))
     }

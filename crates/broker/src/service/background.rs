@@ -21,9 +21,15 @@ impl BrokerService {
         ));
         stats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         quota.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A cluster broker: ownership checks and load reports.
+        let mut ownership = tokio::time::interval(std::time::Duration::from_secs(1));
+        ownership.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
+                _ = ownership.tick(), if self.cluster().is_some() => {
+                    self.check_ownership().await;
+                }
                 _ = stats.tick() => {
                     for t in self.loaded_topics() {
                         t.counters.update_rates();
@@ -37,6 +43,16 @@ impl BrokerService {
                 }
             }
         }
+    }
+}
+
+impl BrokerService {
+    /// Closes topics this broker no longer owns (a lost session, a log sealed
+    /// by another broker) and reports its load when it changed.
+    async fn check_ownership(&self) {
+        let Some(c) = self.cluster() else { return };
+        self.close_unowned_topics().await;
+        c.report_load(self.loaded_topics().len() as u32).await;
     }
 }
 

@@ -64,7 +64,7 @@ impl BrokerService {
             &topic.ledger,
             previous.as_deref(),
             self.backend.as_ref(),
-            self.ledger_config.clone(),
+            self.fenced_ledger_config(topic.ledger.config().fence),
             &ledger_name,
         )
         .await?
@@ -97,7 +97,7 @@ impl BrokerService {
             old.close().await;
             if let Err(e) = crate::compaction::drop_ledger(
                 self.backend.as_ref(),
-                self.ledger_config.clone(),
+                self.fenced_ledger_config(topic.ledger.config().fence),
                 &old.ledger_name,
             )
             .await

@@ -10,6 +10,7 @@
 mod background;
 mod compaction;
 mod keyed;
+mod lookup;
 mod namespaces;
 mod topics;
 
@@ -24,6 +25,7 @@ use strobe_model::TopicName;
 use tracing::info;
 
 use crate::BrokerError;
+use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
 use crate::policies::{NamespacePolicies, quotas_of, retention_of};
 use crate::resources::Resources;
@@ -31,6 +33,7 @@ use crate::schemas::SchemaRegistry;
 use crate::security::Operation;
 use crate::topic::{DispatchSettings, Topic};
 
+pub use lookup::LookupTarget;
 pub use topics::topics_hash;
 
 /// The broker's topics and namespaces.
@@ -60,8 +63,11 @@ pub struct BrokerService {
     next_conn: AtomicU64,
     /// The fencing token of the next ledger open: every open of a topic's
     /// log carries a higher one than the opens before it, so storage refuses
-    /// a stale opener (see [`LedgerConfig::fence`]).
+    /// a stale opener (see [`LedgerConfig::fence`]). A cluster broker uses
+    /// its bundle locks' versions instead (see [`crate::cluster`]).
     next_fence: AtomicU64,
+    /// Membership and bundle ownership, for a cluster broker.
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -81,6 +87,7 @@ impl BrokerService {
         broker_port: u16,
         backend: Arc<dyn LedgerBackend>,
         metadata: Arc<dyn MetadataStore>,
+        cluster: Option<Arc<Cluster>>,
     ) -> Result<Arc<BrokerService>, BrokerError> {
         let ledger_config = LedgerConfig {
             max_entry_bytes: config.max_message_size + strobe_wire::FRAME_PADDING,
@@ -103,15 +110,47 @@ impl BrokerService {
             next_producer: AtomicU64::new(0),
             next_conn: AtomicU64::new(0),
             next_fence: AtomicU64::new(1),
+            cluster,
         }))
     }
 
-    /// The broker's ledger configuration with a fresh fencing token, for
-    /// one open of a topic's log.
-    fn fenced_ledger_config(&self) -> LedgerConfig {
+    /// The broker's ledger configuration with fencing token `fence`.
+    fn fenced_ledger_config(&self, fence: u64) -> LedgerConfig {
         LedgerConfig {
-            fence: self.next_fence.fetch_add(1, Ordering::Relaxed),
+            fence,
             ..self.ledger_config.clone()
+        }
+    }
+
+    /// A cluster broker's membership and ownership; `None` in standalone.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
+    }
+
+    /// The path of the ownership lock of `topic`'s bundle.
+    pub fn bundle_path(&self, topic: &TopicName) -> Result<String, BrokerError> {
+        Ok(crate::cluster::bundle_path(
+            topic.namespace(),
+            &self.bundle_of(topic)?,
+        ))
+    }
+
+    /// The fencing token for opening `topic`'s storage: standalone, a fresh
+    /// one per open; in a cluster, the version of this broker's lock on the
+    /// topic's bundle, taken now if the bundle is free (refused with
+    /// `ServiceNotReady` when another broker owns it).
+    async fn fence_for(&self, topic: &TopicName) -> Result<u64, BrokerError> {
+        match &self.cluster {
+            None => Ok(self.next_fence.fetch_add(1, Ordering::Relaxed)),
+            Some(c) => c.acquire(&self.bundle_path(topic)?).await,
+        }
+    }
+
+    /// A token for storage this broker alone writes (its health check).
+    async fn own_fence(&self) -> Result<u64, BrokerError> {
+        match &self.cluster {
+            None => Ok(self.next_fence.fetch_add(1, Ordering::Relaxed)),
+            Some(c) => c.registration_fence().await,
         }
     }
 
@@ -185,10 +224,17 @@ impl BrokerService {
                 let config = LedgerConfig {
                     max_entries_per_ledger: 100,
                     trim_interval: Some(std::time::Duration::from_secs(60)),
-                    ..self.fenced_ledger_config()
+                    ..self.fenced_ledger_config(self.own_fence().await?)
                 };
-                strobe_ledger::ManagedLedger::open(self.backend.as_ref(), "__health/check", config)
-                    .await
+                // Brokers of a cluster share storage: each checks its own ledger.
+                let name = match &self.cluster {
+                    None => "__health/check".to_string(),
+                    Some(c) => format!("__health/{}", c.broker_id().replace(['/', ':'], "_")),
+                };
+                Ok::<_, BrokerError>(
+                    strobe_ledger::ManagedLedger::open(self.backend.as_ref(), &name, config)
+                        .await?,
+                )
             })
             .await?;
         let p = ledger.append(bytes::Bytes::from(stamp.clone())).await?;
@@ -258,20 +304,84 @@ impl BrokerService {
             )));
         }
         let key = name.to_string();
-        if let Some(t) = self.topics.lock().get(&key) {
+        if self.cluster.is_none()
+            && let Some(t) = self.topics.lock().get(&key)
+        {
             return Ok(t.clone());
+        }
+        let fence = match &self.cluster {
+            None => None,
+            Some(_) => Some(self.fence_for(name).await?),
+        };
+        if let Some(t) = self.current(&key, fence) {
+            return Ok(t);
         }
         let _loading = self.topic_locks.lock(&key).await;
-        if let Some(t) = self.topics.lock().get(&key) {
-            return Ok(t.clone());
+        if let Some(t) = self.current(&key, fence) {
+            return Ok(t);
         }
+        let stale = self.topics.lock().remove(&key);
+        if let Some(stale) = stale {
+            // Loaded under a bundle lock this broker no longer holds, or its
+            // log was sealed by another broker: its clients start over.
+            info!(topic = %name, "closing a topic loaded under a lost ownership");
+            stale.close().await;
+        }
+        let fence = match fence {
+            Some(f) => f,
+            None => self.fence_for(name).await?,
+        };
         let topic = if name.is_persistent() {
-            self.load_persistent(name, create).await?
+            self.load_persistent(name, create, fence).await?
         } else {
-            self.load_non_persistent(name, create).await?
+            self.load_non_persistent(name, create, fence).await?
         };
         self.topics.lock().insert(key, topic.clone());
         Ok(topic)
+    }
+
+    /// The loaded topic `key` if it may still serve: in a cluster, loaded
+    /// under the current bundle lock (`fence`) and not fenced out of its log.
+    fn current(&self, key: &str, fence: Option<u64>) -> Option<Arc<Topic>> {
+        let t = self.topics.lock().get(key).cloned()?;
+        match fence {
+            None => Some(t),
+            Some(f) if t.ledger.config().fence == f && t.ledger.failure().is_none() => Some(t),
+            Some(_) => None,
+        }
+    }
+
+    /// Closes every loaded topic whose bundle this broker no longer owns (its
+    /// metadata session was lost, or it gave the bundle up). Their clients
+    /// look the topics up again.
+    pub async fn close_unowned_topics(&self) {
+        let Some(c) = &self.cluster else { return };
+        let owned: std::collections::HashSet<String> = c.owned_bundles().into_iter().collect();
+        let stale: Vec<Arc<Topic>> = self
+            .loaded_topics()
+            .into_iter()
+            .filter(|t| {
+                self.bundle_path(&t.name)
+                    .map(|p| !owned.contains(&p))
+                    .unwrap_or(true)
+                    || t.ledger.failure().is_some()
+            })
+            .collect();
+        for t in stale {
+            let key = t.name.to_string();
+            let _closing = self.topic_locks.lock(&key).await;
+            let removed = {
+                let mut topics = self.topics.lock();
+                match topics.get(&key) {
+                    Some(cur) if Arc::ptr_eq(cur, &t) => topics.remove(&key),
+                    _ => None,
+                }
+            };
+            if let Some(t) = removed {
+                info!(topic = %t.name, "topic closed: this broker no longer owns its bundle");
+                t.close().await;
+            }
+        }
     }
 
     /// Opens a persistent topic's ledger and restores what the metadata
@@ -280,6 +390,7 @@ impl BrokerService {
         &self,
         name: &TopicName,
         create: bool,
+        fence: u64,
     ) -> Result<Arc<Topic>, BrokerError> {
         let stored = self.resources.topic_meta(name).await?;
         if stored.is_none() {
@@ -303,7 +414,7 @@ impl BrokerService {
         let ledger_config = LedgerConfig {
             retention: retention_of(&policies),
             trim_interval: Some(std::time::Duration::from_secs(60)),
-            ..self.fenced_ledger_config()
+            ..self.fenced_ledger_config(fence)
         };
         let topic = Topic::open(
             name.clone(),
@@ -323,7 +434,7 @@ impl BrokerService {
         {
             let view = crate::compaction::CompactedView::open(
                 self.backend.as_ref(),
-                self.ledger_config.clone(),
+                self.fenced_ledger_config(fence),
                 &c.ledger,
                 h,
             )
@@ -341,6 +452,7 @@ impl BrokerService {
         &self,
         name: &TopicName,
         create: bool,
+        fence: u64,
     ) -> Result<Arc<Topic>, BrokerError> {
         if !(create && self.config.allow_auto_topic_creation) {
             return Err(BrokerError::TopicNotFound(format!(
@@ -352,7 +464,7 @@ impl BrokerService {
             max_ledger_bytes: 16 << 20,
             retention: strobe_ledger::Retention::default(),
             trim_interval: Some(std::time::Duration::from_secs(1)),
-            ..self.fenced_ledger_config()
+            ..self.fenced_ledger_config(fence)
         };
         Topic::open(
             name.clone(),

@@ -179,7 +179,7 @@ impl BrokerService {
         let config = LedgerConfig {
             retention: strobe_ledger::Retention::default(),
             trim_interval: None,
-            ..self.fenced_ledger_config()
+            ..self.fenced_ledger_config(self.fence_for(name).await?)
         };
         let ledger =
             strobe_ledger::ManagedLedger::open(self.backend.as_ref(), &key, config).await?;

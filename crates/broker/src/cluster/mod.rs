@@ -1,0 +1,548 @@
+//! A cluster broker's membership and bundle ownership (Pulsar's
+//! `BrokerRegistry`, `OwnershipCache` and the lookup half of
+//! `NamespaceService`).
+//!
+//! - **Membership.** A broker registers `/loadbalance/brokers/<id>` under its
+//!   session's lease, with its URLs and load. The key vanishes when the lease
+//!   expires (the broker died or lost etcd), so the set of keys *is* the set of
+//!   live brokers. Every broker follows it through one watch.
+//! - **Ownership.** A bundle's owner holds `/namespace/<tenant>/<ns>/<range>`
+//!   (Pulsar's path) as an ephemeral lock under its lease: at most one owner,
+//!   and none once the owner's lease is gone. The lock's version (its store
+//!   revision) is the *fencing token* of every ledger the owner opens in that
+//!   bundle: a later owner always has a higher one, so shared storage refuses a
+//!   stale writer (see `strobe_ledger`'s object backend).
+//! - **Assignment.** A lookup of an unowned bundle names the least loaded
+//!   live broker (fewest owned bundles; ties broken by a hash of bundle and
+//!   broker, so brokers agree). If that is this broker it takes the lock at
+//!   once; otherwise the client connects there and that broker takes it when
+//!   the topic is first used. Two brokers racing for one bundle: one lock wins,
+//!   the other refuses the topic with `ServiceNotReady` and the client looks up
+//!   again.
+//! - **Loss.** When the session is lost every lock goes with it: the broker
+//!   closes all its topics (clients look up again) and, once the session has a
+//!   new lease, registers again and owns nothing until assigned.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use strobe_metadata::{
+    MetadataError, MetadataStore, PrefixCache, ResourceLock, Session, SessionOptions, SessionState,
+};
+use tracing::{info, warn};
+
+use crate::BrokerError;
+
+/// Where the live brokers register.
+pub const BROKERS: &str = "/loadbalance/brokers";
+/// Where bundle owners hold their locks.
+pub const OWNERSHIP: &str = "/namespace";
+
+/// What a broker publishes of itself (Pulsar's `BrokerLookupData`, trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerInfo {
+    pub broker_id: String,
+    pub service_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_url_tls: Option<String>,
+    pub web_service_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_service_url_tls: Option<String>,
+    /// Bundles owned when the registration was last written.
+    #[serde(default)]
+    pub bundles: u32,
+    /// Topics loaded when the registration was last written.
+    #[serde(default)]
+    pub topics: u32,
+}
+
+/// The value of a bundle's ownership lock: who owns it and how to reach them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerInfo {
+    pub broker_id: String,
+    pub service_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_url_tls: Option<String>,
+    pub web_service_url: String,
+}
+
+impl From<&BrokerInfo> for OwnerInfo {
+    fn from(b: &BrokerInfo) -> OwnerInfo {
+        OwnerInfo {
+            broker_id: b.broker_id.clone(),
+            service_url: b.service_url.clone(),
+            service_url_tls: b.service_url_tls.clone(),
+            web_service_url: b.web_service_url.clone(),
+        }
+    }
+}
+
+/// Where a lookup sends a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub owner: OwnerInfo,
+    /// This broker owns the bundle (or was just assigned it).
+    pub local: bool,
+}
+
+/// The path of a bundle's ownership lock.
+pub fn bundle_path(namespace: &str, bundle: &str) -> String {
+    format!("{OWNERSHIP}/{namespace}/{bundle}")
+}
+
+/// Picks the broker for an unowned bundle: the fewest owned bundles, ties
+/// broken by a hash of (bundle, broker id) so every broker picks the same one
+/// and equal brokers split the bundles between them. Pure, for tests.
+pub fn pick_broker<'a>(
+    bundle: &str,
+    brokers: &'a [BrokerInfo],
+    owned: &HashMap<String, u32>,
+) -> Option<&'a BrokerInfo> {
+    brokers.iter().min_by_key(|b| {
+        let load = owned.get(&b.broker_id).copied().unwrap_or(0);
+        let tiebreak = crc32fast::hash(format!("{bundle}|{}", b.broker_id).as_bytes());
+        (load, tiebreak)
+    })
+}
+
+/// This broker's membership and the bundles it owns.
+pub struct Cluster {
+    me: Mutex<BrokerInfo>,
+    session: Arc<Session>,
+    brokers: PrefixCache,
+    owners: PrefixCache,
+    /// The bundle locks this broker holds, by path.
+    owned: Mutex<HashMap<String, Arc<ResourceLock<OwnerInfo>>>>,
+    /// Serialises acquisitions of one bundle on this broker.
+    acquiring: tokio::sync::Mutex<()>,
+    registration: tokio::sync::Mutex<Option<ResourceLock<BrokerInfo>>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("broker_id", &self.me.lock().broker_id)
+            .field("owned", &self.owned.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Starts a session on `store`, registers `me` and follows the brokers
+    /// and owners. A registration left by an earlier run of this broker id
+    /// (killed before its lease expired) is waited out, up to twice the TTL.
+    pub async fn join(
+        store: Arc<dyn MetadataStore>,
+        session: SessionOptions,
+        me: BrokerInfo,
+    ) -> Result<Arc<Cluster>, BrokerError> {
+        let ttl = session.ttl;
+        let session = Arc::new(Session::start(store.clone(), session).await?);
+        let brokers = PrefixCache::start(store.clone(), &format!("{BROKERS}/")).await?;
+        let owners = PrefixCache::start(store.clone(), &format!("{OWNERSHIP}/")).await?;
+        let cluster = Arc::new(Cluster {
+            me: Mutex::new(me),
+            session,
+            brokers,
+            owners,
+            owned: Mutex::new(HashMap::new()),
+            acquiring: tokio::sync::Mutex::new(()),
+            registration: tokio::sync::Mutex::new(None),
+        });
+        let deadline = tokio::time::Instant::now() + ttl * 2;
+        loop {
+            match cluster.register().await {
+                Ok(()) => break,
+                Err(BrokerError::Metadata(MetadataError::LockBusy(path)))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    info!(
+                        path,
+                        "an earlier registration of this broker id is still alive; waiting for its lease to expire"
+                    );
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(BrokerError::Metadata(MetadataError::LockBusy(path))) => {
+                    return Err(BrokerError::Config(format!(
+                        "broker id {:?} is registered by a live broker ({path}): give each broker its own broker_id",
+                        cluster.broker_id()
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        tokio::spawn(follow_session(Arc::downgrade(&cluster)));
+        Ok(cluster)
+    }
+
+    pub fn broker_id(&self) -> String {
+        self.me.lock().broker_id.clone()
+    }
+
+    pub fn me(&self) -> BrokerInfo {
+        self.me.lock().clone()
+    }
+
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    async fn register(&self) -> Result<(), BrokerError> {
+        let me = self.me();
+        let path = format!("{BROKERS}/{}", me.broker_id);
+        let lock = ResourceLock::acquire(&self.session, &path, me).await?;
+        info!(path, "registered");
+        *self.registration.lock().await = Some(lock);
+        Ok(())
+    }
+
+    /// The fencing token of what this broker writes outside any bundle (its
+    /// health-check ledger): its registration's version.
+    pub async fn registration_fence(&self) -> Result<u64, BrokerError> {
+        match &*self.registration.lock().await {
+            Some(l) if l.is_held() => Ok(l.version()),
+            _ => Err(BrokerError::ServiceNotReady(
+                "this broker is not registered in the cluster (its metadata session was lost)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// The live brokers, by id.
+    pub fn live_brokers(&self) -> Vec<BrokerInfo> {
+        self.brokers
+            .snapshot()
+            .entries
+            .iter()
+            .filter_map(
+                |(key, v)| match serde_json::from_slice::<BrokerInfo>(&v.value) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        warn!(key, error = %e, "a broker registration does not decode");
+                        None
+                    }
+                },
+            )
+            .collect()
+    }
+
+    /// Every owned bundle's path and owner.
+    pub fn owners(&self) -> Vec<(String, OwnerInfo)> {
+        self.owners
+            .snapshot()
+            .entries
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), serde_json::from_slice(&v.value).ok()?)))
+            .collect()
+    }
+
+    /// The owner of a bundle as the cache sees it.
+    pub fn owner_of(&self, path: &str) -> Option<OwnerInfo> {
+        let snap = self.owners.snapshot();
+        let v = snap.entries.get(path)?;
+        serde_json::from_slice(&v.value).ok()
+    }
+
+    /// Where a client should go for the bundle at `path`: its owner, or
+    /// (unowned) the broker picked for it; this broker takes the bundle at
+    /// once if it is the one picked.
+    pub async fn place(&self, path: &str) -> Result<Placement, BrokerError> {
+        if let Some(owner) = self.owner_of(path) {
+            let local = owner.broker_id == self.broker_id();
+            if !local || self.holds(path).is_some() {
+                return Ok(Placement { owner, local });
+            }
+        }
+        let brokers = self.live_brokers();
+        let mut load: HashMap<String, u32> = HashMap::new();
+        for (_, o) in self.owners() {
+            *load.entry(o.broker_id).or_default() += 1;
+        }
+        let me = self.me();
+        let pick = pick_broker(path, &brokers, &load)
+            .cloned()
+            .unwrap_or_else(|| me.clone());
+        if pick.broker_id != me.broker_id {
+            return Ok(Placement {
+                owner: OwnerInfo::from(&pick),
+                local: false,
+            });
+        }
+        match self.acquire(path).await {
+            Ok(_) => Ok(Placement {
+                owner: OwnerInfo::from(&me),
+                local: true,
+            }),
+            Err(e) => match self.read_owner(path).await? {
+                Some(owner) => Ok(Placement {
+                    local: owner.broker_id == me.broker_id,
+                    owner,
+                }),
+                None => Err(e),
+            },
+        }
+    }
+
+    /// The owner as the store has it now (not the cache).
+    async fn read_owner(&self, path: &str) -> Result<Option<OwnerInfo>, BrokerError> {
+        Ok(ResourceLock::<OwnerInfo>::owner(self.session.store().as_ref(), path).await?)
+    }
+
+    /// The lock this broker holds on a bundle, if it still holds it.
+    fn holds(&self, path: &str) -> Option<Arc<ResourceLock<OwnerInfo>>> {
+        let mut owned = self.owned.lock();
+        match owned.get(path) {
+            Some(l) if l.is_held() => Some(l.clone()),
+            Some(_) => {
+                owned.remove(path);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Makes sure this broker owns the bundle at `path`, taking it if it is
+    /// free, and returns the fencing token of its ledgers there. A bundle
+    /// another broker owns is refused with `ServiceNotReady`, which makes the
+    /// client look the topic up again.
+    pub async fn acquire(&self, path: &str) -> Result<u64, BrokerError> {
+        if let Some(l) = self.holds(path) {
+            return Ok(l.version());
+        }
+        let _one = self.acquiring.lock().await;
+        if let Some(l) = self.holds(path) {
+            return Ok(l.version());
+        }
+        let value = OwnerInfo::from(&self.me());
+        match ResourceLock::acquire(&self.session, path, value).await {
+            Ok(lock) => {
+                let fence = lock.version();
+                info!(bundle = path, fence, "bundle owned");
+                self.owned.lock().insert(path.to_string(), Arc::new(lock));
+                Ok(fence)
+            }
+            Err(MetadataError::LockBusy(_)) => {
+                let owner = self
+                    .read_owner(path)
+                    .await?
+                    .map(|o| o.broker_id)
+                    .unwrap_or_else(|| "another broker".into());
+                Err(BrokerError::ServiceNotReady(format!(
+                    "Namespace bundle {path} is owned by {owner}, not served by this broker"
+                )))
+            }
+            Err(MetadataError::SessionExpired) => Err(BrokerError::ServiceNotReady(
+                "this broker lost its metadata session; look the topic up again".into(),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The paths of the bundles this broker holds.
+    pub fn owned_bundles(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .owned
+            .lock()
+            .iter()
+            .filter(|(_, l)| l.is_held())
+            .map(|(p, _)| p.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Gives up a bundle (its topics must be closed first).
+    pub async fn release(&self, path: &str) {
+        let Some(lock) = self.owned.lock().remove(path) else {
+            return;
+        };
+        // Deleting only the version we wrote never removes a later owner's lock.
+        match self
+            .session
+            .store()
+            .delete(path, Some(lock.version()))
+            .await
+        {
+            Ok(()) | Err(MetadataError::NotFound(_)) | Err(MetadataError::BadVersion { .. }) => {
+                info!(bundle = path, "bundle released")
+            }
+            Err(e) => warn!(bundle = path, error = %e, "releasing a bundle failed"),
+        }
+    }
+
+    /// Writes this broker's load into its registration.
+    pub async fn report_load(&self, topics: u32) {
+        let bundles = self.owned_bundles().len() as u32;
+        let info = {
+            let mut me = self.me.lock();
+            if me.bundles == bundles && me.topics == topics {
+                return;
+            }
+            me.bundles = bundles;
+            me.topics = topics;
+            me.clone()
+        };
+        if let Some(lock) = self.registration.lock().await.as_mut()
+            && let Err(e) = lock.update(info).await
+        {
+            warn!(error = %e, "updating this broker's registration failed");
+        }
+    }
+
+    /// Leaves the cluster: bundles released, registration removed, lease revoked.
+    pub async fn leave(&self) {
+        let paths: Vec<String> = self.owned.lock().keys().cloned().collect();
+        for p in paths {
+            self.release(&p).await;
+        }
+        if let Some(lock) = self.registration.lock().await.take()
+            && let Err(e) = lock.release().await
+        {
+            warn!(error = %e, "removing this broker's registration failed");
+        }
+        if let Err(e) = self.session.close().await {
+            warn!(error = %e, "closing the metadata session failed");
+        }
+        info!("left the cluster");
+    }
+
+    /// Waits until the session loses its lease; returns the epoch that ended.
+    pub async fn lost(&self) -> Option<u64> {
+        let mut rx = self.session.subscribe();
+        loop {
+            if let SessionState::Lost { epoch } = *rx.borrow_and_update() {
+                return Some(epoch);
+            }
+            if matches!(*rx.borrow(), SessionState::Closed) {
+                return None;
+            }
+            rx.changed().await.ok()?;
+        }
+    }
+}
+
+/// Drops the locks of a lost session and registers again under the next one.
+async fn follow_session(cluster: std::sync::Weak<Cluster>) {
+    let Some(mut rx) = cluster.upgrade().map(|c| c.session.subscribe()) else {
+        return;
+    };
+    let mut current = 0;
+    while rx.changed().await.is_ok() {
+        let state = *rx.borrow_and_update();
+        let Some(c) = cluster.upgrade() else { return };
+        match state {
+            SessionState::Lost { epoch } => {
+                let n = c.owned.lock().drain().count();
+                warn!(
+                    epoch,
+                    bundles = n,
+                    "metadata session lost: this broker owns nothing now"
+                );
+            }
+            SessionState::Alive { epoch, .. } if epoch != current => {
+                current = epoch;
+                c.registration.lock().await.take();
+                if let Err(e) = c.register().await {
+                    warn!(error = %e, "registering again after the session came back failed");
+                }
+            }
+            SessionState::Closed => return,
+            SessionState::Alive { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(id: &str) -> BrokerInfo {
+        BrokerInfo {
+            broker_id: id.into(),
+            service_url: format!("pulsar://{id}"),
+            service_url_tls: None,
+            web_service_url: format!("http://{id}"),
+            web_service_url_tls: None,
+            bundles: 0,
+            topics: 0,
+        }
+    }
+
+    #[test]
+    fn the_least_loaded_broker_is_picked_and_ties_spread() {
+        let bs = vec![broker("a"), broker("b"), broker("c")];
+        let mut load = HashMap::new();
+        load.insert("a".to_string(), 3);
+        load.insert("b".to_string(), 1);
+        load.insert("c".to_string(), 2);
+        assert_eq!(
+            pick_broker("/namespace/t/n/0x0_0x1", &bs, &load)
+                .unwrap()
+                .broker_id,
+            "b"
+        );
+        // With equal loads, different bundles go to different brokers, and
+        // every caller picks the same broker for one bundle.
+        let none = HashMap::new();
+        let picks: std::collections::BTreeSet<String> = (0..16)
+            .map(|i| {
+                pick_broker(&format!("/namespace/t/n/{i}"), &bs, &none)
+                    .unwrap()
+                    .broker_id
+                    .clone()
+            })
+            .collect();
+        assert!(picks.len() >= 2, "{picks:?}");
+        let again = pick_broker("/namespace/t/n/7", &bs, &none).unwrap();
+        assert_eq!(again, pick_broker("/namespace/t/n/7", &bs, &none).unwrap());
+        assert!(pick_broker("x", &[], &none).is_none());
+    }
+
+    #[tokio::test]
+    async fn one_owner_per_bundle_and_ownership_goes_with_the_session() {
+        let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
+        let opts = SessionOptions::with_ttl(Duration::from_secs(5));
+        let a = Cluster::join(store.clone(), opts.clone(), broker("a"))
+            .await
+            .unwrap();
+        let b = Cluster::join(store.clone(), opts, broker("b"))
+            .await
+            .unwrap();
+        let path = bundle_path("public/default", "0x00000000_0x40000000");
+        let fa = a.acquire(&path).await.unwrap();
+        assert_eq!(a.acquire(&path).await.unwrap(), fa, "holding is idempotent");
+        match b.acquire(&path).await {
+            Err(BrokerError::ServiceNotReady(m)) => assert!(m.contains("owned by a"), "{m}"),
+            other => panic!("expected ServiceNotReady, got {other:?}"),
+        }
+        // Both see a as the owner; a lookup through b sends the client to a.
+        let wait = |c: &Arc<Cluster>| {
+            let c = c.clone();
+            let path = path.clone();
+            async move {
+                for _ in 0..100 {
+                    if c.owner_of(&path).is_some() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("the owner never showed in the cache");
+            }
+        };
+        wait(&b).await;
+        let p = b.place(&path).await.unwrap();
+        assert_eq!(p.owner.broker_id, "a");
+        assert!(!p.local);
+        // a leaves: b can take the bundle, with a higher fencing token.
+        a.leave().await;
+        let fb = b.acquire(&path).await.unwrap();
+        assert!(fb > fa, "{fb} > {fa}");
+        assert_eq!(b.owned_bundles(), vec![path.clone()]);
+        b.leave().await;
+    }
+}
