@@ -79,6 +79,7 @@ say "cargo test"
 cargo test --workspace --all-features --locked
 
 say "conformance: the official Python client against strobe"
-cargo build --release --locked --bin strobe
+# The cluster build: standalone runs on it too, and the cluster tests need it.
+cargo build --release --locked --features cluster --bin strobe
 export STROBE_BIN="$ROOT/target/release/strobe"
 .venv/bin/python -m pytest -q tests/conformance

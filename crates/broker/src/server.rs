@@ -211,6 +211,9 @@ impl BrokerHandle {
     /// producers get CLOSE_PRODUCER, its consumers CLOSE_CONSUMER, cursors
     /// and ledgers are flushed); close the connections; close storage.
     pub async fn shutdown(self) {
+        if let Some(c) = self.service.cluster() {
+            c.begin_leave();
+        }
         self.stop_accepting.cancel();
         if let Err(e) = self.accept.await {
             warn!(error = %e, "accept loop ended abnormally");

@@ -121,6 +121,9 @@ pub struct Cluster {
     /// Serialises acquisitions of one bundle on this broker.
     acquiring: tokio::sync::Mutex<()>,
     registration: tokio::sync::Mutex<Option<ResourceLock<BrokerInfo>>>,
+    /// Set when the broker starts shutting down: lookups send clients to the
+    /// other brokers while this one closes its topics and releases them.
+    leaving: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -153,6 +156,7 @@ impl Cluster {
             owned: Mutex::new(HashMap::new()),
             acquiring: tokio::sync::Mutex::new(()),
             registration: tokio::sync::Mutex::new(None),
+            leaving: std::sync::atomic::AtomicBool::new(false),
         });
         let deadline = tokio::time::Instant::now() + ttl * 2;
         loop {
@@ -252,13 +256,33 @@ impl Cluster {
     /// (unowned) the broker picked for it; this broker takes the bundle at
     /// once if it is the one picked.
     pub async fn place(&self, path: &str) -> Result<Placement, BrokerError> {
+        let leaving = self.leaving.load(std::sync::atomic::Ordering::SeqCst);
         if let Some(owner) = self.owner_of(path) {
             let local = owner.broker_id == self.broker_id();
-            if !local || self.holds(path).is_some() {
+            if !local || (self.holds(path).is_some() && !leaving) {
                 return Ok(Placement { owner, local });
             }
         }
-        let brokers = self.live_brokers();
+        let mut brokers = self.live_brokers();
+        if leaving {
+            // The client goes to the broker that will take over; it retries
+            // there until this one has released the bundle.
+            let me = self.broker_id();
+            brokers.retain(|b| b.broker_id != me);
+            let mut load: HashMap<String, u32> = HashMap::new();
+            for (_, o) in self.owners() {
+                *load.entry(o.broker_id).or_default() += 1;
+            }
+            if let Some(b) = pick_broker(path, &brokers, &load) {
+                return Ok(Placement {
+                    owner: OwnerInfo::from(b),
+                    local: false,
+                });
+            }
+            return Err(BrokerError::ServiceNotReady(
+                "this broker is shutting down and no other broker is live".into(),
+            ));
+        }
         let mut load: HashMap<String, u32> = HashMap::new();
         for (_, o) in self.owners() {
             *load.entry(o.broker_id).or_default() += 1;
@@ -313,6 +337,11 @@ impl Cluster {
     pub async fn acquire(&self, path: &str) -> Result<u64, BrokerError> {
         if let Some(l) = self.holds(path) {
             return Ok(l.version());
+        }
+        if self.leaving.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(BrokerError::ServiceNotReady(format!(
+                "Namespace bundle {path} is being unloaded: this broker is shutting down"
+            )));
         }
         let _one = self.acquiring.lock().await;
         if let Some(l) = self.holds(path) {
@@ -394,8 +423,16 @@ impl Cluster {
         }
     }
 
+    /// Starts leaving: from now on lookups name other brokers and no bundle
+    /// is taken here.
+    pub fn begin_leave(&self) {
+        self.leaving
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Leaves the cluster: bundles released, registration removed, lease revoked.
     pub async fn leave(&self) {
+        self.begin_leave();
         let paths: Vec<String> = self.owned.lock().keys().cloned().collect();
         for p in paths {
             self.release(&p).await;
@@ -438,17 +475,24 @@ async fn follow_session(cluster: std::sync::Weak<Cluster>) {
         match state {
             SessionState::Lost { epoch } => {
                 let n = c.owned.lock().drain().count();
-                warn!(
-                    epoch,
-                    bundles = n,
-                    "metadata session lost: this broker owns nothing now"
-                );
+                warn!(epoch, bundles = n, "metadata session lost: this broker owns nothing now");
             }
             SessionState::Alive { epoch, .. } if epoch != current => {
                 current = epoch;
                 c.registration.lock().await.take();
-                if let Err(e) = c.register().await {
-                    warn!(error = %e, "registering again after the session came back failed");
+                // The lost lease's registration may outlive it briefly on the
+                // server: retry until it is gone or the session changes again.
+                loop {
+                    match c.register().await {
+                        Ok(()) => break,
+                        Err(e) => {
+                            warn!(error = %e, "registering again after the session came back failed; retrying");
+                            if !c.session.is_alive_in(epoch) {
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    }
                 }
             }
             SessionState::Closed => return,
