@@ -98,7 +98,12 @@ impl Member {
             .arg("--data-dir")
             .arg(dir.join(id))
             .args(["--broker-port", "0", "--http-port", "0"])
-            .args(["--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1"])
+            .args([
+                "--bind-address",
+                "127.0.0.1",
+                "--advertised-address",
+                "127.0.0.1",
+            ])
             .args(["--metadata-session-timeout-secs", &TTL_SECS.to_string()])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -114,7 +119,13 @@ impl Member {
         loop {
             let text = std::fs::read_to_string(&m.log).unwrap_or_default();
             if let Some(line) = text.lines().find(|l| l.contains(READY)) {
-                let addr = line.split(" addr=").nth(1).unwrap().split_whitespace().next().unwrap();
+                let addr = line
+                    .split(" addr=")
+                    .nth(1)
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap();
                 m.port = addr.rsplit(':').next().unwrap().parse().unwrap();
                 return m;
             }
@@ -157,13 +168,20 @@ async fn agreed_owner(members: &[&Member], topic: &str) -> String {
         let mut answers = std::collections::BTreeSet::new();
         for m in members {
             let (kind, url) = lookup(m.port, topic).await;
-            assert_eq!(kind, LookupType::Connect, "lookups answer Connect with the owner's URL");
+            assert_eq!(
+                kind,
+                LookupType::Connect,
+                "lookups answer Connect with the owner's URL"
+            );
             answers.insert(url);
         }
         if answers.len() == 1 {
             return answers.pop_first().unwrap();
         }
-        assert!(Instant::now() < deadline, "no agreement on {topic}: {answers:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no agreement on {topic}: {answers:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -229,7 +247,10 @@ async fn lookups_agree_owners_serve_and_a_dead_owners_topics_move() {
         if &url != owner_url {
             break url;
         }
-        assert!(killed.elapsed() < Duration::from_secs(TTL_SECS + 10), "the topic never moved");
+        assert!(
+            killed.elapsed() < Duration::from_secs(TTL_SECS + 10),
+            "the topic never moved"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let port = rest.iter().find(|m| m.url() == new_owner).unwrap().port;

@@ -31,6 +31,8 @@ pub mod file;
 mod latency;
 mod ledger;
 mod memory;
+#[cfg(feature = "object")]
+pub mod object;
 pub mod testing;
 
 pub use backend::{
@@ -41,9 +43,13 @@ pub use batch::append_batch;
 pub use config::{Clock, LedgerConfig, Retention, SyncMode};
 pub use cursor::ManagedCursor;
 pub use error::{LedgerError, Result};
+#[cfg(feature = "object")]
+pub use factory::open_shared_backend;
 pub use factory::{StorageUrl, open_backend};
 pub use file::{FileBackend, FileBackendConfig, FileBackendStats};
 pub use latency::{JournalSyncBounds, LatencyBounds, LatencyBuckets};
 pub use ledger::{AppendFuture, Entry, InitialPosition, LedgerStats, ManagedLedger};
 pub use memory::MemoryBackend;
+#[cfg(feature = "object")]
+pub use object::{ObjectBackend, ObjectBackendConfig, probe_create_only};
 pub use strobe_model::Position;

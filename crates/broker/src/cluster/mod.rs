@@ -475,7 +475,11 @@ async fn follow_session(cluster: std::sync::Weak<Cluster>) {
         match state {
             SessionState::Lost { epoch } => {
                 let n = c.owned.lock().drain().count();
-                warn!(epoch, bundles = n, "metadata session lost: this broker owns nothing now");
+                warn!(
+                    epoch,
+                    bundles = n,
+                    "metadata session lost: this broker owns nothing now"
+                );
             }
             SessionState::Alive { epoch, .. } if epoch != current => {
                 current = epoch;
