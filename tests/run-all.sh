@@ -44,6 +44,9 @@ if ! .venv/bin/python -c "import pulsar, fastavro, sys; sys.exit(pulsar.__versio
     .venv/bin/pip install -q --disable-pip-version-check "pulsar-client[avro]==$PY_CLIENT" pytest
 fi
 .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check pytest
+# An S3 server for the object-store backend's tests (moto honours create-only
+# puts, If-None-Match: *, since 5.2.5).
+[ -x .venv/bin/moto_server ] || .venv/bin/pip install -q --disable-pip-version-check 'moto[server]>=5.2.5'
 
 # A private etcd for the metadata tests.
 ETCD_DIR=$(mktemp -d)
@@ -54,7 +57,12 @@ ETCD_PORT=$(free_port); ETCD_PEER=$(free_port)
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
     --initial-cluster "strobe-test=http://127.0.0.1:$ETCD_PEER" >"$ETCD_DIR/etcd.log" 2>&1 &
 ETCD_PID=$!
-cleanup() { kill "$ETCD_PID" 2>/dev/null || true; wait "$ETCD_PID" 2>/dev/null || true; rm -rf "$ETCD_DIR"; }
+MOTO_PID=
+cleanup() {
+    kill "$ETCD_PID" $MOTO_PID 2>/dev/null || true
+    wait "$ETCD_PID" $MOTO_PID 2>/dev/null || true
+    rm -rf "$ETCD_DIR"
+}
 trap cleanup EXIT
 export ETCD_ENDPOINTS="http://127.0.0.1:$ETCD_PORT"
 for _ in $(seq 1 100); do
@@ -68,6 +76,18 @@ PY
     sleep 0.1
 done
 say "etcd at $ETCD_ENDPOINTS"
+
+MOTO_PORT=$(free_port)
+.venv/bin/moto_server -H 127.0.0.1 -p "$MOTO_PORT" >"$ETCD_DIR/moto.log" 2>&1 &
+MOTO_PID=$!
+for _ in $(seq 1 100); do
+    python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()' "$MOTO_PORT" 2>/dev/null && break
+    kill -0 "$MOTO_PID" 2>/dev/null || { cat "$ETCD_DIR/moto.log"; echo "tests/run-all.sh: moto did not start" >&2; exit 1; }
+    sleep 0.1
+done
+export STROBE_TEST_S3_ENDPOINT="http://127.0.0.1:$MOTO_PORT"
+export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1
+say "moto (S3) at $STROBE_TEST_S3_ENDPOINT"
 
 say "cargo fmt --check"
 cargo fmt --all -- --check

@@ -204,12 +204,12 @@ class Cluster:
         assert status == 200, (status, body)
         return body["brokerUrl"]
 
-    def owner(self, topic, timeout=30):
-        """The broker that owns `topic` (asked of every live broker until they agree)."""
+    def owner(self, topic, timeout=30, among=None):
+        """The broker that owns `topic`, asked of every live broker (or of `among`) until they agree."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             answers = set()
-            for b in self.live():
+            for b in among or self.live():
                 try:
                     answers.add(self.lookup(topic, via=b))
                 except (AssertionError, OSError):

@@ -14,6 +14,11 @@
 # binary (default target/release/strobe) and PYTHON the interpreter with
 # pulsar-client and pytest (default .venv/bin/python). The last line printed
 # is pytest's "N passed, M failed" summary.
+#
+# STROBE_CLUSTER=1 runs the suite against a cluster instead: a private etcd, a
+# shared directory and three `strobe broker`s (the cluster build) with the same
+# configuration; the suite talks to the first (ports 6650, 6651, 8080, 8443)
+# and lookups send it to the others.
 set -euo pipefail
 
 die() { echo "run-python-suite: $*" >&2; exit 2; }
@@ -42,8 +47,11 @@ for port in 6650 6651 8080 8443; do
 done
 
 WORK=$(mktemp -d /tmp/strobe-upstream-XXXXXX)
+PIDS=()
 cleanup() {
-  if [ -n "${PID:-}" ] && kill -0 "$PID" 2>/dev/null; then kill "$PID"; wait "$PID" || true; fi
+  for p in "${PIDS[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then kill "$p"; wait "$p" || true; fi
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -53,16 +61,18 @@ trap cleanup EXIT
 "$STROBE" tokens create --subject token-principal --secret-key "file://$WORK/secret.key" > "$DIR/.test-token.txt"
 SUPER=$("$STROBE" tokens create --subject superUser --secret-key "file://$WORK/secret.key")
 
-# tests/test-conf/standalone-ssl.conf, in strobe's keys.
-cat > "$WORK/strobe.toml" <<CONF
+# tests/test-conf/standalone-ssl.conf, in strobe's keys. $1: the file, then
+# the binary, HTTP, binary TLS and HTTPS ports.
+write_config() {
+cat > "$1" <<CONF
 cluster_name = "standalone"
 bind_address = "0.0.0.0"
 advertised_address = "localhost"
-broker_port = 6650
-http_port = 8080
-broker_port_tls = 6651
-http_port_tls = 8443
-data_dir = "$WORK/data"
+broker_port = $2
+http_port = $3
+broker_port_tls = $4
+http_port_tls = $5
+data_dir = "$WORK/data-$2"
 max_message_size = 1024000
 max_unacked_messages_per_consumer = 50000
 key_shared_use_consistent_hashing = false
@@ -79,14 +89,44 @@ anonymous_user_role = "anonymous"
 authorization_enabled = true
 superuser_roles = ["localhost", "superUser", "admin"]
 CONF
+}
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() {
+  for _ in $(seq 1 200); do
+    curl -sf "http://localhost:$1/metrics" > /dev/null && return 0
+    kill -0 "$2" 2>/dev/null || { cat "$3"; die "strobe exited"; }
+    sleep 0.1
+  done
+  cat "$3"; die "strobe did not answer on $1"
+}
 
-"$STROBE" standalone --config "$WORK/strobe.toml" > "$WORK/strobe.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 100); do
-  curl -sf http://localhost:8080/metrics > /dev/null && break
-  kill -0 "$PID" 2>/dev/null || { cat "$WORK/strobe.log"; die "strobe exited"; }
-  sleep 0.1
-done
+if [ -z "${STROBE_CLUSTER:-}" ]; then
+  write_config "$WORK/strobe.toml" 6650 8080 6651 8443
+  "$STROBE" standalone --config "$WORK/strobe.toml" > "$WORK/strobe.log" 2>&1 &
+  PID=$!
+  PIDS+=("$PID")
+  wait_http 8080 "$PID" "$WORK/strobe.log"
+else
+  ETCD=$(command -v etcd || echo /usr/bin/etcd)
+  [ -x "$ETCD" ] || die "STROBE_CLUSTER needs etcd (Debian: etcd-server)"
+  EP=$(free_port); PEER=$(free_port)
+  "$ETCD" --name upstream --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$EP" \
+    --advertise-client-urls "http://127.0.0.1:$EP" --listen-peer-urls "http://127.0.0.1:$PEER" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$PEER" --initial-cluster "upstream=http://127.0.0.1:$PEER" \
+    > "$WORK/etcd.log" 2>&1 &
+  PIDS+=($!)
+  mkdir -p "$WORK/shared"
+  for i in 0 1 2; do
+    if [ "$i" = 0 ]; then ports=(6650 8080 6651 8443); else ports=($(free_port) $(free_port) $(free_port) $(free_port)); fi
+    write_config "$WORK/broker-$i.toml" "${ports[@]}"
+    "$STROBE" broker --config "$WORK/broker-$i.toml" --metadata-store "etcd:http://127.0.0.1:$EP" \
+      --storage "file://$WORK/shared" --broker-id "broker-$i" > "$WORK/strobe-$i.log" 2>&1 &
+    PID=$!
+    PIDS+=("$PID")
+    wait_http "${ports[1]}" "$PID" "$WORK/strobe-$i.log"
+  done
+  cat "$WORK"/strobe-*.log > "$WORK/strobe.log"
+fi
 
 # The setup calls of their script, with the superUser token. Pulsar answers
 # 409 to re-creating what standalone made at start (tenant public and
@@ -118,6 +158,8 @@ set +e
   | grep -E '^(FAILED|ERROR)|passed|failed'
 status=${PIPESTATUS[0]}
 set -e
-if ! kill -0 "$PID" 2>/dev/null; then echo "strobe died during the suite:"; tail -50 "$WORK/strobe.log"; fi
+for p in "${PIDS[@]}"; do
+  if ! kill -0 "$p" 2>/dev/null; then echo "a strobe or etcd process died during the suite:"; tail -50 "$WORK"/strobe*.log; fi
+done
 tail -1 "$WORK/pytest.log"
 exit "$status"
