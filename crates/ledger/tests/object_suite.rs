@@ -219,6 +219,301 @@ async fn fencing_on_a_shared_directory() {
     a_racing_flush_before_the_seal_is_kept(&h).await;
 }
 
+/// A faulty store in front of a good one: its first `lose` puts of log
+/// objects land but report an error (a response lost on the way back), and
+/// with `ignore_create` it overwrites on create-only puts, as some S3 servers do.
+#[derive(Debug, Default)]
+struct Faulty {
+    inner: object_store::memory::InMemory,
+    lose: std::sync::atomic::AtomicU32,
+    ignore_create: bool,
+}
+
+impl std::fmt::Display for Faulty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Faulty")
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Faulty {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: object_store::PutPayload,
+        mut opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        if self.ignore_create {
+            opts.mode = object_store::PutMode::Overwrite;
+        }
+        let r = self.inner.put_opts(location, payload, opts).await;
+        let lose = || {
+            self.lose
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |n| n.checked_sub(1),
+                )
+                .is_ok()
+        };
+        if r.is_ok() && location.as_ref().contains("/log/") && lose() {
+            return Err(object_store::Error::Generic {
+                store: "test",
+                source: "connection reset after the put landed".into(),
+            });
+        }
+        r
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<'static, object_store::Result<Path>>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(
+        &self,
+        prefix: Option<&Path>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+fn log_dir(topic: &str) -> Path {
+    // Topic names here are plain, so their escaped segment is the name itself.
+    Path::from(format!("t/topics/{topic}/log").as_str())
+}
+
+async fn list(store: &dyn ObjectStore, dir: &Path) -> Vec<Path> {
+    use futures::TryStreamExt;
+    store
+        .list(Some(dir))
+        .map_ok(|m| m.location)
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+fn fenced_total(b: &ObjectBackend) -> u64 {
+    match b
+        .engine_stats()
+        .into_iter()
+        .find(|m| m.name == "strobe_storage_object_fenced_total")
+        .map(|m| m.value)
+    {
+        Some(strobe_ledger::MetricValue::Int(n)) => n,
+        other => panic!("no fenced counter: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_put_that_had_landed_is_the_writers_own() {
+    // The seal's and two data puts' responses are lost after they landed:
+    // each retry finds its own put id in the slot and carries on.
+    let store = Arc::new(Faulty {
+        lose: 3.into(),
+        ..Faulty::default()
+    });
+    let b = ObjectBackend::new(
+        store.clone(),
+        Path::from("t"),
+        ObjectBackendConfig::default(),
+    );
+    let ml = ManagedLedger::open(&b, "retry", cfg(1)).await.unwrap();
+    let mut ps = Vec::new();
+    for i in 0..5u32 {
+        ps.push(ml.append(Bytes::from(format!("r{i}"))).await.unwrap());
+    }
+    assert_eq!(store.lose.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(
+        fenced_total(&b),
+        0,
+        "its own retried puts are not a newer writer"
+    );
+    ml.close().await.unwrap();
+    drop(ml);
+    let ml = ManagedLedger::open(&b, "retry", cfg(1)).await.unwrap();
+    let all = ml.read(Position::EARLIEST, 10).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.position).collect::<Vec<_>>(), ps);
+    ml.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_refuses_a_store_that_ignores_create_only() {
+    let good: Arc<dyn ObjectStore> = Arc::new(Faulty::default());
+    strobe_ledger::probe_create_only(&good, &Path::from("p"))
+        .await
+        .unwrap();
+    let bad: Arc<dyn ObjectStore> = Arc::new(Faulty {
+        ignore_create: true,
+        ..Faulty::default()
+    });
+    let e = strobe_ledger::probe_create_only(&bad, &Path::from("p"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ignores create-only puts"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_object_is_corrupt_not_wrong_data() {
+    use object_store::ObjectStoreExt;
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let small = ObjectBackendConfig {
+        checkpoint_every: 1000,
+        cache_bytes: 0,
+        ..ObjectBackendConfig::default()
+    };
+    let b = ObjectBackend::new(store.clone(), Path::from("t"), small.clone());
+    let ml = ManagedLedger::open(&b, "dmg", cfg(1)).await.unwrap();
+    let p = ml.append(Bytes::from_static(b"precious")).await.unwrap();
+    // The seal is at slot 0, the data at slot 1: flip one byte of it.
+    let key = log_dir("dmg").join(format!("{:020}", 1).as_str());
+    let mut bytes = store
+        .get(&key)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    store.put(&key, bytes.into()).await.unwrap();
+    let e = ml.read(p, 1).await.unwrap_err();
+    assert!(matches!(e, LedgerError::Corrupt { .. }), "{e:?}");
+    drop(ml);
+    // Recovery (no checkpoint was written) reads the object too, and refuses it.
+    let fresh = ObjectBackend::new(store, Path::from("t"), small);
+    let e = ManagedLedger::open(&fresh, "dmg", cfg(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, LedgerError::Corrupt { .. }), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trimming_deletes_the_objects_of_deleted_ledgers() {
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let b = ObjectBackend::new(
+        store.clone(),
+        Path::from("t"),
+        ObjectBackendConfig::default(),
+    );
+    let c = LedgerConfig {
+        max_entries_per_ledger: 2,
+        ..cfg(1)
+    };
+    let ml = ManagedLedger::open(&b, "trim", c.clone()).await.unwrap();
+    let mut ps = Vec::new();
+    for i in 0..10u32 {
+        // One at a time: one data object per entry.
+        ps.push(ml.append(Bytes::from(format!("t{i}"))).await.unwrap());
+    }
+    // A seal and ten data objects.
+    assert_eq!(list(&*store, &log_dir("trim")).await.len(), 11);
+    // No cursors: every sealed ledger is consumed; the current one stays.
+    let deleted = ml.trim().await.unwrap();
+    assert_eq!(deleted.len(), 4, "{deleted:?}");
+    let left = list(&*store, &log_dir("trim")).await;
+    assert_eq!(
+        left.len(),
+        3,
+        "the seal and the last ledger's two objects: {left:?}"
+    );
+    ml.close().await.unwrap();
+    drop(ml);
+    let fresh = ObjectBackend::new(
+        store.clone(),
+        Path::from("t"),
+        ObjectBackendConfig::default(),
+    );
+    let ml = ManagedLedger::open(&fresh, "trim", c).await.unwrap();
+    let all = ml.read(Position::EARLIEST, 100).await.unwrap();
+    assert_eq!(
+        all.iter().map(|e| e.position).collect::<Vec<_>>(),
+        ps[8..].to_vec()
+    );
+    assert!(ml.stats().current_ledger_id > ps[9].ledger_id);
+    ml.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_share_puts() {
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let grouped = ObjectBackendConfig {
+        flush_delay: Duration::from_millis(5),
+        max_batch_bytes: 1 << 10,
+        ..ObjectBackendConfig::default()
+    };
+    let b = ObjectBackend::new(store.clone(), Path::from("t"), grouped);
+    let ml = ManagedLedger::open(&b, "group", cfg(1)).await.unwrap();
+    let futs: Vec<_> = (0..200u32)
+        .map(|i| ml.append(Bytes::from(format!("{i:08}"))))
+        .collect();
+    let mut ps = Vec::new();
+    for f in futs {
+        ps.push(f.await.unwrap());
+    }
+    // 200 entries of 8 bytes, at most 1 KiB a put: a few puts, far fewer
+    // than one per entry (plus the seal).
+    let objects = list(&*store, &log_dir("group")).await.len();
+    assert!((3..=20).contains(&objects), "{objects} log objects");
+    let all = ml.read(Position::EARLIEST, 1000).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.position).collect::<Vec<_>>(), ps);
+    ml.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_snapshots_land_in_the_order_they_were_taken() {
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let b = ObjectBackend::new(
+        store.clone(),
+        Path::from("t"),
+        ObjectBackendConfig::default(),
+    );
+    let (st, _) = b.open_topic("cur", 1).await.unwrap();
+    let older = st.persist_cursor("c", Some(Bytes::from_static(b"older")));
+    let newer = st.persist_cursor("c", Some(Bytes::from_static(b"newer")));
+    // The newer snapshot reaches the store first; the older must not overwrite it.
+    newer.await.unwrap();
+    older.await.unwrap();
+    st.close().await.unwrap();
+    drop(st);
+    let (st, rec) = b.open_topic("cur", 1).await.unwrap();
+    assert_eq!(
+        rec.cursors,
+        vec![("c".to_string(), Bytes::from_static(b"newer"))]
+    );
+    st.close().await.unwrap();
+}
+
 /// Creates a bucket on the S3 server at `endpoint` (moto takes an
 /// unauthenticated PUT of the bucket).
 fn create_bucket(endpoint: &str, bucket: &str) {

@@ -173,6 +173,24 @@ impl Shared {
         }
     }
 
+    /// [`Shared::create`], retried on errors (a timeout, a 5xx) with the same
+    /// bytes: a retry that finds the key taken may be finding its own earlier
+    /// attempt, which the caller tells by the put id inside.
+    pub async fn create_retrying(&self, key: &Path, bytes: Bytes) -> Result<bool> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.create(key, bytes.clone()).await {
+                Err(e) if attempt < self.cfg.put_attempts => {
+                    self.counters.put_retries.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%key, attempt, error = %e, "put failed; retrying the same object");
+                    tokio::time::sleep(Duration::from_millis(20 << attempt.min(7))).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// An overwriting put (checkpoints, cursors).
     pub async fn overwrite(&self, key: &Path, bytes: Bytes) -> Result<()> {
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
@@ -324,6 +342,16 @@ async fn open_topic(
     topic: String,
     fence: u64,
 ) -> Result<(Arc<dyn TopicStorage>, RecoveredTopic)> {
+    // One handle per topic in this process; an open that fails or is
+    // abandoned half-way gives the topic back.
+    if !shared.open.lock().insert(topic.clone()) {
+        return Err(LedgerError::AlreadyOpen(topic));
+    }
+    let mut guard = OpenGuard {
+        shared: &shared,
+        topic: &topic,
+        armed: true,
+    };
     let dir = shared.topic_dir(&topic);
     // The newest readable checkpoint, then the log after it.
     let mut scan = Scan::default();
@@ -375,7 +403,7 @@ async fn open_topic(
     loop {
         let key = shared.log_key(&topic, slot);
         if shared
-            .create(&key, format::encode_seal(fence, mine))
+            .create_retrying(&key, format::encode_seal(fence, mine))
             .await?
         {
             break;
@@ -394,10 +422,6 @@ async fn open_topic(
         }
         scan.include(slot, &o);
         slot += 1;
-    }
-    // One handle per topic in this process.
-    if !shared.open.lock().insert(topic.clone()) {
-        return Err(LedgerError::AlreadyOpen(topic));
     }
     let mut cursors = Vec::new();
     for key in shared.list(&dir.clone().join("cursors"), None).await? {
@@ -435,8 +459,25 @@ async fn open_topic(
     state.next_ledger_id = recovered.next_ledger_id;
     state.first_kept = scan.first_kept;
     state.max_epoch = fence;
+    guard.armed = false;
+    drop(guard);
     let handle = topic::ObjectTopic::start(shared, topic, fence, state);
     Ok((handle, recovered))
+}
+
+/// Releases a topic's open slot unless the open completed.
+struct OpenGuard<'a> {
+    shared: &'a Shared,
+    topic: &'a str,
+    armed: bool,
+}
+
+impl Drop for OpenGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.shared.open.lock().remove(self.topic);
+        }
+    }
 }
 
 impl LedgerBackend for ObjectBackend {
@@ -488,88 +529,5 @@ impl LedgerBackend for ObjectBackend {
                 get(&c.fenced),
             ),
         ]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use object_store::memory::InMemory;
-
-    /// A store that ignores PutMode::Create, as some S3 servers do.
-    #[derive(Debug)]
-    struct Overwriting(InMemory);
-
-    impl std::fmt::Display for Overwriting {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("Overwriting")
-        }
-    }
-
-    #[async_trait::async_trait]
-    impl ObjectStore for Overwriting {
-        async fn put_opts(
-            &self,
-            location: &Path,
-            payload: PutPayload,
-            _opts: PutOptions,
-        ) -> object_store::Result<object_store::PutResult> {
-            self.0
-                .put_opts(location, payload, PutOptions::default())
-                .await
-        }
-        async fn put_multipart_opts(
-            &self,
-            location: &Path,
-            opts: object_store::PutMultipartOptions,
-        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
-            self.0.put_multipart_opts(location, opts).await
-        }
-        async fn get_opts(
-            &self,
-            location: &Path,
-            options: object_store::GetOptions,
-        ) -> object_store::Result<object_store::GetResult> {
-            self.0.get_opts(location, options).await
-        }
-        fn delete_stream(
-            &self,
-            locations: futures::stream::BoxStream<'static, object_store::Result<Path>>,
-        ) -> futures::stream::BoxStream<'static, object_store::Result<Path>> {
-            self.0.delete_stream(locations)
-        }
-        fn list(
-            &self,
-            prefix: Option<&Path>,
-        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
-        {
-            self.0.list(prefix)
-        }
-        async fn list_with_delimiter(
-            &self,
-            prefix: Option<&Path>,
-        ) -> object_store::Result<object_store::ListResult> {
-            self.0.list_with_delimiter(prefix).await
-        }
-        async fn copy_opts(
-            &self,
-            from: &Path,
-            to: &Path,
-            options: object_store::CopyOptions,
-        ) -> object_store::Result<()> {
-            self.0.copy_opts(from, to, options).await
-        }
-    }
-
-    #[tokio::test]
-    async fn the_probe_refuses_a_store_that_ignores_create_only() {
-        let good: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        probe_create_only(&good, &Path::from("p")).await.unwrap();
-        let bad: Arc<dyn ObjectStore> = Arc::new(Overwriting(InMemory::new()));
-        let e = probe_create_only(&bad, &Path::from("p"))
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("ignores create-only puts"), "{e}");
     }
 }

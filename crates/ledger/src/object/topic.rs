@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -91,7 +90,7 @@ impl Cache {
             self.order.push_back(seq);
             self.bytes += size;
         }
-        while self.bytes > budget && self.order.len() > 1 {
+        while self.bytes > budget {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
@@ -125,6 +124,12 @@ struct Inner {
     flusher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Serialises checkpoints, trims and the flusher's checkpoints.
     checkpointing: tokio::sync::Mutex<()>,
+    /// Per cursor: the generation of the newest snapshot asked for and of the
+    /// newest written. Generations are taken when `persist_cursor` is called,
+    /// so a snapshot that reaches the store after a newer one is dropped, not
+    /// written over it.
+    cursor_gens: Mutex<std::collections::HashMap<String, (u64, u64)>>,
+    cursor_writes: tokio::sync::Mutex<()>,
 }
 
 /// The [`TopicStorage`] of the object backend.
@@ -161,6 +166,8 @@ impl ObjectTopic {
             released: Default::default(),
             flusher: Mutex::new(None),
             checkpointing: tokio::sync::Mutex::new(()),
+            cursor_gens: Mutex::new(std::collections::HashMap::new()),
+            cursor_writes: tokio::sync::Mutex::new(()),
         });
         let task = tokio::spawn(flusher(inner.clone()));
         *inner.flusher.lock() = Some(task);
@@ -212,47 +219,31 @@ impl Inner {
         let raw = format::encode_data(self.epoch, mine, ledger_id, first_entry, &entries);
         let seq = self.state.lock().next_seq;
         let key = self.shared.log_key(&self.name, seq);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.shared.create(&key, raw.clone()).await {
-                Ok(true) => break,
-                Ok(false) => {
-                    // Someone holds the slot: our own earlier attempt, or a newer writer's seal.
-                    let back = self.shared.get(&key).await?;
-                    let o = back
-                        .as_ref()
-                        .map(format::decode_log)
-                        .transpose()
-                        .map_err(|e| corrupt(&self.name, &key, e))?;
-                    match o {
-                        Some(o) if o.put_id == mine => break,
-                        Some(o) => {
-                            self.shared.counters.fenced.fetch_add(1, Ordering::Relaxed);
-                            return Err(LedgerError::Fenced {
-                                topic: self.name.clone(),
-                                token: self.epoch,
-                                current: o.epoch,
-                            });
-                        }
-                        None => {
-                            return Err(corrupt(
-                                &self.name,
-                                &key,
-                                "the slot is taken but holds nothing".into(),
-                            ));
-                        }
-                    }
+        if !self.shared.create_retrying(&key, raw).await? {
+            // Someone holds the slot: our own earlier attempt, or a newer writer's seal.
+            let back = self.shared.get(&key).await?;
+            let o = back
+                .as_ref()
+                .map(format::decode_log)
+                .transpose()
+                .map_err(|e| corrupt(&self.name, &key, e))?;
+            match o {
+                Some(o) if o.put_id == mine => {}
+                Some(o) => {
+                    self.shared.counters.fenced.fetch_add(1, Ordering::Relaxed);
+                    return Err(LedgerError::Fenced {
+                        topic: self.name.clone(),
+                        token: self.epoch,
+                        current: o.epoch,
+                    });
                 }
-                Err(e) if attempt < self.shared.cfg.put_attempts => {
-                    self.shared
-                        .counters
-                        .put_retries
-                        .fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(topic = %self.name, seq, attempt, error = %e, "put failed; retrying the same object");
-                    tokio::time::sleep(Duration::from_millis(50 << attempt.min(6))).await;
+                None => {
+                    return Err(corrupt(
+                        &self.name,
+                        &key,
+                        "the slot is taken but holds nothing".into(),
+                    ));
                 }
-                Err(e) => return Err(e),
             }
         }
         let meta = ObjMeta {
@@ -471,16 +462,32 @@ impl TopicStorage for ObjectTopic {
             .topic_dir(&inner.name)
             .join("cursors")
             .join(format::escape(name).as_str());
+        let name = name.to_string();
+        let generation = {
+            let mut gens = inner.cursor_gens.lock();
+            let g = gens.entry(name.clone()).or_default();
+            g.0 += 1;
+            g.0
+        };
         async move {
+            let _one = inner.cursor_writes.lock().await;
+            let written = inner.cursor_gens.lock().get(&name).map_or(0, |g| g.1);
+            if written > generation {
+                return Ok(());
+            }
             match snapshot {
                 Some(s) => {
                     inner
                         .shared
                         .overwrite(&key, format::encode_cursor(inner.epoch, &s))
-                        .await
+                        .await?
                 }
-                None => inner.shared.delete(&key).await,
+                None => inner.shared.delete(&key).await?,
             }
+            if let Some(g) = inner.cursor_gens.lock().get_mut(&name) {
+                g.1 = g.1.max(generation);
+            }
+            Ok(())
         }
         .boxed()
     }
