@@ -216,10 +216,28 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
         let (http, broker_listener) = bind_ports(&mut cfg).await?;
         let port = broker_listener.local_addr()?.port();
         let endpoints = cfg.etcd_endpoints()?;
-        let etcd = EtcdStore::connect(EtcdOptions::new(endpoints.clone()))
-            .await
-            .with_context(|| format!("connecting to etcd at {}", endpoints.join(",")))?;
-        let metadata: Arc<dyn MetadataStore> = Arc::new(etcd);
+        // etcd may come up after the broker (a compose file starts both): wait for it, bounded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let metadata: Arc<dyn MetadataStore> = loop {
+            let attempt = async {
+                let etcd = EtcdStore::connect(EtcdOptions::new(endpoints.clone())).await?;
+                etcd.revision().await?;
+                Ok::<_, strobe_metadata::MetadataError>(etcd)
+            };
+            match attempt.await {
+                Ok(etcd) => break Arc::new(etcd),
+                Err(e) if std::time::Instant::now() < deadline => {
+                    tracing::warn!(error = %e, endpoints = %endpoints.join(","), "etcd is not reachable yet; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "connecting to etcd at {} (gave up after 60 s)",
+                        endpoints.join(",")
+                    )));
+                }
+            }
+        };
         let storage = strobe_ledger::open_shared_backend(
             &url,
             strobe_ledger::ObjectBackendConfig {

@@ -64,7 +64,7 @@ ready_ports() {
   echo "strobe did not start: $(tail -20 "$1")" >&2; return 1
 }
 
-puts() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^strobe_storage_object_puts_total / { print $2 }'; }
+puts() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^strobe_storage_object_puts_total[{ ]/ { print $2 }'; }
 
 start_etcd() {
   EP=$(free_port); PEER=$(free_port)

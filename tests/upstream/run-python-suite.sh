@@ -52,7 +52,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do
     if kill -0 "$p" 2>/dev/null; then kill "$p"; wait "$p" || true; fi
   done
-  rm -rf "$WORK"
+  if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
@@ -115,6 +115,7 @@ else
     --initial-advertise-peer-urls "http://127.0.0.1:$PEER" --initial-cluster "upstream=http://127.0.0.1:$PEER" \
     > "$WORK/etcd.log" 2>&1 &
   PIDS+=($!)
+  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$EP") 2>/dev/null && break; sleep 0.1; done
   mkdir -p "$WORK/shared"
   for i in 0 1 2; do
     if [ "$i" = 0 ]; then ports=(6650 8080 6651 8443); else ports=($(free_port) $(free_port) $(free_port) $(free_port)); fi

@@ -1,16 +1,36 @@
 //! In a cluster, topic operations reach the topic's owner: a request about a
-//! topic whose bundle another broker owns is answered with HTTP 307 to the
-//! same path on that broker, as Pulsar's web service redirects. Metadata-only
-//! requests (partitioned topics' partition counts) and topics nobody owns yet
-//! are served where they arrive.
+//! topic whose bundle another broker owns is forwarded to the same path on
+//! that broker and its answer passed back, so any HTTP client (curl, urllib
+//! with a PUT, `strobe admin`) works against any broker. A request that
+//! cannot be forwarded as it is, because the owner is only reachable over
+//! HTTPS or the caller proved its identity with a TLS client certificate
+//! (which a forward cannot carry), is answered with HTTP 307 to the owner, as
+//! Pulsar's web service does. A forwarded request is never forwarded again.
+//! Metadata-only requests (partitioned topics' partition counts) and topics
+//! nobody owns yet are served where they arrive.
 
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use strobe_model::TopicName;
 
-use crate::Svc;
+use crate::{ApiError, PeerInfo, Svc};
+
+/// Marks a request one broker forwarded to another.
+const FORWARDED: &str = "x-strobe-forwarded-by";
+
+fn client() -> &'static Client<HttpConnector, Body> {
+    static CLIENT: OnceLock<Client<HttpConnector, Body>> = OnceLock::new();
+    CLIENT.get_or_init(|| Client::builder(TokioExecutor::new()).build_http())
+}
 
 /// The topic a path is about: `/admin/v2/{domain}/{tenant}/{ns}/{topic}/...`.
 fn topic_of(path: &str) -> Option<TopicName> {
@@ -42,20 +62,66 @@ pub(crate) async fn layer(State(s): State<Svc>, req: Request, next: Next) -> Res
     let Ok(path) = s.bundle_path(&topic) else {
         return next.run(req).await;
     };
-    match cluster.owner_of(&path) {
-        Some(owner) if owner.broker_id != cluster.broker_id() => {
-            let target = format!(
-                "{}{}",
-                owner.web_service_url.trim_end_matches('/'),
-                req.uri()
-                    .path_and_query()
-                    .map(|p| p.as_str())
-                    .unwrap_or("/")
-            );
-            (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, target)]).into_response()
-        }
-        _ => next.run(req).await,
+    let owner = match cluster.owner_of(&path) {
+        Some(o) if o.broker_id != cluster.broker_id() => o,
+        _ => return next.run(req).await,
+    };
+    if req.headers().contains_key(FORWARDED) {
+        // The sender thought this broker owns it; the views disagree for a
+        // moment (a bundle moving). Serve it here rather than bounce it.
+        return next.run(req).await;
     }
+    let target = format!(
+        "{}{}",
+        owner.web_service_url.trim_end_matches('/'),
+        req.uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+    );
+    let has_cert = req
+        .extensions()
+        .get::<ConnectInfo<PeerInfo>>()
+        .is_some_and(|c| !c.0.certs.is_empty());
+    if has_cert || !target.starts_with("http://") {
+        return (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, target)]).into_response();
+    }
+    forward(req, &target, &cluster.broker_id())
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Sends `req` to `target` and passes the answer back.
+async fn forward(mut req: Request, target: &str, me: &str) -> Result<Response, ApiError> {
+    let uri: axum::http::Uri = target
+        .parse()
+        .map_err(|e| ApiError(500, format!("owner URL {target}: {e}")))?;
+    if let Some(host) = uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        req.headers_mut().insert(header::HOST, host);
+    }
+    req.headers_mut().insert(
+        FORWARDED,
+        HeaderValue::from_str(me).unwrap_or(HeaderValue::from_static("broker")),
+    );
+    *req.uri_mut() = uri;
+    let answer = tokio::time::timeout(Duration::from_secs(30), client().request(req))
+        .await
+        .map_err(|_| {
+            ApiError(
+                504,
+                format!("the topic's owner did not answer {target} within 30 s"),
+            )
+        })?
+        .map_err(|e| {
+            ApiError(
+                503,
+                format!("forwarding to the topic's owner at {target}: {e}"),
+            )
+        })?;
+    Ok(answer.map(Body::new))
 }
 
 #[cfg(test)]

@@ -40,6 +40,9 @@ use crate::BrokerError;
 pub const BROKERS: &str = "/loadbalance/brokers";
 /// Where bundle owners hold their locks.
 pub const OWNERSHIP: &str = "/namespace";
+/// Where brokers announce the non-persistent topics they have loaded (these
+/// exist only while loaded, so a namespace's list asks the store).
+pub const NON_PERSISTENT: &str = "/loadbalance/non-persistent";
 
 /// What a broker publishes of itself (Pulsar's `BrokerLookupData`, trimmed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -402,6 +405,46 @@ impl Cluster {
             }
             Err(e) => warn!(bundle = path, error = %e, "releasing a bundle failed"),
         }
+    }
+
+    /// Announces a loaded non-persistent topic (`key`: its
+    /// `<tenant>/<ns>/non-persistent/<local>`), under this broker's lease.
+    pub async fn announce(&self, key: &str) {
+        let Some((lease, _)) = self.session.lease() else {
+            return;
+        };
+        let path = format!("{NON_PERSISTENT}/{key}");
+        if let Err(e) = self
+            .session
+            .store()
+            .put_ephemeral(&path, self.broker_id().as_bytes(), strobe_metadata::Expect::Any, lease)
+            .await
+        {
+            warn!(path, error = %e, "announcing a non-persistent topic failed");
+        }
+    }
+
+    /// Withdraws [`Cluster::announce`].
+    pub async fn retract(&self, key: &str) {
+        let path = format!("{NON_PERSISTENT}/{key}");
+        match self.session.store().delete(&path, None).await {
+            Ok(()) | Err(MetadataError::NotFound(_)) => {}
+            Err(e) => warn!(path, error = %e, "withdrawing a non-persistent topic failed"),
+        }
+    }
+
+    /// The non-persistent topics loaded anywhere in the cluster under
+    /// `prefix` (`<tenant>/<ns>/non-persistent/`), as topic keys.
+    pub async fn announced(&self, prefix: &str) -> Result<Vec<String>, BrokerError> {
+        let root = format!("{NON_PERSISTENT}/");
+        Ok(self
+            .session
+            .store()
+            .list_keys(&format!("{root}{prefix}"))
+            .await?
+            .into_iter()
+            .map(|k| k[root.len()..].to_string())
+            .collect())
     }
 
     /// Writes this broker's load into its registration.

@@ -380,6 +380,7 @@ impl BrokerService {
             if let Some(t) = removed {
                 info!(topic = %t.name, "topic closed: this broker no longer owns its bundle");
                 t.close().await;
+                self.forget_non_persistent(&t.name).await;
             }
         }
     }
@@ -459,6 +460,9 @@ impl BrokerService {
                 "topic {name} does not exist"
             )));
         }
+        if let Some(c) = &self.cluster {
+            c.announce(&crate::resources::paths::topic_key(name)).await;
+        }
         let config = LedgerConfig {
             max_entries_per_ledger: 1000,
             max_ledger_bytes: 16 << 20,
@@ -487,8 +491,19 @@ impl BrokerService {
             .remove(&key)
             .ok_or_else(|| BrokerError::TopicNotFound(format!("topic {name} is not loaded")))?;
         topic.close().await;
+        self.forget_non_persistent(name).await;
         info!(topic = %name, "topic unloaded");
         Ok(())
+    }
+
+    /// Withdraws a cluster broker's announcement of a non-persistent topic it
+    /// no longer has loaded.
+    async fn forget_non_persistent(&self, name: &TopicName) {
+        if let Some(c) = &self.cluster
+            && !name.is_persistent()
+        {
+            c.retract(&crate::resources::paths::topic_key(name)).await;
+        }
     }
 
     /// Closes every topic: producers and consumers get CLOSE_PRODUCER and

@@ -133,6 +133,16 @@ impl BrokerService {
                     names.push(t.name.to_string());
                 }
             }
+            // In a cluster the others' too: they announce what they load.
+            if let Some(c) = self.cluster() {
+                let keys = c
+                    .announced(&format!("{ns}/non-persistent/"))
+                    .await?;
+                names.extend(
+                    keys.iter()
+                        .filter_map(|k| crate::resources::paths::name_from_key(k)),
+                );
+            }
         }
         names.sort();
         names.dedup();
