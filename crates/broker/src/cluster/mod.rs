@@ -417,7 +417,12 @@ impl Cluster {
         if let Err(e) = self
             .session
             .store()
-            .put_ephemeral(&path, self.broker_id().as_bytes(), strobe_metadata::Expect::Any, lease)
+            .put_ephemeral(
+                &path,
+                self.broker_id().as_bytes(),
+                strobe_metadata::Expect::Any,
+                lease,
+            )
             .await
         {
             warn!(path, error = %e, "announcing a non-persistent topic failed");

@@ -135,9 +135,7 @@ impl BrokerService {
             }
             // In a cluster the others' too: they announce what they load.
             if let Some(c) = self.cluster() {
-                let keys = c
-                    .announced(&format!("{ns}/non-persistent/"))
-                    .await?;
+                let keys = c.announced(&format!("{ns}/non-persistent/")).await?;
                 names.extend(
                     keys.iter()
                         .filter_map(|k| crate::resources::paths::name_from_key(k)),
