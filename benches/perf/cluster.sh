@@ -11,6 +11,7 @@
 #   benches/perf/cluster.sh                       # ~2 minutes
 #   RATE=5000 DURATION=20 benches/perf/cluster.sh
 #   TARGETS="standalone shared-dir" benches/perf/cluster.sh
+#   BROKER_CONFIG='storage_flush_delay_ms = 5' TARGETS=s3 benches/perf/cluster.sh
 #
 # Needs: target/release/strobe built with --features cluster (built here unless
 # SKIP_BUILD=1), etcd, and for s3 the moto server (pip-installed into
@@ -107,7 +108,8 @@ run_target() {
         env=(AWS_ENDPOINT_URL="http://127.0.0.1:$MP" AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=test
              AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1)
       fi
-      env "${env[@]}" "$STROBE" broker --metadata-store "etcd:http://127.0.0.1:$EP" --storage "$storage" \
+      printf '%s\n' "${BROKER_CONFIG:-}" > "$dir/broker.toml"
+      env "${env[@]}" "$STROBE" broker --config "$dir/broker.toml" --metadata-store "etcd:http://127.0.0.1:$EP" --storage "$storage" \
         --broker-id bench --data-dir "$dir/data" --broker-port 0 --http-port 0 \
         --bind-address 127.0.0.1 --advertised-address 127.0.0.1 > "$dir/strobe.log" 2>&1 &
       ;;
