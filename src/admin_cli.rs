@@ -148,11 +148,15 @@ enum NamespacesCmd {
     Bundles {
         namespace: String,
     },
-    /// Unloads a namespace's topics, or one bundle's.
+    /// Unloads a namespace's topics, or one bundle's; with -d the bundle moves
+    /// to that broker (a cluster's broker id or host:webPort) and its clients
+    /// follow without a lookup.
     Unload {
         namespace: String,
         #[arg(short, long)]
         bundle: Option<String>,
+        #[arg(short = 'd', long = "destinationBroker", requires = "bundle")]
+        destination_broker: Option<String>,
     },
     SplitBundle {
         namespace: String,
@@ -424,10 +428,17 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
             NamespacesCmd::Bundles { namespace } => http
                 .get(&format!("/admin/v2/namespaces/{namespace}/bundles"))?
                 .into(),
-            NamespacesCmd::Unload { namespace, bundle } => {
-                let path = match &bundle {
-                    Some(b) => format!("/admin/v2/namespaces/{namespace}/{b}/unload"),
-                    None => format!("/admin/v2/namespaces/{namespace}/unload"),
+            NamespacesCmd::Unload {
+                namespace,
+                bundle,
+                destination_broker,
+            } => {
+                let path = match (&bundle, &destination_broker) {
+                    (Some(b), Some(d)) => {
+                        format!("/admin/v2/namespaces/{namespace}/{b}/unload?destinationBroker={d}")
+                    }
+                    (Some(b), None) => format!("/admin/v2/namespaces/{namespace}/{b}/unload"),
+                    (None, _) => format!("/admin/v2/namespaces/{namespace}/unload"),
                 };
                 http.send("PUT", &path, "")?;
                 Output::Done(format!("unloaded {namespace}"))

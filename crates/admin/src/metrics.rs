@@ -132,6 +132,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
     }
     storage_latency_metrics(&mut out, cluster, &topics);
     storage_engine_metrics(&mut out, cluster, &s.storage_engine_stats());
+    cluster_metrics(&mut out, cluster, &s.cluster_counters);
     let _ = writeln!(
         out,
         "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"
@@ -143,6 +144,56 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
     );
     process_metrics(&mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// Lookups served and bundles moved (PIP-307 transfers and plain unloads),
+/// with the transfers' phase times.
+fn cluster_metrics(out: &mut String, cluster: &str, c: &strobe_broker::service::ClusterCounters) {
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+    let rows: [(&str, &str, &str, String); 6] = [
+        (
+            "strobe_lookups_total",
+            "counter",
+            "Topic lookups (binary and HTTP) answered",
+            get(&c.lookups).to_string(),
+        ),
+        (
+            "strobe_bundle_transfers_total",
+            "counter",
+            "Bundles this broker transferred to another (PIP-307)",
+            get(&c.transfers).to_string(),
+        ),
+        (
+            "strobe_bundle_transfers_failed_total",
+            "counter",
+            "Transfers whose destination did not take the bundle (freed instead)",
+            get(&c.transfers_failed).to_string(),
+        ),
+        (
+            "strobe_bundle_unloads_total",
+            "counter",
+            "Bundles freed by a plain unload",
+            get(&c.unloads).to_string(),
+        ),
+        (
+            "strobe_bundle_transfer_close_seconds_total",
+            "counter",
+            "Time transfers spent closing topics (Releasing to Assigning)",
+            format!("{:.6}", get(&c.transfer_close_us) as f64 / 1e6),
+        ),
+        (
+            "strobe_bundle_transfer_take_seconds_total",
+            "counter",
+            "Time transfers waited for the destination to own the bundle",
+            format!("{:.6}", get(&c.transfer_take_us) as f64 / 1e6),
+        ),
+    ];
+    for (name, kind, help, value) in rows {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{cluster=\"{cluster}\"}} {value}"
+        );
+    }
 }
 
 /// The storage engine's own figures, as its backend names them (Pulsar has

@@ -47,23 +47,40 @@ fn topic_of(path: &str) -> Option<TopicName> {
     TopicName::parse(&format!("{domain}://{tenant}/{ns}/{topic}")).ok()
 }
 
-/// The layer: a 307 to the owner for another broker's topic.
+/// The bundle a path is about: `/admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload`.
+fn bundle_of(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix("/admin/v2/namespaces/")?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        [t, ns, bundle, "unload"] if bundle.starts_with("0x") => {
+            Some((format!("{t}/{ns}"), (*bundle).to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// The layer: a request about another broker's topic or bundle goes there.
 pub(crate) async fn layer(State(s): State<Svc>, req: Request, next: Next) -> Response {
     let Some(cluster) = s.cluster() else {
         return next.run(req).await;
     };
-    let Some(topic) = topic_of(req.uri().path()) else {
-        return next.run(req).await;
-    };
-    // A partitioned topic's own path (not one partition's) is metadata.
-    if topic.partition().is_none() && s.resources.partitions(&topic).is_some() {
-        return next.run(req).await;
-    }
-    let Ok(path) = s.bundle_path(&topic) else {
-        return next.run(req).await;
+    let path = if let Some((ns, bundle)) = bundle_of(req.uri().path()) {
+        strobe_broker::cluster::bundle_path(&ns, &bundle)
+    } else {
+        let Some(topic) = topic_of(req.uri().path()) else {
+            return next.run(req).await;
+        };
+        // A partitioned topic's own path (not one partition's) is metadata.
+        if topic.partition().is_none() && s.resources.partitions(&topic).is_some() {
+            return next.run(req).await;
+        }
+        let Ok(path) = s.bundle_path(&topic) else {
+            return next.run(req).await;
+        };
+        path
     };
     let owner = match cluster.owner_of(&path) {
-        Some(o) if o.broker_id != cluster.broker_id() => o,
+        Some(o) if o.serving().broker_id != cluster.broker_id() => o.serving().clone(),
         _ => return next.run(req).await,
     };
     if req.headers().contains_key(FORWARDED) {
@@ -127,6 +144,19 @@ async fn forward(mut req: Request, target: &str, me: &str) -> Result<Response, A
 #[cfg(test)]
 mod tests {
     use super::topic_of;
+
+    #[test]
+    fn bundle_unloads_name_their_bundle() {
+        assert_eq!(
+            super::bundle_of("/admin/v2/namespaces/t/n/0x00000000_0x40000000/unload"),
+            Some(("t/n".to_string(), "0x00000000_0x40000000".to_string()))
+        );
+        assert_eq!(super::bundle_of("/admin/v2/namespaces/t/n/unload"), None);
+        assert_eq!(
+            super::bundle_of("/admin/v2/namespaces/t/n/0x0_0x1/split"),
+            None
+        );
+    }
 
     #[test]
     fn topic_paths_name_their_topic() {

@@ -213,6 +213,9 @@ impl BrokerHandle {
     pub async fn shutdown(self) {
         if let Some(c) = self.service.cluster() {
             c.begin_leave();
+            // PIP-307 on shutdown: the bundles move to the other brokers and
+            // their clients follow without a lookup.
+            self.service.hand_off_bundles().await;
         }
         self.stop_accepting.cancel();
         if let Err(e) = self.accept.await {

@@ -50,7 +50,7 @@ async fn owned_namespaces(
     let prefix = format!("{}/", strobe_broker::cluster::OWNERSHIP);
     let mut out = serde_json::Map::new();
     for (path, owner) in c.owners() {
-        if owner.broker_id == broker {
+        if owner.broker.broker_id == broker {
             let bundle = path.strip_prefix(&prefix).unwrap_or(&path).to_string();
             out.insert(
                 bundle,

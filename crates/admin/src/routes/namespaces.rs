@@ -539,12 +539,26 @@ async fn unload_namespace(
     Ok(no_content())
 }
 
+#[derive(Deserialize)]
+struct UnloadQuery {
+    #[serde(rename = "destinationBroker")]
+    destination_broker: Option<String>,
+}
+
+/// Unloads a bundle. In a cluster with `destinationBroker` (a broker id or
+/// its `host:webPort`) the bundle is transferred there and its clients
+/// reconnect to it without a lookup (PIP-307); without one, the bundle is
+/// freed and its clients look up again.
 async fn unload_bundle(
     State(s): State<Svc>,
     Path((t, ns, bundle)): Path<(String, String, String)>,
+    Query(q): Query<UnloadQuery>,
 ) -> ApiResult<Response> {
-    s.unload_namespace(&format!("{t}/{ns}"), Some(&bundle))
-        .await?;
+    let ns = format!("{t}/{ns}");
+    match q.destination_broker.filter(|d| !d.is_empty()) {
+        Some(dst) => s.transfer_bundle(&ns, &bundle, &dst).await?,
+        None => s.release_bundle(&ns, &bundle).await?,
+    }
     Ok(no_content())
 }
 

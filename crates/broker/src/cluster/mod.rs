@@ -36,6 +36,11 @@ use tracing::{info, warn};
 
 use crate::BrokerError;
 
+mod ownership;
+pub mod state;
+
+pub use state::OwnerState;
+
 /// Where the live brokers register.
 pub const BROKERS: &str = "/loadbalance/brokers";
 /// Where bundle owners hold their locks.
@@ -63,10 +68,10 @@ pub struct BrokerInfo {
     pub topics: u32,
 }
 
-/// The value of a bundle's ownership lock: who owns it and how to reach them.
+/// A broker as an ownership record names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct OwnerInfo {
+pub struct BrokerRef {
     pub broker_id: String,
     pub service_url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,9 +79,9 @@ pub struct OwnerInfo {
     pub web_service_url: String,
 }
 
-impl From<&BrokerInfo> for OwnerInfo {
-    fn from(b: &BrokerInfo) -> OwnerInfo {
-        OwnerInfo {
+impl From<&BrokerInfo> for BrokerRef {
+    fn from(b: &BrokerInfo) -> BrokerRef {
+        BrokerRef {
             broker_id: b.broker_id.clone(),
             service_url: b.service_url.clone(),
             service_url_tls: b.service_url_tls.clone(),
@@ -85,11 +90,42 @@ impl From<&BrokerInfo> for OwnerInfo {
     }
 }
 
+/// A bundle's ownership record (Pulsar's `ServiceUnitStateData`): who holds
+/// it, in which state, and during a transfer where it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerInfo {
+    #[serde(flatten)]
+    pub broker: BrokerRef,
+    #[serde(default)]
+    pub state: OwnerState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<BrokerRef>,
+}
+
+impl OwnerInfo {
+    pub fn owned_by(b: &BrokerInfo) -> OwnerInfo {
+        OwnerInfo {
+            broker: BrokerRef::from(b),
+            state: OwnerState::Owned,
+            dst: None,
+        }
+    }
+
+    /// The broker clients should go to: the destination while moving.
+    pub fn serving(&self) -> &BrokerRef {
+        match (&self.state, &self.dst) {
+            (OwnerState::Releasing | OwnerState::Assigning, Some(d)) => d,
+            _ => &self.broker,
+        }
+    }
+}
+
 /// Where a lookup sends a client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
-    pub owner: OwnerInfo,
-    /// This broker owns the bundle (or was just assigned it).
+    pub owner: BrokerRef,
+    /// This broker owns the bundle (or was just assigned it, or it is moving here).
     pub local: bool,
 }
 
@@ -119,8 +155,10 @@ pub struct Cluster {
     session: Arc<Session>,
     brokers: PrefixCache,
     owners: PrefixCache,
-    /// The bundle locks this broker holds, by path.
-    owned: Mutex<HashMap<String, Arc<ResourceLock<OwnerInfo>>>>,
+    /// The ownership records this broker holds, by path.
+    owned: Mutex<HashMap<String, ownership::Held>>,
+    /// Woken when this broker takes a bundle moving to it.
+    adopted: tokio::sync::Notify,
     /// Serialises acquisitions of one bundle on this broker.
     acquiring: tokio::sync::Mutex<()>,
     registration: tokio::sync::Mutex<Option<ResourceLock<BrokerInfo>>>,
@@ -157,6 +195,7 @@ impl Cluster {
             brokers,
             owners,
             owned: Mutex::new(HashMap::new()),
+            adopted: tokio::sync::Notify::new(),
             acquiring: tokio::sync::Mutex::new(()),
             registration: tokio::sync::Mutex::new(None),
             leaving: std::sync::atomic::AtomicBool::new(false),
@@ -184,6 +223,7 @@ impl Cluster {
             }
         }
         tokio::spawn(follow_session(Arc::downgrade(&cluster)));
+        tokio::spawn(ownership::adopt_moving(Arc::downgrade(&cluster)));
         Ok(cluster)
     }
 
@@ -255,158 +295,6 @@ impl Cluster {
         serde_json::from_slice(&v.value).ok()
     }
 
-    /// Where a client should go for the bundle at `path`: its owner, or
-    /// (unowned) the broker picked for it; this broker takes the bundle at
-    /// once if it is the one picked.
-    pub async fn place(&self, path: &str) -> Result<Placement, BrokerError> {
-        let leaving = self.leaving.load(std::sync::atomic::Ordering::SeqCst);
-        if let Some(owner) = self.owner_of(path) {
-            let local = owner.broker_id == self.broker_id();
-            if !local || (self.holds(path).is_some() && !leaving) {
-                return Ok(Placement { owner, local });
-            }
-        }
-        let mut brokers = self.live_brokers();
-        if leaving {
-            // The client goes to the broker that will take over; it retries
-            // there until this one has released the bundle.
-            let me = self.broker_id();
-            brokers.retain(|b| b.broker_id != me);
-            let mut load: HashMap<String, u32> = HashMap::new();
-            for (_, o) in self.owners() {
-                *load.entry(o.broker_id).or_default() += 1;
-            }
-            if let Some(b) = pick_broker(path, &brokers, &load) {
-                return Ok(Placement {
-                    owner: OwnerInfo::from(b),
-                    local: false,
-                });
-            }
-            return Err(BrokerError::ServiceNotReady(
-                "this broker is shutting down and no other broker is live".into(),
-            ));
-        }
-        let mut load: HashMap<String, u32> = HashMap::new();
-        for (_, o) in self.owners() {
-            *load.entry(o.broker_id).or_default() += 1;
-        }
-        let me = self.me();
-        let pick = pick_broker(path, &brokers, &load)
-            .cloned()
-            .unwrap_or_else(|| me.clone());
-        if pick.broker_id != me.broker_id {
-            return Ok(Placement {
-                owner: OwnerInfo::from(&pick),
-                local: false,
-            });
-        }
-        match self.acquire(path).await {
-            Ok(_) => Ok(Placement {
-                owner: OwnerInfo::from(&me),
-                local: true,
-            }),
-            Err(e) => match self.read_owner(path).await? {
-                Some(owner) => Ok(Placement {
-                    local: owner.broker_id == me.broker_id,
-                    owner,
-                }),
-                None => Err(e),
-            },
-        }
-    }
-
-    /// The owner as the store has it now (not the cache).
-    async fn read_owner(&self, path: &str) -> Result<Option<OwnerInfo>, BrokerError> {
-        Ok(ResourceLock::<OwnerInfo>::owner(self.session.store().as_ref(), path).await?)
-    }
-
-    /// The lock this broker holds on a bundle, if it still holds it.
-    fn holds(&self, path: &str) -> Option<Arc<ResourceLock<OwnerInfo>>> {
-        let mut owned = self.owned.lock();
-        match owned.get(path) {
-            Some(l) if l.is_held() => Some(l.clone()),
-            Some(_) => {
-                owned.remove(path);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// Makes sure this broker owns the bundle at `path`, taking it if it is
-    /// free, and returns the fencing token of its ledgers there. A bundle
-    /// another broker owns is refused with `ServiceNotReady`, which makes the
-    /// client look the topic up again.
-    pub async fn acquire(&self, path: &str) -> Result<u64, BrokerError> {
-        if let Some(l) = self.holds(path) {
-            return Ok(l.version());
-        }
-        if self.leaving.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(BrokerError::ServiceNotReady(format!(
-                "Namespace bundle {path} is being unloaded: this broker is shutting down"
-            )));
-        }
-        let _one = self.acquiring.lock().await;
-        if let Some(l) = self.holds(path) {
-            return Ok(l.version());
-        }
-        let value = OwnerInfo::from(&self.me());
-        match ResourceLock::acquire(&self.session, path, value).await {
-            Ok(lock) => {
-                let fence = lock.version();
-                info!(bundle = path, fence, "bundle owned");
-                self.owned.lock().insert(path.to_string(), Arc::new(lock));
-                Ok(fence)
-            }
-            Err(MetadataError::LockBusy(_)) => {
-                let owner = self
-                    .read_owner(path)
-                    .await?
-                    .map(|o| o.broker_id)
-                    .unwrap_or_else(|| "another broker".into());
-                Err(BrokerError::ServiceNotReady(format!(
-                    "Namespace bundle {path} is owned by {owner}, not served by this broker"
-                )))
-            }
-            Err(MetadataError::SessionExpired) => Err(BrokerError::ServiceNotReady(
-                "this broker lost its metadata session; look the topic up again".into(),
-            )),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The paths of the bundles this broker holds.
-    pub fn owned_bundles(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .owned
-            .lock()
-            .iter()
-            .filter(|(_, l)| l.is_held())
-            .map(|(p, _)| p.clone())
-            .collect();
-        v.sort();
-        v
-    }
-
-    /// Gives up a bundle (its topics must be closed first).
-    pub async fn release(&self, path: &str) {
-        let Some(lock) = self.owned.lock().remove(path) else {
-            return;
-        };
-        // Deleting only the version we wrote never removes a later owner's lock.
-        match self
-            .session
-            .store()
-            .delete(path, Some(lock.version()))
-            .await
-        {
-            Ok(()) | Err(MetadataError::NotFound(_)) | Err(MetadataError::BadVersion { .. }) => {
-                info!(bundle = path, "bundle released")
-            }
-            Err(e) => warn!(bundle = path, error = %e, "releasing a bundle failed"),
-        }
-    }
-
     /// Announces a loaded non-persistent topic (`key`: its
     /// `<tenant>/<ns>/non-persistent/<local>`), under this broker's lease.
     pub async fn announce(&self, key: &str) {
@@ -469,6 +357,10 @@ impl Cluster {
         {
             warn!(error = %e, "updating this broker's registration failed");
         }
+    }
+
+    fn is_leaving(&self) -> bool {
+        self.leaving.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Starts leaving: from now on lookups name other brokers and no bundle
@@ -557,7 +449,7 @@ async fn follow_session(cluster: std::sync::Weak<Cluster>) {
 mod tests {
     use super::*;
 
-    fn broker(id: &str) -> BrokerInfo {
+    pub(super) fn broker(id: &str) -> BrokerInfo {
         BrokerInfo {
             broker_id: id.into(),
             service_url: format!("pulsar://{id}"),

@@ -383,11 +383,15 @@ async fn producer_task(
 ) {
     let mut connected = true;
     while let Some(p) = rx.recv().await {
+        // `published` is called only once the receipt is queued: a topic
+        // handed to another broker waits for its publishes to be published
+        // before it closes the producers, so no receipt follows the close.
+        let mut outcome = None;
         let reply = match p.outcome {
             Ok(Published::Stored(fut)) => match fut.await {
                 Ok(pos) => {
                     topic.counters.write_latency.record(p.queued_at.elapsed());
-                    topic.published(&name, p.highest_sequence_id as i64, true);
+                    outcome = Some(true);
                     commands::send_receipt(
                         producer_id,
                         p.sequence_id,
@@ -396,7 +400,7 @@ async fn producer_task(
                     )
                 }
                 Err(e) => {
-                    topic.published(&name, p.highest_sequence_id as i64, false);
+                    outcome = Some(false);
                     let e = BrokerError::from(e);
                     warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
                     commands::send_error(
@@ -414,6 +418,8 @@ async fn producer_task(
                 p.highest_sequence_id,
                 commands::message_id(u64::MAX, u64::MAX),
             ),
+            // The topic is moving: the client resends this to the new owner.
+            Ok(Published::Held) => continue,
             Err(e) => {
                 commands::send_error(producer_id, p.sequence_id, e.server_error(), e.to_string())
             }
@@ -422,6 +428,9 @@ async fn producer_task(
         // outcome recorded) but not answered.
         if connected && tx.send(OutFrame::command(reply)).await.is_err() {
             connected = false;
+        }
+        if let Some(ok) = outcome {
+            topic.published(&name, p.highest_sequence_id as i64, ok);
         }
     }
 }

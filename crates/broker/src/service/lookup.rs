@@ -52,6 +52,9 @@ impl BrokerService {
     /// `Connect` with that broker's URL from any broker, as Pulsar's
     /// extensible load manager does: one hop, no redirect chain.
     pub async fn lookup_target(&self, topic: &TopicName) -> Result<LookupTarget, BrokerError> {
+        self.cluster_counters
+            .lookups
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Some(cluster) = self.cluster() else {
             return Ok(self.local_target());
         };

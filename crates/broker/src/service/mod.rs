@@ -13,6 +13,7 @@ mod keyed;
 mod lookup;
 mod namespaces;
 mod topics;
+mod transfer;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use crate::topic::{DispatchSettings, Topic};
 
 pub use lookup::LookupTarget;
 pub use topics::topics_hash;
+pub use transfer::ClusterCounters;
 
 /// The broker's topics and namespaces.
 pub struct BrokerService {
@@ -68,6 +70,8 @@ pub struct BrokerService {
     next_fence: AtomicU64,
     /// Membership and bundle ownership, for a cluster broker.
     cluster: Option<Arc<Cluster>>,
+    /// Lookups served and bundles moved, for `/metrics`.
+    pub cluster_counters: ClusterCounters,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -111,6 +115,7 @@ impl BrokerService {
             next_conn: AtomicU64::new(0),
             next_fence: AtomicU64::new(1),
             cluster,
+            cluster_counters: ClusterCounters::default(),
         }))
     }
 

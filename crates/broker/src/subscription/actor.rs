@@ -255,21 +255,29 @@ impl Subscription {
                 let _ = reply.send(r);
             }
             Cmd::Wake => {}
-            Cmd::Close(done) => {
+            Cmd::Close { tell, done } => {
+                let mut closing = Vec::new();
                 for c in self.consumers.drain(..) {
                     c.closed_by_broker.store(true, Ordering::Release);
-                    let _ = c.tx.try_send(OutFrame::command(commands::close_consumer(
-                        c.consumer_id,
-                        None,
-                        None,
-                    )));
+                    if tell {
+                        let _ = c.tx.try_send(OutFrame::command(commands::close_consumer(
+                            c.consumer_id,
+                            None,
+                            None,
+                        )));
+                    } else {
+                        closing.push(super::handle::ClosingConsumer {
+                            consumer_id: c.consumer_id,
+                            tx: c.tx,
+                        });
+                    }
                 }
                 if self.durable
                     && let Err(e) = self.cursor.flush().await
                 {
                     warn!(error = %e, "flushing the cursor failed");
                 }
-                let _ = done.send(());
+                let _ = done.send(closing);
                 return Break(());
             }
         }

@@ -50,9 +50,33 @@ pub(super) enum Cmd {
         reply: Reply<()>,
     },
     Admin(AdminOp, Reply<AdminReply>),
-    Close(oneshot::Sender<()>),
+    /// Stop: flush the cursor and give back the consumers; with `tell`, they
+    /// get CLOSE_CONSUMER now, otherwise the caller closes them later.
+    Close {
+        tell: bool,
+        done: oneshot::Sender<Vec<ClosingConsumer>>,
+    },
     /// Something outside changed (the topic was terminated): look again.
     Wake,
+}
+
+/// A consumer of a closed subscription, to be told later.
+#[derive(Debug)]
+pub struct ClosingConsumer {
+    pub(super) consumer_id: u64,
+    pub(super) tx: tokio::sync::mpsc::Sender<strobe_wire::OutFrame>,
+}
+
+impl ClosingConsumer {
+    /// CLOSE_CONSUMER, naming the broker to reconnect to if any.
+    pub async fn close(self, url: Option<&str>, url_tls: Option<&str>) {
+        let _ = self
+            .tx
+            .send(strobe_wire::OutFrame::command(
+                strobe_wire::commands::close_consumer(self.consumer_id, url, url_tls),
+            ))
+            .await;
+    }
 }
 
 /// The connections' side of a subscription.
@@ -213,10 +237,21 @@ impl SubscriptionHandle {
 
     /// Closes every consumer (CLOSE_CONSUMER) and stops the subscription.
     pub async fn close(&self) {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Close(tx)).await.is_ok() {
+        let (done, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Close { tell: true, done }).await.is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// Stops dispatching and persists the cursor, without telling the
+    /// consumers: the caller closes them later (a topic moving to another
+    /// broker tells them where to go). Acks arriving meanwhile are dropped.
+    pub async fn close_quietly(&self) -> Vec<ClosingConsumer> {
+        let (done, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Close { tell: false, done }).await.is_ok() {
+            return rx.await.unwrap_or_default();
+        }
+        Vec::new()
     }
 
     /// Makes the subscription look at its topic again (it was terminated).
@@ -226,7 +261,7 @@ impl SubscriptionHandle {
 
     /// Stops an unused subscription actor without waiting.
     pub fn shutdown(&self) {
-        let (tx, _) = oneshot::channel();
-        let _ = self.tx.try_send(Cmd::Close(tx));
+        let (done, _) = oneshot::channel();
+        let _ = self.tx.try_send(Cmd::Close { tell: true, done });
     }
 }

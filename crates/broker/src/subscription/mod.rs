@@ -36,7 +36,7 @@ use crate::BrokerError;
 use crate::compaction::CompactedView;
 
 pub(crate) use actor::Subscription;
-pub use handle::SubscriptionHandle;
+pub use handle::{ClosingConsumer, SubscriptionHandle};
 
 /// What a subscription needs of its topic. The topic implements it; the
 /// subscription never sees the topic's producers or other subscriptions.

@@ -1,0 +1,382 @@
+//! Bundle ownership records in the store: taking a free bundle, lookups,
+//! and moving a bundle to another broker (PIP-307's transfer), every change a
+//! compare-and-set on the record's version (see `state.rs` for the states).
+//!
+//! A record lives under its holder's session lease. During a transfer the
+//! source writes Releasing{dst} and then Assigning{dst} under its own lease;
+//! the destination, which follows the records by watch, takes an Assigning
+//! record addressed to it by rewriting it as Owned under *its* lease (one
+//! compare-and-set: the record moves from one lease to the other). Its
+//! version, a store revision, is then above every version the source held, so
+//! it fences the source's ledgers.
+
+use std::collections::HashMap;
+use std::sync::Weak;
+use std::time::Duration;
+
+use strobe_metadata::{Expect, MetadataError};
+use tracing::{info, warn};
+
+use super::{BrokerInfo, BrokerRef, Cluster, OwnerInfo, OwnerState, Placement, pick_broker};
+use crate::BrokerError;
+
+/// A record this broker holds.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    /// The record's version as this broker last wrote it.
+    pub version: u64,
+    /// The session epoch it was written in (a later epoch holds nothing).
+    pub epoch: u64,
+    pub info: OwnerInfo,
+}
+
+fn not_served(path: &str, owner: &str) -> BrokerError {
+    BrokerError::ServiceNotReady(format!(
+        "Namespace bundle {path} is owned by {owner}, not served by this broker"
+    ))
+}
+
+impl Cluster {
+    /// The version of this broker's Owned record of `path`, if it holds one now.
+    fn holds(&self, path: &str) -> Option<u64> {
+        let mut owned = self.owned.lock();
+        let h = owned.get(path)?;
+        if !self.session.is_alive_in(h.epoch) {
+            owned.remove(path);
+            return None;
+        }
+        (h.info.state == OwnerState::Owned).then_some(h.version)
+    }
+
+    /// The paths of the bundles this broker owns (not those it is handing over).
+    pub fn owned_bundles(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .owned
+            .lock()
+            .iter()
+            .filter(|(_, h)| h.info.state == OwnerState::Owned && self.session.is_alive_in(h.epoch))
+            .map(|(p, _)| p.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The record as the store has it now (not the cache), with its version.
+    async fn read_record(&self, path: &str) -> Result<Option<(OwnerInfo, u64)>, BrokerError> {
+        match self.session.store().get(path).await? {
+            None => Ok(None),
+            Some(v) => {
+                let info =
+                    serde_json::from_slice(&v.value).map_err(|e| BrokerError::CorruptMetadata {
+                        path: path.to_string(),
+                        reason: e.to_string(),
+                    })?;
+                Ok(Some((info, v.stat.version)))
+            }
+        }
+    }
+
+    /// Writes `info` at `path` under this broker's lease if the record is at
+    /// `expect`, and remembers it as held.
+    async fn write(&self, path: &str, info: OwnerInfo, expect: Expect) -> Result<u64, BrokerError> {
+        let (lease, epoch) = self.session.lease().ok_or_else(|| {
+            BrokerError::ServiceNotReady(
+                "this broker lost its metadata session; look the topic up again".into(),
+            )
+        })?;
+        let bytes = serde_json::to_vec(&info).expect("an ownership record serialises");
+        let stat = self
+            .session
+            .store()
+            .put_ephemeral(path, &bytes, expect, lease)
+            .await?;
+        self.owned.lock().insert(
+            path.to_string(),
+            Held {
+                version: stat.version,
+                epoch,
+                info,
+            },
+        );
+        Ok(stat.version)
+    }
+
+    /// Where a client should go for the bundle at `path`: its owner (the
+    /// destination while it moves), or for a free bundle the broker picked
+    /// for it; this broker takes the bundle at once if it is the one picked.
+    pub async fn place(&self, path: &str) -> Result<Placement, BrokerError> {
+        let leaving = self.is_leaving();
+        let me = self.me();
+        if let Some(owner) = self.owner_of(path) {
+            let to = owner.serving().clone();
+            let local = to.broker_id == me.broker_id;
+            let settled = owner.state != OwnerState::Owned || !local;
+            if settled || (self.holds(path).is_some() && !leaving) {
+                return Ok(Placement { owner: to, local });
+            }
+        }
+        let mut brokers = self.live_brokers();
+        if leaving {
+            brokers.retain(|b| b.broker_id != me.broker_id);
+        }
+        let mut load: HashMap<String, u32> = HashMap::new();
+        for (_, o) in self.owners() {
+            *load.entry(o.broker.broker_id).or_default() += 1;
+        }
+        let pick = match pick_broker(path, &brokers, &load) {
+            Some(b) => b.clone(),
+            None if leaving => {
+                return Err(BrokerError::ServiceNotReady(
+                    "this broker is shutting down and no other broker is live".into(),
+                ));
+            }
+            None => me.clone(),
+        };
+        if pick.broker_id != me.broker_id {
+            // The picked broker takes the bundle when the client arrives.
+            return Ok(Placement {
+                owner: BrokerRef::from(&pick),
+                local: false,
+            });
+        }
+        match self.acquire(path).await {
+            Ok(_) => Ok(Placement {
+                owner: BrokerRef::from(&me),
+                local: true,
+            }),
+            Err(e) => match self.read_record(path).await? {
+                Some((owner, _)) => {
+                    let to = owner.serving().clone();
+                    Ok(Placement {
+                        local: to.broker_id == me.broker_id,
+                        owner: to,
+                    })
+                }
+                None => Err(e),
+            },
+        }
+    }
+
+    /// Makes sure this broker owns the bundle at `path` and returns the
+    /// fencing token of its ledgers there: a free bundle is taken, one moving
+    /// here is waited for (up to 30 s), and one another broker owns is
+    /// refused with `ServiceNotReady`, which makes the client look up again.
+    pub async fn acquire(&self, path: &str) -> Result<u64, BrokerError> {
+        if let Some(v) = self.holds(path) {
+            return Ok(v);
+        }
+        if self.is_leaving() {
+            return Err(BrokerError::ServiceNotReady(format!(
+                "Namespace bundle {path} is being unloaded: this broker is shutting down"
+            )));
+        }
+        let me = self.broker_id();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let adopted = self.adopted.notified();
+            {
+                let _one = self.acquiring.lock().await;
+                if let Some(v) = self.holds(path) {
+                    return Ok(v);
+                }
+                match self.read_record(path).await? {
+                    None => {
+                        let info = OwnerInfo::owned_by(&self.me());
+                        match self.write(path, info, Expect::Absent).await {
+                            Ok(v) => {
+                                info!(bundle = path, fence = v, "bundle owned");
+                                return Ok(v);
+                            }
+                            Err(BrokerError::Metadata(MetadataError::AlreadyExists(_))) => {
+                                continue;
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Some((rec, version)) => {
+                        let moving_here = rec.state != OwnerState::Owned
+                            && rec.dst.as_ref().is_some_and(|d| d.broker_id == me);
+                        if !moving_here {
+                            return Err(not_served(path, &rec.broker.broker_id));
+                        }
+                        if rec.state == OwnerState::Assigning {
+                            return self.adopt(path, rec, version).await;
+                        }
+                    }
+                }
+            }
+            // Releasing towards this broker: the source is closing its topics.
+            if tokio::time::timeout_at(deadline, adopted).await.is_err() {
+                return Err(BrokerError::ServiceNotReady(format!(
+                    "Namespace bundle {path} is being unloaded to this broker and did not arrive within 30 s"
+                )));
+            }
+        }
+    }
+
+    /// Takes an Assigning record addressed to this broker.
+    async fn adopt(&self, path: &str, rec: OwnerInfo, version: u64) -> Result<u64, BrokerError> {
+        let info = OwnerInfo::owned_by(&self.me());
+        let v = self.write(path, info, Expect::Version(version)).await?;
+        info!(bundle = path, from = %rec.broker.broker_id, fence = v, "bundle transferred here");
+        self.adopted.notify_waiters();
+        Ok(v)
+    }
+
+    /// Gives up a bundle (its topics must be closed first): Free.
+    pub async fn release(&self, path: &str) {
+        let Some(h) = self.owned.lock().remove(path) else {
+            return;
+        };
+        // Deleting only the version we wrote never removes a later holder's record.
+        match self.session.store().delete(path, Some(h.version)).await {
+            Ok(()) | Err(MetadataError::NotFound(_)) | Err(MetadataError::BadVersion { .. }) => {
+                info!(bundle = path, "bundle released")
+            }
+            Err(e) => warn!(bundle = path, error = %e, "releasing a bundle failed"),
+        }
+    }
+
+    /// A transfer's first step: Owned → Releasing{dst}. From now on lookups
+    /// send clients to `dst`.
+    pub async fn begin_transfer(&self, path: &str, dst: &BrokerInfo) -> Result<(), BrokerError> {
+        let Some(version) = self.holds(path) else {
+            return Err(BrokerError::NotAllowed(format!(
+                "bundle {path} is not owned by this broker"
+            )));
+        };
+        if dst.broker_id == self.broker_id() {
+            return Err(BrokerError::NotAllowed(format!(
+                "bundle {path} is already owned by {}",
+                dst.broker_id
+            )));
+        }
+        let info = OwnerInfo {
+            broker: BrokerRef::from(&self.me()),
+            state: OwnerState::Releasing,
+            dst: Some(BrokerRef::from(dst)),
+        };
+        self.write(path, info, Expect::Version(version)).await?;
+        Ok(())
+    }
+
+    /// The second step, once the bundle's topics are closed and their logs
+    /// sealed: Releasing → Assigning{dst}. The destination takes it from here.
+    pub async fn assign(&self, path: &str) -> Result<(), BrokerError> {
+        let Some(h) = self.owned.lock().get(path).cloned() else {
+            return Err(BrokerError::NotAllowed(format!(
+                "bundle {path} is not held here"
+            )));
+        };
+        if h.info.state != OwnerState::Releasing {
+            return Err(BrokerError::NotAllowed(format!(
+                "bundle {path} is not being released"
+            )));
+        }
+        let info = OwnerInfo {
+            state: OwnerState::Assigning,
+            ..h.info
+        };
+        self.write(path, info, Expect::Version(h.version)).await?;
+        Ok(())
+    }
+
+    /// Waits until `dst` owns the bundle (the cache shows its Owned record),
+    /// at most `timeout`; then forgets it here.
+    pub async fn wait_taken(&self, path: &str, dst: &str, timeout: Duration) -> bool {
+        let mut rx = self.owners.subscribe();
+        let taken = tokio::time::timeout(timeout, async {
+            loop {
+                let done = rx.borrow_and_update().entries.get(path).is_some_and(|v| {
+                    serde_json::from_slice::<OwnerInfo>(&v.value)
+                        .is_ok_and(|o| o.state == OwnerState::Owned && o.broker.broker_id == dst)
+                });
+                if done || rx.changed().await.is_err() {
+                    return done;
+                }
+            }
+        })
+        .await
+        .unwrap_or(false);
+        if taken {
+            self.owned.lock().remove(path);
+        }
+        taken
+    }
+}
+
+/// Takes every bundle moving to this broker as soon as the source assigns it
+/// (Pulsar's destination writing Owned), without waiting for a client.
+pub(super) async fn adopt_moving(cluster: Weak<Cluster>) {
+    let Some(mut rx) = cluster.upgrade().map(|c| c.owners.subscribe()) else {
+        return;
+    };
+    while rx.changed().await.is_ok() {
+        let Some(c) = cluster.upgrade() else { return };
+        let snap = rx.borrow_and_update().clone();
+        let me = c.broker_id();
+        for (path, v) in &snap.entries {
+            let Ok(rec) = serde_json::from_slice::<OwnerInfo>(&v.value) else {
+                continue;
+            };
+            let for_me = rec.state == OwnerState::Assigning
+                && rec.dst.as_ref().is_some_and(|d| d.broker_id == me);
+            if !for_me || c.is_leaving() {
+                continue;
+            }
+            let _one = c.acquiring.lock().await;
+            if let Err(e) = c.adopt(path, rec, v.stat.version).await {
+                // Already taken (a client's SUBSCRIBE won), or the source gave up.
+                tracing::debug!(bundle = %path, error = %e, "taking a bundle moving here");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::broker;
+    use super::*;
+    use std::sync::Arc;
+    use strobe_metadata::{MetadataStore, SessionOptions};
+
+    #[tokio::test]
+    async fn a_bundle_moves_to_its_destination_with_a_higher_token() {
+        let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
+        let opts = SessionOptions::with_ttl(Duration::from_secs(5));
+        let a = Cluster::join(store.clone(), opts.clone(), broker("a"))
+            .await
+            .unwrap();
+        let b = Cluster::join(store.clone(), opts, broker("b"))
+            .await
+            .unwrap();
+        let path = super::super::bundle_path("public/default", "0x00000000_0x40000000");
+        let fa = a.acquire(&path).await.unwrap();
+        a.begin_transfer(&path, &b.me()).await.unwrap();
+        // While it moves, lookups anywhere send clients to b.
+        let p = a.place(&path).await.unwrap();
+        assert_eq!((p.owner.broker_id.as_str(), p.local), ("b", false));
+        // b asked now waits for the bundle instead of refusing it.
+        let waiting = tokio::spawn({
+            let b = b.clone();
+            let path = path.clone();
+            async move { b.acquire(&path).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished());
+        a.assign(&path).await.unwrap();
+        assert!(a.wait_taken(&path, "b", Duration::from_secs(5)).await);
+        let fb = waiting.await.unwrap().unwrap();
+        assert!(fb > fa, "{fb} > {fa}");
+        assert_eq!(b.owned_bundles(), vec![path.clone()]);
+        assert!(a.owned_bundles().is_empty());
+        assert!(
+            a.acquire(&path).await.is_err(),
+            "a does not own it any more"
+        );
+        // Transferring to the owner itself is refused.
+        assert!(b.begin_transfer(&path, &b.me()).await.is_err());
+        a.leave().await;
+        b.leave().await;
+    }
+}

@@ -1,0 +1,192 @@
+//! Moving a bundle between brokers of a cluster (PIP-307's multi-phase
+//! unload) and plain unloads of a bundle (its clients look up again).
+//!
+//! A transfer to `dst`: the record goes Releasing{dst} (lookups now answer
+//! `dst`); the bundle's topics close without telling their clients (sends are
+//! held, dispatch stops, cursors are persisted, the logs are closed, so the
+//! destination opens them complete); the record goes Assigning{dst}; the
+//! destination takes it (Owned, under its lease); then the clients get
+//! CLOSE_PRODUCER / CLOSE_CONSUMER naming `dst`, and reconnect there without a
+//! lookup. If the destination does not take the bundle in time, the source
+//! frees it and its clients look up instead.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use strobe_model::TopicName;
+use tracing::{info, warn};
+
+use super::BrokerService;
+use crate::BrokerError;
+use crate::cluster::{BrokerInfo, bundle_path};
+use crate::topic::Handoff;
+
+/// How long a source waits for the destination to take a bundle.
+const TAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Counters of transfers and lookups, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ClusterCounters {
+    pub lookups: std::sync::atomic::AtomicU64,
+    pub transfers: std::sync::atomic::AtomicU64,
+    pub transfers_failed: std::sync::atomic::AtomicU64,
+    /// Time spent closing topics (Releasing → Assigning), microseconds.
+    pub transfer_close_us: std::sync::atomic::AtomicU64,
+    /// Time from Assigning until the destination owned the bundle, microseconds.
+    pub transfer_take_us: std::sync::atomic::AtomicU64,
+    pub unloads: std::sync::atomic::AtomicU64,
+}
+
+impl BrokerService {
+    /// The live broker `name` means: its id, or the `host:port` of its HTTP
+    /// or binary URL (pulsar-admin's `-d host:webPort`).
+    fn find_broker(&self, name: &str) -> Result<BrokerInfo, BrokerError> {
+        let c = self.cluster().ok_or_else(|| {
+            BrokerError::NotAllowed(
+                "a standalone broker has no other broker to move a bundle to".into(),
+            )
+        })?;
+        let authority = |url: &str| {
+            url.split("://")
+                .nth(1)
+                .unwrap_or("")
+                .trim_end_matches('/')
+                .to_string()
+        };
+        c.live_brokers()
+            .into_iter()
+            .find(|b| {
+                b.broker_id == name
+                    || authority(&b.web_service_url) == name
+                    || authority(&b.service_url) == name
+            })
+            .ok_or_else(|| {
+                BrokerError::NotAllowed(format!("no live broker {name:?} in the cluster"))
+            })
+    }
+
+    /// Closes the loaded topics of a bundle for a handoff and takes them out
+    /// of the topic map.
+    async fn close_bundle_topics(
+        &self,
+        ns: &str,
+        bundle: &str,
+    ) -> Result<Vec<Handoff>, BrokerError> {
+        let bundles = self.bundles(ns)?;
+        let names: Vec<TopicName> = self
+            .loaded_topics_of(ns)
+            .iter()
+            .filter(|t| bundles.bundle_of(&t.name.to_string()).as_deref() == Some(bundle))
+            .map(|t| t.name.clone())
+            .collect();
+        let mut handoffs = Vec::with_capacity(names.len());
+        for name in names {
+            let key = name.to_string();
+            let _closing = self.topic_locks.lock(&key).await;
+            let topic = self.topics.lock().remove(&key);
+            if let Some(t) = topic {
+                handoffs.push(t.close_for_handoff().await);
+                self.forget_non_persistent(&name).await;
+            }
+        }
+        Ok(handoffs)
+    }
+
+    /// Moves bundle `bundle` of namespace `ns`, which this broker owns, to
+    /// the broker `dst` (see the module docs).
+    pub async fn transfer_bundle(
+        &self,
+        ns: &str,
+        bundle: &str,
+        dst: &str,
+    ) -> Result<(), BrokerError> {
+        let dst = self.find_broker(dst)?;
+        let c = self
+            .cluster()
+            .expect("find_broker checked the cluster")
+            .clone();
+        self.bundles(ns)?.range_of(bundle)?;
+        let path = bundle_path(ns, bundle);
+        let started = Instant::now();
+        c.begin_transfer(&path, &dst).await?;
+        let handoffs = self.close_bundle_topics(ns, bundle).await?;
+        let closed = started.elapsed();
+        let assigned = c.assign(&path).await;
+        let taken = assigned.is_ok() && c.wait_taken(&path, &dst.broker_id, TAKE_TIMEOUT).await;
+        let took = started.elapsed() - closed;
+        let target = taken.then(|| (dst.service_url.as_str(), dst.service_url_tls.as_deref()));
+        let topics = handoffs.len();
+        for h in handoffs {
+            h.disconnect(target).await;
+        }
+        let counters = &self.cluster_counters;
+        if !taken {
+            counters.transfers_failed.fetch_add(1, Ordering::Relaxed);
+            c.release(&path).await;
+            warn!(bundle = %path, dst = %dst.broker_id, error = ?assigned.err(), "the destination did not take the bundle; freed it, clients look it up");
+            return Err(BrokerError::ServiceNotReady(format!(
+                "broker {} did not take bundle {path} within {TAKE_TIMEOUT:?}",
+                dst.broker_id
+            )));
+        }
+        counters.transfers.fetch_add(1, Ordering::Relaxed);
+        counters
+            .transfer_close_us
+            .fetch_add(closed.as_micros() as u64, Ordering::Relaxed);
+        counters
+            .transfer_take_us
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        info!(bundle = %path, dst = %dst.broker_id, topics, close_ms = closed.as_millis() as u64, take_ms = took.as_millis() as u64, "bundle transferred");
+        Ok(())
+    }
+
+    /// Unloads a bundle in a cluster without a destination: its topics close
+    /// (clients look them up again) and the bundle is freed for whichever
+    /// broker the next lookup picks.
+    pub async fn release_bundle(&self, ns: &str, bundle: &str) -> Result<(), BrokerError> {
+        let Some(c) = self.cluster().cloned() else {
+            return self.unload_namespace(ns, Some(bundle)).await;
+        };
+        self.bundles(ns)?.range_of(bundle)?;
+        for h in self.close_bundle_topics(ns, bundle).await? {
+            h.disconnect(None).await;
+        }
+        c.release(&bundle_path(ns, bundle)).await;
+        self.cluster_counters
+            .unloads
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// On shutdown: every bundle this broker owns goes to the least loaded
+    /// other broker, so clients move without a lookup or an error.
+    pub async fn hand_off_bundles(&self) {
+        let Some(c) = self.cluster().cloned() else {
+            return;
+        };
+        let me = c.broker_id();
+        for path in c.owned_bundles() {
+            let Some((ns, bundle)) = path
+                .strip_prefix(&format!("{}/", crate::cluster::OWNERSHIP))
+                .and_then(|rest| rest.rsplit_once('/'))
+            else {
+                continue;
+            };
+            let mut load = std::collections::HashMap::new();
+            for (_, o) in c.owners() {
+                *load.entry(o.broker.broker_id).or_insert(0u32) += 1;
+            }
+            let others: Vec<BrokerInfo> = c
+                .live_brokers()
+                .into_iter()
+                .filter(|b| b.broker_id != me)
+                .collect();
+            let Some(dst) = crate::cluster::pick_broker(&path, &others, &load).cloned() else {
+                return;
+            };
+            if let Err(e) = self.transfer_bundle(ns, bundle, &dst.broker_id).await {
+                warn!(bundle = %path, error = %e, "handing a bundle over at shutdown failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+"""Topic transfer between brokers (PIP-307) with the official Python client:
+a bundle moved back and forth under a producer and a consumer loses nothing,
+keeps per-key order, and the client follows the assigned broker URL without
+looking the topic up again."""
+import logging
+import os
+import threading
+import time
+
+import pulsar
+import pytest
+
+from cluster_harness import Cluster
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(n=3, ttl=4)
+    yield c
+    c.stop()
+
+
+class Collect(logging.Handler):
+    """Keeps the C++ client's log lines (it logs through a Python logger)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+# The C++ client takes the logger of the first client made in a process for
+# every later one: one logger and one handler for the whole module.
+_LOG = logging.getLogger("pulsar-transfer-test")
+_LOG.setLevel(logging.INFO)
+_LOG.propagate = False
+_LINES = Collect()
+_LOG.addHandler(_LINES)
+
+
+def client_with_log(url):
+    """A client, and the index in the shared log where its lines start."""
+    return pulsar.Client(url, operation_timeout_seconds=30, logger=_LOG), len(_LINES.lines)
+
+
+def lookups(broker):
+    status, body, _ = broker.http("GET", "/metrics")
+    assert status == 200
+    for line in body.splitlines():
+        if line.startswith("strobe_lookups_total"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no strobe_lookups_total on /metrics")
+
+
+SUB_TYPES = {
+    "exclusive": pulsar.ConsumerType.Exclusive,
+    "shared": pulsar.ConsumerType.Shared,
+    "failover": pulsar.ConsumerType.Failover,
+    "key_shared": pulsar.ConsumerType.KeyShared,
+}
+
+
+@pytest.mark.parametrize("kind", list(SUB_TYPES))
+def test_transfers_back_and_forth_lose_nothing(cluster, kind):
+    c = cluster
+    name = f"transfer-{kind}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+    topic = f"persistent://public/default/{name}"
+    urls = "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in c.brokers)
+    client, log_start = client_with_log(urls)
+    consumer = client.subscribe(topic, "s", consumer_type=SUB_TYPES[kind],
+                                initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=0,
+                                      max_pending_messages=100000)
+    status, bundle, _ = c.brokers[0].http("GET", f"/lookup/v2/topic/persistent/public/default/{name}/bundle")
+    assert status == 200, bundle
+    owner = c.owner(topic)
+
+    acked, failed, received = {}, [], []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def send():
+        i = 0
+        while not stop.is_set():
+            payload = f"{i}"
+            key = f"k{i % 10}"
+
+            def done(res, _id, payload=payload):
+                with lock:
+                    if res == pulsar.Result.Ok:
+                        acked[payload] = True
+                    else:
+                        failed.append((payload, str(res)))
+            producer.send_async(payload.encode(), done, partition_key=key)
+            i += 1
+            time.sleep(0.005)
+
+    def receive():
+        while not stop.is_set() or True:
+            try:
+                m = consumer.receive(timeout_millis=3000)
+            except pulsar.Timeout:
+                if stop.is_set():
+                    return
+                continue
+            with lock:
+                received.append((m.partition_key(), int(m.data())))
+            consumer.acknowledge(m)
+
+    sender = threading.Thread(target=send, daemon=True)
+    receiver = threading.Thread(target=receive, daemon=True)
+    sender.start()
+    receiver.start()
+    time.sleep(1)
+    before = sum(lookups(b) for b in c.brokers)
+    moves = 6
+    for i in range(moves):
+        dst = next(b for b in c.brokers if b is not owner and b.alive())
+        via = c.brokers[i % len(c.brokers)]
+        status, body, _ = via.http(
+            "PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={dst.id}")
+        assert status == 204, (status, body, c.logs())
+        owner = dst
+        time.sleep(0.7)
+    after = sum(lookups(b) for b in c.brokers)
+    stop.set()
+    sender.join()
+    producer.flush()
+    receiver.join(timeout=30)
+    with lock:
+        got = {str(v) for _, v in received}
+        missing = [p for p in acked if p not in got]
+    assert not failed, failed[:5]
+    assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {missing[:5]}"
+    if kind == "key_shared" or kind in ("exclusive", "failover"):
+        # Per-key order of first deliveries (redeliveries after a move may repeat).
+        seen, last = set(), {}
+        for key, v in received:
+            if v in seen:
+                continue
+            seen.add(v)
+            assert v > last.get(key, -1), f"key {key}: {v} after {last.get(key)}"
+            last[key] = v
+    assert any("assignedBrokerUrl" in line for line in _LINES.lines[log_start:]), \
+        "the client was never told the assigned broker"
+    # The clients followed the assigned URL: no lookups while the bundle moved.
+    assert after == before, f"lookups served during the transfers: {after - before}"
+    print(f"\n{kind}: {len(acked)} acknowledged, {len(received)} deliveries over {moves} transfers")
+    client.close()
+
+
+def test_transfer_to_the_owner_or_an_unknown_broker_is_refused(cluster):
+    c = cluster
+    topic = f"persistent://public/default/refused-{os.getpid()}"
+    client = pulsar.Client(c.brokers[0].url, operation_timeout_seconds=30)
+    client.create_producer(topic).send(b"x")
+    owner = c.owner(topic)
+    name = topic.rsplit("/", 1)[1]
+    _, bundle, _ = owner.http("GET", f"/lookup/v2/topic/persistent/public/default/{name}/bundle")
+    status, body, _ = owner.http("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker={owner.id}")
+    assert status >= 400, body
+    status, body, _ = owner.http("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker=nobody")
+    assert status >= 400, body
+    client.close()
+
+
+def test_plain_unload_frees_the_bundle_and_clients_look_up(cluster):
+    c = cluster
+    topic = f"persistent://public/default/plain-{os.getpid()}"
+    name = topic.rsplit("/", 1)[1]
+    client = pulsar.Client("pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in c.brokers),
+                           operation_timeout_seconds=30)
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"before")
+    owner = c.owner(topic)
+    _, bundle, _ = owner.http("GET", f"/lookup/v2/topic/persistent/public/default/{name}/bundle")
+    status, body, _ = c.brokers[2].http("PUT", f"/admin/v2/namespaces/public/default/{bundle}/unload")
+    assert status == 204, body
+    producer.send(b"after")
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    got = []
+    while True:
+        try:
+            m = consumer.receive(timeout_millis=3000)
+        except pulsar.Timeout:
+            break
+        got.append(m.data())
+        consumer.acknowledge(m)
+    assert got == [b"before", b"after"]
+    client.close()
