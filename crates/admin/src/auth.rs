@@ -18,6 +18,9 @@ use strobe_model::TopicName;
 use strobe_security::tls::rustls::pki_types::CertificateDer;
 use strobe_security::tls::tokio_rustls::{TlsAcceptor, server::TlsStream};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::warn;
 
 use crate::{ApiError, Svc};
@@ -45,18 +48,109 @@ impl Connected<IncomingStream<'_, TlsListener>> for PeerInfo {
     }
 }
 
-/// The HTTPS listener: TCP accept, then the TLS handshake (bounded in time,
-/// so a silent client cannot hold the port).
+/// How many TLS handshakes may run at once. Past it the listener stops
+/// accepting, and new connections wait in the kernel's backlog.
+const MAX_HANDSHAKES: usize = 256;
+
+/// How long a client may take over its handshake before it is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The HTTPS listener. A background task accepts TCP connections and runs
+/// each one's TLS handshake as a task of its own (at most [`MAX_HANDSHAKES`]
+/// at once, each bounded in time), so a client that connects and stays silent
+/// holds up only its own connection; finished TLS streams come to
+/// [`Listener::accept`] through a bounded channel. Dropping the listener
+/// stops the accept task and every handshake still under way.
 pub struct TlsListener {
-    pub listener: TcpListener,
-    pub acceptor: TlsAcceptor,
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, PeerInfo)>,
+    local: SocketAddr,
+    _accepting: AbortOnDropHandle<()>,
+}
+
+impl TlsListener {
+    /// Starts accepting on `listener` (needs a tokio runtime).
+    pub fn new(listener: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<TlsListener> {
+        let local = listener.local_addr()?;
+        // Small: axum takes streams off as fast as they come, and a full
+        // channel only makes finished handshakes keep their permits a while.
+        let (tx, ready) = mpsc::channel(32);
+        let accepting = AbortOnDropHandle::new(tokio::spawn(accept_loop(listener, acceptor, tx)));
+        Ok(TlsListener {
+            ready,
+            local,
+            _accepting: accepting,
+        })
+    }
 }
 
 impl std::fmt::Debug for TlsListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsListener")
-            .field("listener", &self.listener)
+            .field("local", &self.local)
             .finish_non_exhaustive()
+    }
+}
+
+/// Accepts TCP connections for as long as the listener lives, one handshake
+/// task per connection once a handshake permit is free.
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    tx: mpsc::Sender<(TlsStream<TcpStream>, PeerInfo)>,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    // Owning the handshakes here means they are aborted with this task.
+    let mut handshakes = JoinSet::new();
+    loop {
+        while handshakes.try_join_next().is_some() {}
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, addr) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Typically out of file descriptors: back off instead of spinning.
+                warn!(error = %e, "HTTPS accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        handshakes.spawn(handshake(
+            acceptor.clone(),
+            stream,
+            addr,
+            tx.clone(),
+            permit,
+        ));
+    }
+}
+
+/// One connection's TLS handshake; the permit is held until the stream is
+/// handed over or dropped.
+async fn handshake(
+    acceptor: TlsAcceptor,
+    stream: TcpStream,
+    addr: SocketAddr,
+    tx: mpsc::Sender<(TlsStream<TcpStream>, PeerInfo)>,
+    _permit: OwnedSemaphorePermit,
+) {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => {
+            let certs = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                .unwrap_or_default();
+            let peer = PeerInfo {
+                addr,
+                certs: Arc::new(certs),
+            };
+            // A closed channel means the server is shutting down.
+            let _ = tx.send((tls, peer)).await;
+        }
+        Ok(Err(e)) => warn!(%addr, error = %e, "HTTPS handshake failed"),
+        Err(_) => warn!(%addr, "HTTPS handshake timed out"),
     }
 }
 
@@ -65,41 +159,20 @@ impl Listener for TlsListener {
     type Addr = PeerInfo;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let (stream, addr) = match self.listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    warn!(error = %e, "HTTPS accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            match tokio::time::timeout(Duration::from_secs(10), self.acceptor.accept(stream)).await
-            {
-                Ok(Ok(tls)) => {
-                    let certs = tls
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
-                        .unwrap_or_default();
-                    return (
-                        tls,
-                        PeerInfo {
-                            addr,
-                            certs: Arc::new(certs),
-                        },
-                    );
-                }
-                Ok(Err(e)) => warn!(%addr, error = %e, "HTTPS handshake failed"),
-                Err(_) => warn!(%addr, "HTTPS handshake timed out"),
+        match self.ready.recv().await {
+            Some(conn) => conn,
+            None => {
+                // The accept task only ends by panicking; axum's accept has
+                // no way to report that, so the port goes quiet.
+                tracing::error!(addr = %self.local, "the HTTPS accept task ended");
+                std::future::pending().await
             }
         }
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         Ok(PeerInfo {
-            addr: self.listener.local_addr()?,
+            addr: self.local,
             certs: Arc::new(Vec::new()),
         })
     }
@@ -246,5 +319,131 @@ mod tests {
         assert!(need(Method::GET, "/admin/v2/namespaces/a/b/topics").contains("ListTopics"));
         assert!(need(Method::GET, "/admin/v2/brokers/health").contains("AdminTenant"));
         assert_eq!(need(Method::GET, "/admin/v2/brokers/ready"), "None");
+    }
+
+    mod tls {
+        use std::path::{Path, PathBuf};
+
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        use strobe_broker::{Broker, BrokerConfig};
+        use strobe_security::tls::rustls::pki_types::ServerName;
+        use strobe_security::tls::tokio_rustls::TlsConnector;
+        use strobe_security::{ClientAuth, client_config, server_config};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio_util::sync::CancellationToken;
+
+        use super::super::*;
+
+        fn write(dir: &Path, name: &str, contents: String) -> PathBuf {
+            let path = dir.join(name);
+            std::fs::write(&path, contents).unwrap();
+            path
+        }
+
+        /// A CA, a "localhost" server certificate and a client certificate
+        /// for the role "alice", all as PEM files: (ca, server cert, server
+        /// key, client cert, client key).
+        fn pki(dir: &Path) -> [PathBuf; 5] {
+            let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+            let leaf = |name: &str, cn: &str| {
+                let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+                params
+                    .distinguished_name
+                    .push(rcgen::DnType::CommonName, cn);
+                let key = KeyPair::generate().unwrap();
+                let cert = params.signed_by(&key, &ca).unwrap();
+                (
+                    write(dir, &format!("{name}.pem"), cert.pem()),
+                    write(dir, &format!("{name}.key"), key.serialize_pem()),
+                )
+            };
+            let (server_cert, server_key) = leaf("server", "localhost");
+            let (client_cert, client_key) = leaf("client", "alice");
+            let ca = write(dir, "ca.pem", ca.pem());
+            [ca, server_cert, server_key, client_cert, client_key]
+        }
+
+        async fn get_metrics(addr: SocketAddr) -> String {
+            let client = client_config(None, None, true, false).unwrap();
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let mut tls = TlsConnector::from(client)
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .unwrap();
+            tls.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = Vec::new();
+            tls.read_to_end(&mut answer).await.unwrap();
+            String::from_utf8_lossy(&answer).into_owned()
+        }
+
+        #[tokio::test]
+        async fn a_silent_client_does_not_hold_up_other_https_clients() {
+            let dir = tempfile::tempdir().unwrap();
+            let [_, cert, key, _, _] = pki(dir.path());
+            let config = BrokerConfig {
+                storage: "memory".into(),
+                advertised_address: "127.0.0.1".into(),
+                // Only makes the broker build its TLS configuration: the test
+                // binds the HTTPS listener itself.
+                http_port_tls: 1,
+                tls_certificate_file: cert.display().to_string(),
+                tls_key_file: key.display().to_string(),
+                ..BrokerConfig::default()
+            };
+            let binary = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let broker = Broker::bind_on(config, binary).await.unwrap().start();
+            let https = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = https.local_addr().unwrap();
+            let stop = CancellationToken::new();
+            let server = tokio::spawn(crate::serve_tls(https, broker.service(), stop.clone()));
+
+            // Connected first, so a serial accept would start on it and wait
+            // for its handshake until the timeout.
+            let silent = TcpStream::connect(addr).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+
+            let answer = tokio::time::timeout(Duration::from_secs(2), get_metrics(addr))
+                .await
+                .expect("an HTTPS request answered while a silent client is connected");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+            drop(silent);
+            stop.cancel();
+            server.await.unwrap().unwrap();
+            broker.shutdown().await;
+        }
+
+        #[tokio::test]
+        async fn client_certificates_reach_the_peer_info() {
+            let dir = tempfile::tempdir().unwrap();
+            let [ca, cert, key, client_cert, client_key] = pki(dir.path());
+            let server = server_config(&cert, &key, Some(&ca), ClientAuth::Optional).unwrap();
+            let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let mut listener = TlsListener::new(tcp, strobe_security::acceptor(server)).unwrap();
+            let addr = listener.local_addr().unwrap().addr;
+
+            let with_cert = client_config(None, Some((&client_cert, &client_key)), true, false);
+            let without = client_config(None, None, true, false);
+            for (client, expected) in [(with_cert.unwrap(), 1), (without.unwrap(), 0)] {
+                let tcp = TcpStream::connect(addr).await.unwrap();
+                let name = ServerName::try_from("localhost").unwrap();
+                let (client, (_, peer)) = tokio::join!(
+                    TlsConnector::from(client).connect(name, tcp),
+                    listener.accept()
+                );
+                client.unwrap();
+                assert_eq!(peer.certs.len(), expected);
+                if expected == 1 {
+                    assert_eq!(
+                        strobe_security::peer_role(&peer.certs).as_deref(),
+                        Some("alice")
+                    );
+                }
+            }
+        }
     }
 }

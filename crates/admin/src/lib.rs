@@ -102,10 +102,7 @@ pub async fn serve_tls(
         ));
     };
     info!(addr = %listener.local_addr()?, "admin HTTPS API listening");
-    let listener = TlsListener {
-        listener,
-        acceptor: strobe_security::acceptor(cfg),
-    };
+    let listener = TlsListener::new(listener, strobe_security::acceptor(cfg))?;
     axum::serve(
         listener,
         router(service).into_make_service_with_connect_info::<PeerInfo>(),

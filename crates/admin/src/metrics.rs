@@ -5,6 +5,12 @@ use crate::*;
 use strobe_ledger::{EngineMetric, MetricKind, MetricValue};
 
 pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
+    let out = render(&s);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// The whole page.
+fn render(s: &BrokerService) -> String {
     let mut out = String::new();
     let cluster = &s.config.cluster_name;
     let families: [(&str, &str, &str); 10] = [
@@ -57,6 +63,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
     ];
     let topics = s.loaded_topics();
     for (name, kind, help) in families {
+        let help = escape_help(help);
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for t in &topics {
             let ls = t.ledger.stats();
@@ -73,12 +80,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
                 "pulsar_producers_count" => t.producer_names().len() as u64,
                 _ => subs.iter().map(|s| s.cursor.backlog()).sum(),
             };
-            let _ = writeln!(
-                out,
-                "{name}{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {v}",
-                t.name.namespace(),
-                t.name
-            );
+            let _ = writeln!(out, "{name}{{{}}} {v}", topic_labels(cluster, t));
         }
     }
     let rates: [(&str, &str); 4] = [
@@ -100,6 +102,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
         ),
     ];
     for (name, help) in rates {
+        let help = escape_help(help);
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
         for t in &topics {
             let r = *t.counters.rates.lock();
@@ -109,12 +112,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
                 "pulsar_throughput_in" => r.bytes_in,
                 _ => r.bytes_out,
             };
-            let _ = writeln!(
-                out,
-                "{name}{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {v:.3}",
-                t.name.namespace(),
-                t.name
-            );
+            let _ = writeln!(out, "{name}{{{}}} {v:.3}", topic_labels(cluster, t));
         }
     }
     let _ = writeln!(
@@ -124,9 +122,8 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
     for t in &topics {
         let _ = writeln!(
             out,
-            "pulsar_storage_backlog_size{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {}",
-            t.name.namespace(),
-            t.name,
+            "pulsar_storage_backlog_size{{{}}} {}",
+            topic_labels(cluster, t),
             t.backlog_bytes()
         );
     }
@@ -139,11 +136,51 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
     );
     let _ = writeln!(
         out,
-        "pulsar_topics_count{{cluster=\"{cluster}\"}} {}",
+        "pulsar_topics_count{{{}}} {}",
+        labels(&[("cluster", cluster)]),
         topics.len()
     );
     process_metrics(&mut out);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+    out
+}
+
+/// Label pairs as written between a series' braces. Every label value on the
+/// page goes through here: topic names come from clients (topics are created
+/// on first use), and an unescaped quote or newline in one would end the
+/// value early and let the rest of the name read as series of its own.
+fn labels(pairs: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (name, value)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push_str("=\"");
+        for c in value.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out
+}
+
+/// The labels of a per-topic series.
+fn topic_labels(cluster: &str, t: &Topic) -> String {
+    labels(&[
+        ("cluster", cluster),
+        ("namespace", t.name.namespace()),
+        ("topic", &t.name.to_string()),
+    ])
+}
+
+/// HELP text: the text format escapes only backslashes and newlines there.
+fn escape_help(help: &str) -> String {
+    help.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
 /// Lookups served and bundles moved (PIP-307 transfers and plain unloads),
@@ -205,15 +242,17 @@ fn storage_engine_metrics(out: &mut String, cluster: &str, metrics: &[EngineMetr
             MetricKind::Counter => "counter",
             MetricKind::Gauge => "gauge",
         };
-        let (name, help) = (&m.name, m.help);
+        let name = &m.name;
+        let help = escape_help(m.help);
+        let labels = labels(&[("cluster", cluster)]);
         let _ = match m.value {
             MetricValue::Int(v) => writeln!(
                 out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{cluster=\"{cluster}\"}} {v}"
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v}"
             ),
             MetricValue::Float(v) => writeln!(
                 out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{cluster=\"{cluster}\"}} {v:.3}"
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {v:.3}"
             ),
         };
     }
@@ -232,9 +271,8 @@ fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>
         for t in topics {
             let _ = writeln!(
                 out,
-                "{name}{{cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"}} {}",
-                t.name.namespace(),
-                t.name,
+                "{name}{{{}}} {}",
+                topic_labels(cluster, t),
                 t.counters.write_latency.buckets[i].load(Relaxed)
             );
         }
@@ -245,11 +283,7 @@ fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>
     );
     for t in topics {
         let l = &t.counters.write_latency;
-        let labels = format!(
-            "cluster=\"{cluster}\",namespace=\"{}\",topic=\"{}\"",
-            t.name.namespace(),
-            t.name
-        );
+        let labels = topic_labels(cluster, t);
         let _ = writeln!(
             out,
             "pulsar_storage_write_latency_count{{{labels}}} {}\npulsar_storage_write_latency_sum{{{labels}}} {:.3}",
@@ -286,5 +320,199 @@ fn process_metrics(out: &mut String) {
                 ticks as f64 / 100.0
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strobe_broker::{Broker, BrokerConfig};
+
+    /// One sample line of the text format: its name and its label pairs,
+    /// with the values unescaped.
+    type Sample = (String, Vec<(String, String)>);
+
+    fn is_name(s: &str) -> bool {
+        let mut c = s.chars();
+        matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_' || f == ':')
+            && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    }
+
+    /// A strict reader of the text exposition format: every line is a
+    /// `# HELP`/`# TYPE` comment or `name{label="value",...} number`, label
+    /// values use only the escapes `\\`, `\"` and `\n`, HELP text only `\\`
+    /// and `\n`.
+    fn parse(page: &str) -> Result<Vec<Sample>, String> {
+        let mut samples = Vec::new();
+        for (no, line) in page.lines().enumerate() {
+            let err = |why: &str| format!("line {}: {why}: {line:?}", no + 1);
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+                if !is_name(name) {
+                    return Err(err("bad metric name in HELP"));
+                }
+                let mut chars = help.chars();
+                while let Some(c) = chars.next() {
+                    if c == '\\' && !matches!(chars.next(), Some('\\' | 'n')) {
+                        return Err(err("bad escape in HELP"));
+                    }
+                }
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').ok_or_else(|| err("TYPE"))?;
+                if !is_name(name)
+                    || !matches!(
+                        kind,
+                        "counter" | "gauge" | "histogram" | "summary" | "untyped"
+                    )
+                {
+                    return Err(err("bad TYPE line"));
+                }
+                continue;
+            }
+            if line.starts_with('#') {
+                return Err(err("unexpected comment"));
+            }
+            let end = line.find(['{', ' ']).ok_or_else(|| err("no value"))?;
+            let name = &line[..end];
+            if !is_name(name) {
+                return Err(err("bad metric name"));
+            }
+            let mut labels = Vec::new();
+            let mut rest = &line[end..];
+            if let Some(mut l) = rest.strip_prefix('{') {
+                loop {
+                    if let Some(after) = l.strip_prefix('}') {
+                        rest = after;
+                        break;
+                    }
+                    let eq = l.find("=\"").ok_or_else(|| err("label without =\""))?;
+                    let lname = &l[..eq];
+                    if !is_name(lname) {
+                        return Err(err("bad label name"));
+                    }
+                    let mut value = String::new();
+                    let mut chars = l[eq + 2..].char_indices();
+                    let close = loop {
+                        match chars.next() {
+                            None => return Err(err("unterminated label value")),
+                            Some((i, '"')) => break eq + 2 + i,
+                            Some((_, '\\')) => match chars.next() {
+                                Some((_, '\\')) => value.push('\\'),
+                                Some((_, '"')) => value.push('"'),
+                                Some((_, 'n')) => value.push('\n'),
+                                _ => return Err(err("bad escape in label value")),
+                            },
+                            Some((_, c)) => value.push(c),
+                        }
+                    };
+                    labels.push((lname.to_owned(), value));
+                    l = &l[close + 1..];
+                    if let Some(after) = l.strip_prefix(',') {
+                        l = after;
+                    } else if !l.starts_with('}') {
+                        return Err(err("expected , or } after a label"));
+                    }
+                }
+            }
+            let mut fields = rest
+                .strip_prefix(' ')
+                .ok_or_else(|| err("no space before the value"))?
+                .split(' ');
+            let value = fields.next().unwrap_or("");
+            if value.parse::<f64>().is_err() {
+                return Err(err("value is not a number"));
+            }
+            match fields.next() {
+                None => {}
+                Some(ts) if ts.parse::<i64>().is_ok() && fields.next().is_none() => {}
+                Some(_) => return Err(err("trailing text after the value")),
+            }
+            samples.push((name.to_owned(), labels));
+        }
+        Ok(samples)
+    }
+
+    #[test]
+    fn the_parser_refuses_what_it_should() {
+        assert!(parse("a{b=\"c\"} 1\n# TYPE a gauge\n# HELP a x\\ny\n").is_ok());
+        for bad in [
+            "a{b=\"c} 1",
+            "a{b=\"c\\t\"} 1",
+            "a{b=\"c\"} 1 x",
+            "a{b=\"c\"}} 1",
+            "a{b=\"c\"}",
+            "# HELP a x\\y",
+            "fake_series\"} 2",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn help_text_escapes_backslashes_and_newlines() {
+        let line = format!("# HELP a {}", escape_help("x\\y\nfake_series 2"));
+        assert_eq!(line, "# HELP a x\\\\y\\nfake_series 2");
+        assert_eq!(parse(&line).unwrap(), Vec::<Sample>::new());
+    }
+
+    #[tokio::test]
+    async fn hostile_topic_and_cluster_names_stay_inside_their_label_values() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let cluster = "c\"l\\u\nster";
+        let config = BrokerConfig {
+            storage: "memory".into(),
+            advertised_address: "127.0.0.1".into(),
+            cluster_name: cluster.into(),
+            ..BrokerConfig::default()
+        };
+        let broker = Broker::bind_on(config, listener).await.unwrap().start();
+        let service = broker.service();
+        let locals = [
+            "q\"uote",
+            "back\\slash",
+            "new\nline",
+            "x\"} 1\nfake_series 2",
+            "y\\\"} 1\nfake_series{a=\"b\"} 2\n# HELP",
+        ];
+        // The metadata store refuses control characters in the paths of
+        // persistent topics; non-persistent topics take any name, so every
+        // hostile name is loaded in at least one domain.
+        let mut names = Vec::new();
+        for local in locals {
+            let mut loaded = false;
+            for domain in ["persistent", "non-persistent"] {
+                let name = TopicName::parse(&format!("{domain}://public/default/{local}")).unwrap();
+                if service.topic(&name, true).await.is_ok() {
+                    names.push(name.to_string());
+                    loaded = true;
+                }
+            }
+            assert!(loaded, "{local:?} loads in no domain");
+        }
+
+        let page = render(&service);
+        let samples = parse(&page).unwrap_or_else(|e| panic!("{e}\n--- page ---\n{page}"));
+        assert!(
+            samples.iter().all(|(n, _)| n != "fake_series"),
+            "an injected series: {page}"
+        );
+        for name in &names {
+            let found = samples.iter().any(|(n, labels)| {
+                n == "pulsar_storage_size"
+                    && labels.contains(&("topic".to_owned(), name.clone()))
+                    && labels.contains(&("cluster".to_owned(), cluster.to_owned()))
+                    && labels.contains(&("namespace".to_owned(), "public/default".to_owned()))
+            });
+            assert!(found, "no pulsar_storage_size for {name:?}");
+        }
+        // Every family that carries a topic label has one series per topic.
+        let topic_series = samples
+            .iter()
+            .filter(|(_, l)| l.iter().any(|(k, _)| k == "topic"))
+            .count();
+        assert_eq!(topic_series % names.len(), 0);
+        broker.shutdown().await;
     }
 }

@@ -96,8 +96,8 @@ impl Credentials {
 enum PasswordHash {
     /// `$apr1$salt$hash`: the whole string, recomputed and compared.
     Apr1 { salt: String, full: String },
-    /// `$2a$`/`$2b$`/`$2y$` bcrypt.
-    Bcrypt(String),
+    /// `$2a$`/`$2b$`/`$2y$` bcrypt, with its cost read from the hash.
+    Bcrypt { hash: String, cost: u32 },
 }
 
 impl PasswordHash {
@@ -112,19 +112,68 @@ impl PasswordHash {
                 full: hash.to_owned(),
             })
         } else if ["$2a$", "$2b$", "$2y$"].iter().any(|p| hash.starts_with(p)) {
-            Some(Self::Bcrypt(hash.to_owned()))
+            // A malformed hash would make every check fail at once, without
+            // the work of a real one: refuse it when the file is loaded.
+            let cost = hash.get(4..6)?.parse::<u32>().ok()?;
+            let well_formed = hash.len() == 60
+                && hash.as_bytes()[6] == b'$'
+                && (4..=31).contains(&cost)
+                && hash[7..]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'/');
+            well_formed.then(|| Self::Bcrypt {
+                hash: hash.to_owned(),
+                cost,
+            })
         } else {
             None
         }
     }
 
     fn matches(&self, password: &str) -> bool {
+        #[cfg(test)]
+        tests::VERIFIED.with_borrow_mut(|v| v.push(self.kind()));
         match self {
             Self::Apr1 { salt, full } => constant_time_eq(
                 apr1_crypt(password.as_bytes(), salt).as_bytes(),
                 full.as_bytes(),
             ),
-            Self::Bcrypt(hash) => bcrypt::verify(password, hash).unwrap_or(false),
+            Self::Bcrypt { hash, .. } => bcrypt::verify(password, hash).unwrap_or(false),
+        }
+    }
+
+    /// How expensive a verification against this hash is, to compare kinds.
+    fn work(&self) -> u32 {
+        match self {
+            Self::Apr1 { .. } => 0,
+            Self::Bcrypt { cost, .. } => *cost,
+        }
+    }
+
+    /// A hash no password matches, whose verification costs what a real
+    /// hash of the same kind and `work` costs.
+    fn dummy(work: u32) -> Self {
+        if work == 0 {
+            Self::Apr1 {
+                salt: "strobe00".into(),
+                full: format!("$apr1$strobe00${}", ".".repeat(22)),
+            }
+        } else {
+            // An all-zero salt and digest: well formed, so bcrypt runs its
+            // full key schedule before comparing.
+            Self::Bcrypt {
+                hash: format!("$2b${work:02}${}", ".".repeat(53)),
+                cost: work,
+            }
+        }
+    }
+
+    /// The hash's kind and cost, as the tests' bookkeeping names it.
+    #[cfg(test)]
+    fn kind(&self) -> String {
+        match self {
+            Self::Apr1 { .. } => "apr1".into(),
+            Self::Bcrypt { cost, .. } => format!("bcrypt cost {cost}"),
         }
     }
 }
@@ -133,6 +182,8 @@ impl PasswordHash {
 #[derive(Clone)]
 pub struct BasicAuthProvider {
     users: HashMap<String, PasswordHash>,
+    /// What an unknown user's password is checked against (see `authenticate`).
+    dummy: PasswordHash,
 }
 
 impl fmt::Debug for BasicAuthProvider {
@@ -169,7 +220,21 @@ impl BasicAuthProvider {
             })?;
             users.insert(user.to_owned(), hash);
         }
-        Ok(Self { users })
+        // The dummy costs what most users' hashes cost (the dearer kind on a
+        // tie): in a file of one kind and cost, which is the usual case, an
+        // unknown user then takes as long as a known one.
+        let mut counts: HashMap<u32, usize> = HashMap::new();
+        for hash in users.values() {
+            *counts.entry(hash.work()).or_default() += 1;
+        }
+        let work = counts
+            .into_iter()
+            .max_by_key(|&(work, count)| (count, work))
+            .map_or(0, |(work, _)| work);
+        Ok(Self {
+            users,
+            dummy: PasswordHash::dummy(work),
+        })
     }
 
     /// Reads the file named by Pulsar's `basicAuthConf` setting (or the
@@ -199,11 +264,19 @@ impl BasicAuthProvider {
         self.users.is_empty()
     }
 
-    /// Checks credentials; the role is the user name.
+    /// Checks credentials; the role is the user name. An unknown user's
+    /// password is still verified, against the dummy hash, so the time of a
+    /// refusal does not tell which user names exist.
     pub fn authenticate(&self, credentials: &Credentials) -> Result<String> {
-        match self.users.get(&credentials.user) {
-            Some(hash) if hash.matches(&credentials.password) => Ok(credentials.user.clone()),
-            _ => Err(Error::BadCredentials),
+        let (hash, known) = match self.users.get(&credentials.user) {
+            Some(hash) => (hash, true),
+            None => (&self.dummy, false),
+        };
+        // The verification first: it must run whether or not the user is known.
+        if hash.matches(&credentials.password) & known {
+            Ok(credentials.user.clone())
+        } else {
+            Err(Error::BadCredentials)
         }
     }
 
@@ -218,9 +291,15 @@ impl BasicAuthProvider {
     }
 }
 
-/// Equality whose time depends only on the lengths, not on where the bytes differ.
+/// Equality whose time depends only on the longer length, not on where the
+/// bytes differ: the loop runs over every byte even when the lengths differ.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    // Keeps the optimiser from turning the fold into an early exit.
+    std::hint::black_box(diff) == 0
 }
 
 const ITOA64: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -303,4 +382,111 @@ pub fn apr1_crypt(password: &[u8], salt: &str) -> String {
     }
     put(u32::from(sum[11]), 2);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// The kinds of the hashes verified on this thread, so a test can see
+        /// the work a check did without timing it.
+        pub(super) static VERIFIED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// The hash verifications `f` caused.
+    fn verifications(f: impl FnOnce()) -> Vec<String> {
+        VERIFIED.with_borrow_mut(Vec::clear);
+        f();
+        VERIFIED.with_borrow_mut(std::mem::take)
+    }
+
+    fn provider(lines: &[String]) -> BasicAuthProvider {
+        BasicAuthProvider::from_htpasswd(&lines.join("\n")).unwrap()
+    }
+
+    fn creds(user: &str, password: &str) -> Credentials {
+        Credentials {
+            user: user.into(),
+            password: password.into(),
+        }
+    }
+
+    #[test]
+    fn an_unknown_user_costs_the_same_verification_as_a_wrong_password() {
+        let bcrypt = |p: &str| bcrypt::hash(p, 4).unwrap();
+        let users = provider(&[
+            format!("alice:{}", bcrypt("a")),
+            format!("bob:{}", bcrypt("b")),
+            format!("carol:{}", apr1_crypt(b"c", "saltsalt")),
+        ]);
+        let wrong = verifications(|| {
+            assert!(users.authenticate(&creds("alice", "nope")).is_err());
+        });
+        let unknown = verifications(|| {
+            assert!(users.authenticate(&creds("mallory", "nope")).is_err());
+        });
+        assert_eq!(wrong, ["bcrypt cost 4"]);
+        assert_eq!(unknown, wrong);
+        // Right passwords still pass, through the same single verification.
+        let right = verifications(|| {
+            assert_eq!(users.authenticate(&creds("bob", "b")).unwrap(), "bob");
+        });
+        assert_eq!(right, wrong);
+
+        // A file of apr1 users: unknown users cost an apr1 computation.
+        let users = provider(&[format!("carol:{}", apr1_crypt(b"c", "saltsalt"))]);
+        let wrong = verifications(|| {
+            assert!(users.authenticate(&creds("carol", "nope")).is_err());
+        });
+        let unknown = verifications(|| {
+            assert!(users.authenticate(&creds("mallory", "nope")).is_err());
+        });
+        assert_eq!(wrong, ["apr1"]);
+        assert_eq!(unknown, wrong);
+    }
+
+    #[test]
+    fn the_dummy_hashes_are_well_formed_and_match_nothing() {
+        let PasswordHash::Bcrypt { hash, .. } = PasswordHash::dummy(4) else {
+            panic!("work 4 is bcrypt")
+        };
+        // Ok(false), not an error: bcrypt did the whole computation.
+        assert!(!bcrypt::verify("", &hash).unwrap());
+        assert!(PasswordHash::parse(&hash).is_some());
+        let apr1 = PasswordHash::dummy(0);
+        assert!(!apr1.matches(""));
+        let PasswordHash::Apr1 { full, .. } = apr1 else {
+            panic!("work 0 is apr1")
+        };
+        assert!(PasswordHash::parse(&full).is_some());
+    }
+
+    #[test]
+    fn malformed_bcrypt_hashes_are_refused_when_loaded() {
+        let good = bcrypt::hash("a", 4).unwrap();
+        assert!(BasicAuthProvider::from_htpasswd(&format!("a:{good}")).is_ok());
+        for bad in [
+            good[..59].to_owned(),
+            good.replacen("$04$", "$xx$", 1),
+            format!("{}!", &good[..59]),
+        ] {
+            assert!(
+                BasicAuthProvider::from_htpasswd(&format!("a:{bad}")).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_inputs() {
+        assert!(constant_time_eq(b"", b""));
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(!constant_time_eq(b"ab", b"abc"));
+        assert!(!constant_time_eq(b"", b"a"));
+        assert!(!constant_time_eq(b"\0", b""));
+    }
 }
