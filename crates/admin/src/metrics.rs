@@ -225,10 +225,11 @@ fn cluster_metrics(out: &mut String, cluster: &str, c: &strobe_broker::service::
             format!("{:.6}", get(&c.transfer_take_us) as f64 / 1e6),
         ),
     ];
+    let labels = labels(&[("cluster", cluster)]);
     for (name, kind, help, value) in rows {
         let _ = writeln!(
             out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{cluster=\"{cluster}\"}} {value}"
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{{{labels}}} {value}"
         );
     }
 }
