@@ -115,6 +115,16 @@ def main():
             print(f"| {kind} | {statistics.median(r):.1f} / {pct(r, 0.99):.1f} / {max(r):.1f} "
                   f"| {statistics.median(d):.1f} / {pct(d, 0.99):.1f} / {max(d):.1f} |")
         print(f"errors reported to the producer: {len(errors)}; receipts {len(receipts)}, deliveries {len(deliveries)}")
+        # The sources' own view of each transfer's phases (their log lines).
+        phases = {"close_ms": [], "take_ms": []}
+        for b in c.brokers:
+            for line in b.log_text().splitlines():
+                if "bundle transferred" in line and "close_ms=" in line:
+                    for k in phases:
+                        phases[k].append(int(line.split(f"{k}=")[1].split()[0]))
+        for k, v in phases.items():
+            if v:
+                print(f"source {k}: p50 {statistics.median(v):.0f}, p99 {pct(v, 0.99):.0f}, max {max(v)}")
         client.close()
     finally:
         c.stop()
