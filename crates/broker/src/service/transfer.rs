@@ -114,7 +114,7 @@ impl BrokerService {
         let assigned = c.assign(&path).await;
         let taken = assigned.is_ok() && c.wait_taken(&path, &dst.broker_id, TAKE_TIMEOUT).await;
         let took = started.elapsed() - closed;
-        let target = taken.then(|| (dst.service_url.as_str(), dst.service_url_tls.as_deref()));
+        let target = taken.then_some((dst.service_url.as_str(), dst.service_url_tls.as_deref()));
         let topics = handoffs.len();
         for h in handoffs {
             h.disconnect(target).await;
