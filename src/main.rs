@@ -273,6 +273,12 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
         let cluster = Cluster::join(metadata.clone(), session, me)
             .await
             .context("joining the cluster")?;
+        if cfg.load_balancer_enabled {
+            cluster.start_load_manager(
+                std::time::Duration::from_secs(cfg.load_balancer_interval_secs),
+                cfg.load_balancer_bundle_threshold as usize,
+            );
+        }
         let broker = strobe_broker::Broker::bind_with(
             cfg.clone(),
             broker_listener,

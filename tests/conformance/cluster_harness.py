@@ -190,6 +190,12 @@ class Cluster:
     def live(self):
         return [b for b in self.brokers if b.alive()]
 
+    def add_broker(self):
+        """Starts one more broker (it joins the running cluster)."""
+        b = Broker(self, len(self.brokers))
+        self.brokers.append(b)
+        return b
+
     def broker_by_url(self, url):
         for b in self.brokers:
             if b.url == url:

@@ -13,16 +13,21 @@ import pytest
 from cluster_harness import Cluster
 
 
+# These tests follow where topics live; the load manager moving bundles
+# meanwhile is tested on its own (test_a_joining_broker_gets_bundles).
+NO_BALANCER = "load_balancer_enabled = false\n"
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    c = Cluster(n=3, ttl=4)
+    c = Cluster(n=3, ttl=4, config=NO_BALANCER)
     yield c
     c.stop()
 
 
 @pytest.fixture
 def fresh_cluster():
-    c = Cluster(n=3, ttl=4)
+    c = Cluster(n=3, ttl=4, config=NO_BALANCER)
     yield c
     c.stop()
 
@@ -307,7 +312,7 @@ def test_a_cluster_on_s3_serves_and_survives_a_broker_loss():
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         "AWS_ALLOW_HTTP": "true",
     }
-    c = Cluster(n=3, ttl=4, storage=f"s3://{bucket}/strobe", env=env)
+    c = Cluster(n=3, ttl=4, storage=f"s3://{bucket}/strobe", env=env, config=NO_BALANCER)
     try:
         topic = f"persistent://public/default/{unique('s3')}"
         client = pulsar.Client(all_urls(c), operation_timeout_seconds=30)
@@ -321,6 +326,40 @@ def test_a_cluster_on_s3_serves_and_survives_a_broker_loss():
         consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
         got = drain(consumer)
         assert sorted(set(got)) == sorted(f"m-{i}" for i in range(150)), c.logs()
+        client.close()
+    finally:
+        c.stop()
+
+
+def test_a_joining_broker_gets_bundles_without_clients_noticing():
+    """The load manager moves bundles to brokers that join (by PIP-307
+    transfers): producers see no error and nothing is lost."""
+    c = Cluster(n=1, ttl=4, config="load_balancer_interval_secs = 1\n")
+    try:
+        topics = [f"persistent://public/default/join-{os.getpid()}-{i}" for i in range(12)]
+        client = pulsar.Client(c.brokers[0].url, operation_timeout_seconds=30)
+        producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0) for t in topics]
+        for p in producers:
+            p.send(b"before")
+        assert {c.owner(t).id for t in topics} == {"broker-0"}
+        c.add_broker()
+        c.add_broker()
+        deadline = time.time() + 30
+        while True:
+            for i, p in enumerate(producers):
+                p.send(f"during-{i}".encode())
+            owners = {c.owner(t).id for t in topics}
+            if len(owners) == 3:
+                break
+            assert time.time() < deadline, f"owners still {owners}\n{c.logs()}"
+            time.sleep(0.5)
+        for p in producers:
+            p.send(b"after")
+        consumer = client.subscribe(topics, "s", initial_position=pulsar.InitialPosition.Earliest)
+        got = drain(consumer)
+        assert got.count("before") == 12 and got.count("after") == 12, got
+        moved = sum(b.log_text().count("bundle transferred") for b in c.brokers)
+        print(f"\n{moved} bundles moved to the joining brokers; owners now {sorted(owners)}")
         client.close()
     finally:
         c.stop()

@@ -41,6 +41,14 @@ pub struct BrokerConfig {
     /// its registration and bundle locks vanish and others take its topics
     /// (Pulsar: metadataStoreSessionTimeoutMillis). At least 3.
     pub metadata_session_timeout_secs: u64,
+    /// Cluster mode only: run the load manager (one broker, elected, moves
+    /// bundles off a broker owning too many by PIP-307 transfers).
+    pub load_balancer_enabled: bool,
+    /// Cluster mode only: seconds between the load manager's rounds.
+    pub load_balancer_interval_secs: u64,
+    /// Cluster mode only: a bundle moves when the most loaded broker owns
+    /// more than this many bundles beyond the least loaded one.
+    pub load_balancer_bundle_threshold: u32,
     /// Cluster mode only, object storage: milliseconds a topic's flush waits
     /// for more entries before its put (0: put as soon as the previous put of
     /// the topic returned; entries arriving meanwhile share the next one).
@@ -164,6 +172,9 @@ impl Default for BrokerConfig {
             worker_threads: 0,
             metadata_store_url: String::new(),
             metadata_session_timeout_secs: 10,
+            load_balancer_enabled: true,
+            load_balancer_interval_secs: 10,
+            load_balancer_bundle_threshold: 1,
             storage_flush_delay_ms: 0,
             storage_max_put_bytes: 8 << 20,
             storage_cache_mb: 64,
@@ -353,6 +364,11 @@ impl BrokerConfig {
                 "metadata_session_timeout_secs must be at least 3 (etcd rounds leases to whole seconds), not {}",
                 self.metadata_session_timeout_secs
             )));
+        }
+        if self.load_balancer_interval_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "load_balancer_interval_secs must be at least 1".into(),
+            ));
         }
         if self.storage_max_put_bytes < (self.max_message_size + strobe_wire::FRAME_PADDING) as u64
         {

@@ -36,6 +36,7 @@ use tracing::{info, warn};
 
 use crate::BrokerError;
 
+pub mod balance;
 mod ownership;
 pub mod state;
 
@@ -357,6 +358,14 @@ impl Cluster {
         {
             warn!(error = %e, "updating this broker's registration failed");
         }
+    }
+
+    /// Starts the load manager (see [`balance`]): this broker campaigns for
+    /// its leadership and, while leading, moves bundles off the most loaded
+    /// broker every `interval` when it owns more than `threshold` bundles
+    /// beyond the least loaded.
+    pub fn start_load_manager(self: &Arc<Self>, interval: Duration, threshold: usize) {
+        tokio::spawn(balance::run(Arc::downgrade(self), interval, threshold));
     }
 
     fn is_leaving(&self) -> bool {

@@ -50,9 +50,33 @@ impl BrokerService {
     /// Closes topics this broker no longer owns (a lost session, a log sealed
     /// by another broker) and reports its load when it changed.
     async fn check_ownership(&self) {
-        let Some(c) = self.cluster() else { return };
+        let Some(c) = self.cluster().cloned() else {
+            return;
+        };
         self.close_unowned_topics().await;
         c.report_load(self.loaded_topics().len() as u32).await;
+        // Moves the load manager asked of this broker.
+        let requests = match c.move_requests().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading move requests failed");
+                return;
+            }
+        };
+        let owned = c.owned_bundles();
+        for (key, r) in requests {
+            let parsed = r
+                .bundle
+                .strip_prefix(&format!("{}/", crate::cluster::OWNERSHIP))
+                .and_then(|rest| rest.rsplit_once('/'));
+            if owned.contains(&r.bundle)
+                && let Some((ns, bundle)) = parsed
+                && let Err(e) = self.transfer_bundle(ns, bundle, &r.to).await
+            {
+                tracing::warn!(bundle = %r.bundle, to = %r.to, error = %e, "a move the load manager asked for failed");
+            }
+            c.done_with(&key).await;
+        }
     }
 }
 
