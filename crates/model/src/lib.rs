@@ -6,6 +6,7 @@
 //! No I/O and no protobuf here: the wire crate maps its types to these.
 
 mod hash;
+pub mod hex;
 mod id;
 mod topic;
 

@@ -211,36 +211,13 @@ fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
 
 /// Standard base64, padding optional, whitespace ignored.
 fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    let mut padding = false;
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => {
-                padding = true;
-                continue;
-            }
-            c if c.is_ascii_whitespace() => continue,
-            _ => return None,
-        };
-        if padding {
-            return None;
-        }
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+    let text: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    STANDARD
+        .decode(&text)
+        .or_else(|_| STANDARD_NO_PAD.decode(&text))
+        .ok()
 }
 
 #[cfg(test)]
@@ -255,24 +232,8 @@ mod tests {
     }
 
     fn base64(bytes: &[u8]) -> String {
-        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
     /// `test_schema.proto`, package `test`, messages `TestMessage` and

@@ -39,38 +39,15 @@ pub fn resolve_sticky_key<'a>(
 /// Standard-alphabet base64 as `java.util.Base64.getDecoder()` accepts it:
 /// padding optional at the end, nothing else allowed. `None` if invalid.
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    fn value(c: u8) -> Option<u32> {
-        match c {
-            b'A'..=b'Z' => Some(u32::from(c - b'A')),
-            b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
-            b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
-            b'+' => Some(62),
-            b'/' => Some(63),
-            _ => None,
-        }
-    }
-    let bytes = s.as_bytes();
-    let body = bytes
-        .strip_suffix(b"==")
-        .or_else(|| bytes.strip_suffix(b"="))
-        .unwrap_or(bytes);
-    if (bytes.len() != body.len() && !bytes.len().is_multiple_of(4)) || body.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(body.len() * 3 / 4);
-    for chunk in body.chunks(4) {
-        let mut acc = 0u32;
-        for &c in chunk {
-            acc = (acc << 6) | value(c)?;
-        }
-        match chunk.len() {
-            4 => out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]),
-            3 => out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]),
-            2 => out.push((acc >> 4) as u8),
-            _ => return None,
-        }
-    }
-    Some(out)
+    use base64::Engine;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const JAVA: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+            .with_decode_allow_trailing_bits(true),
+    );
+    JAVA.decode(s).ok()
 }
 
 #[cfg(test)]

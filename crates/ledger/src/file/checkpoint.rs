@@ -41,19 +41,7 @@ pub struct CheckpointFile {
     pub(super) topics: BTreeMap<String, TopicMetaFile>,
 }
 
-pub(super) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
+pub(super) use strobe_model::hex::{decode as unhex, encode as hex};
 
 impl CheckpointFile {
     pub fn read(dir: &Path) -> Result<CheckpointFile> {

@@ -265,49 +265,14 @@ pub(super) fn decode_line<T: for<'de> Deserialize<'de>>(
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
+    strobe_model::hex::encode(bytes)
 }
 
 pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    strobe_model::hex::decode(s)
 }
 
-/// CRC-32 (IEEE, reflected), table-driven; guards log lines against torn writes and bit rot.
+/// CRC-32 (IEEE); guards log lines against torn writes and bit rot.
 pub(super) fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            table[i] = c;
-            i += 1;
-        }
-        table
-    };
-    let mut crc = !0u32;
-    for b in data {
-        crc = TABLE[((crc ^ *b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
+    crc32fast::hash(data)
 }
