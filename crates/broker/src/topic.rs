@@ -861,8 +861,14 @@ impl Topic {
         if let Err(e) = self.ledger.close().await {
             warn!(topic = %self.name, error = %e, "closing the ledger failed");
         }
-        // Every receipt of what was stored goes out before the close.
+        // Every receipt of what was stored goes out before the close (the
+        // ledger is closed, so each publish has its outcome; bounded anyway).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            if std::time::Instant::now() > deadline {
+                warn!(topic = %self.name, "receipts still pending after 5 s; closing the producers anyway");
+                break;
+            }
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         let view = self.compacted.lock().take();

@@ -158,8 +158,6 @@ pub struct Cluster {
     owners: PrefixCache,
     /// The ownership records this broker holds, by path.
     owned: Mutex<HashMap<String, ownership::Held>>,
-    /// Woken when this broker takes a bundle moving to it.
-    adopted: tokio::sync::Notify,
     /// Serialises acquisitions of one bundle on this broker.
     acquiring: tokio::sync::Mutex<()>,
     registration: tokio::sync::Mutex<Option<ResourceLock<BrokerInfo>>>,
@@ -196,7 +194,6 @@ impl Cluster {
             brokers,
             owners,
             owned: Mutex::new(HashMap::new()),
-            adopted: tokio::sync::Notify::new(),
             acquiring: tokio::sync::Mutex::new(()),
             registration: tokio::sync::Mutex::new(None),
             leaving: std::sync::atomic::AtomicBool::new(false),

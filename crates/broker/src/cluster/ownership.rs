@@ -172,8 +172,11 @@ impl Cluster {
         }
         let me = self.broker_id();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        // Any change of the records wakes a wait below: the bundle arriving
+        // here, or the source giving it up (Free: take it then).
+        let mut changes = self.owners.subscribe();
         loop {
-            let adopted = self.adopted.notified();
+            changes.borrow_and_update();
             {
                 let _one = self.acquiring.lock().await;
                 if let Some(v) = self.holds(path) {
@@ -206,7 +209,10 @@ impl Cluster {
                 }
             }
             // Releasing towards this broker: the source is closing its topics.
-            if tokio::time::timeout_at(deadline, adopted).await.is_err() {
+            if !matches!(
+                tokio::time::timeout_at(deadline, changes.changed()).await,
+                Ok(Ok(()))
+            ) {
                 return Err(BrokerError::ServiceNotReady(format!(
                     "Namespace bundle {path} is being unloaded to this broker and did not arrive within 30 s"
                 )));
@@ -219,7 +225,6 @@ impl Cluster {
         let info = OwnerInfo::owned_by(&self.me());
         let v = self.write(path, info, Expect::Version(version)).await?;
         info!(bundle = path, from = %rec.broker.broker_id, fence = v, "bundle transferred here");
-        self.adopted.notify_waiters();
         Ok(v)
     }
 
@@ -376,6 +381,37 @@ mod tests {
         );
         // Transferring to the owner itself is refused.
         assert!(b.begin_transfer(&path, &b.me()).await.is_err());
+        a.leave().await;
+        b.leave().await;
+    }
+
+    #[tokio::test]
+    async fn a_destination_waiting_takes_a_bundle_its_source_gave_up() {
+        let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
+        let opts = SessionOptions::with_ttl(Duration::from_secs(5));
+        let a = Cluster::join(store.clone(), opts.clone(), broker("a"))
+            .await
+            .unwrap();
+        let b = Cluster::join(store.clone(), opts, broker("b"))
+            .await
+            .unwrap();
+        let path = super::super::bundle_path("public/default", "0x40000000_0x80000000");
+        a.acquire(&path).await.unwrap();
+        a.begin_transfer(&path, &b.me()).await.unwrap();
+        let waiting = tokio::spawn({
+            let b = b.clone();
+            let path = path.clone();
+            async move { b.acquire(&path).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The source gives up (the bundle is Free): b takes it at once, not after 30 s.
+        a.release(&path).await;
+        let took = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("b took the freed bundle promptly")
+            .unwrap();
+        assert!(took.is_ok(), "{took:?}");
+        assert_eq!(b.owned_bundles(), vec![path]);
         a.leave().await;
         b.leave().await;
     }
