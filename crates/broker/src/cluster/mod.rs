@@ -497,16 +497,20 @@ mod tests {
         assert!(pick_broker("x", &[], &none).is_none());
     }
 
-    #[tokio::test]
-    async fn one_owner_per_bundle_and_ownership_goes_with_the_session() {
+    /// Brokers "a" and "b" joined to one in-memory store.
+    pub(super) async fn pair() -> (Arc<Cluster>, Arc<Cluster>) {
         let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
         let opts = SessionOptions::with_ttl(Duration::from_secs(5));
         let a = Cluster::join(store.clone(), opts.clone(), broker("a"))
             .await
             .unwrap();
-        let b = Cluster::join(store.clone(), opts, broker("b"))
-            .await
-            .unwrap();
+        let b = Cluster::join(store, opts, broker("b")).await.unwrap();
+        (a, b)
+    }
+
+    #[tokio::test]
+    async fn one_owner_per_bundle_and_ownership_goes_with_the_session() {
+        let (a, b) = pair().await;
         let path = bundle_path("public/default", "0x00000000_0x40000000");
         let fa = a.acquire(&path).await.unwrap();
         assert_eq!(a.acquire(&path).await.unwrap(), fa, "holding is idempotent");

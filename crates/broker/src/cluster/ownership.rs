@@ -340,21 +340,12 @@ pub(super) async fn adopt_moving(cluster: Weak<Cluster>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::broker;
+    use super::super::tests::pair;
     use super::*;
-    use std::sync::Arc;
-    use strobe_metadata::{MetadataStore, SessionOptions};
 
     #[tokio::test]
     async fn a_bundle_moves_to_its_destination_with_a_higher_token() {
-        let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
-        let opts = SessionOptions::with_ttl(Duration::from_secs(5));
-        let a = Cluster::join(store.clone(), opts.clone(), broker("a"))
-            .await
-            .unwrap();
-        let b = Cluster::join(store.clone(), opts, broker("b"))
-            .await
-            .unwrap();
+        let (a, b) = pair().await;
         let path = super::super::bundle_path("public/default", "0x00000000_0x40000000");
         let fa = a.acquire(&path).await.unwrap();
         a.begin_transfer(&path, &b.me()).await.unwrap();
@@ -387,14 +378,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_destination_waiting_takes_a_bundle_its_source_gave_up() {
-        let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
-        let opts = SessionOptions::with_ttl(Duration::from_secs(5));
-        let a = Cluster::join(store.clone(), opts.clone(), broker("a"))
-            .await
-            .unwrap();
-        let b = Cluster::join(store.clone(), opts, broker("b"))
-            .await
-            .unwrap();
+        let (a, b) = pair().await;
         let path = super::super::bundle_path("public/default", "0x40000000_0x80000000");
         a.acquire(&path).await.unwrap();
         a.begin_transfer(&path, &b.me()).await.unwrap();
