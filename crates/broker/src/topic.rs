@@ -87,6 +87,10 @@ struct TopicState {
     terminated: Option<Option<Position>>,
 }
 
+mod handoff;
+
+pub use handoff::Handoff;
+
 /// The outcome of a publish.
 #[derive(Debug)]
 pub enum Published {
@@ -97,33 +101,6 @@ pub enum Published {
     /// The topic is moving to another broker: not stored here and not
     /// answered; the client resends it to the new owner.
     Held,
-}
-
-/// A topic closed for a move to another broker, its clients not yet told.
-#[derive(Debug, Default)]
-pub struct Handoff {
-    producers: Vec<(u64, mpsc::Sender<OutFrame>)>,
-    consumers: Vec<crate::subscription::ClosingConsumer>,
-}
-
-impl Handoff {
-    /// Closes the producers and consumers, naming the broker they should
-    /// reconnect to (`None`: they look the topic up again). Protocol v5+
-    /// clients reconnect there at once; older ones ignore the fields.
-    pub async fn disconnect(self, assigned: Option<(&str, Option<&str>)>) {
-        let (url, tls) = match assigned {
-            Some((u, t)) => (Some(u), t),
-            None => (None, None),
-        };
-        for (pid, tx) in self.producers {
-            let _ = tx
-                .send(OutFrame::command(commands::close_producer(pid, url, tls)))
-                .await;
-        }
-        for c in self.consumers {
-            c.close(url, tls).await;
-        }
-    }
 }
 
 pub struct Topic {
@@ -829,56 +806,6 @@ impl Topic {
     /// The last finished compaction, if any.
     pub fn compacted_view(&self) -> Option<Arc<crate::compaction::CompactedView>> {
         self.compacted.lock().clone()
-    }
-
-    /// Closes the topic for a move to another broker, without telling its
-    /// clients yet (PIP-307's first phase): new sends are held, dispatch
-    /// stops, cursors are persisted (acks arriving later are dropped and the
-    /// messages redelivered by the new owner) and the log is closed, so the
-    /// new owner opens it complete. [`Handoff::disconnect`] tells the clients.
-    pub async fn close_for_handoff(&self) -> Handoff {
-        let (producers, subs) = {
-            let mut st = self.state.lock();
-            st.closed = true;
-            st.handing_off = true;
-            let producers: Vec<(u64, mpsc::Sender<OutFrame>)> = st
-                .producers
-                .drain()
-                .map(|((_, pid), p)| (pid, p.tx))
-                .collect();
-            for (_, _, w) in st.waiting.drain(..) {
-                let _ = w.send(Err(BrokerError::ServiceNotReady(
-                    "the topic is being unloaded".into(),
-                )));
-            }
-            let subs: Vec<SubscriptionHandle> = st.subscriptions.drain().map(|(_, s)| s).collect();
-            (producers, subs)
-        };
-        let mut consumers = Vec::new();
-        for s in subs {
-            consumers.extend(s.close_quietly().await);
-        }
-        if let Err(e) = self.ledger.close().await {
-            warn!(topic = %self.name, error = %e, "closing the ledger failed");
-        }
-        // Every receipt of what was stored goes out before the close (the
-        // ledger is closed, so each publish has its outcome; bounded anyway).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            if std::time::Instant::now() > deadline {
-                warn!(topic = %self.name, "receipts still pending after 5 s; closing the producers anyway");
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        let view = self.compacted.lock().take();
-        if let Some(v) = view {
-            v.close().await;
-        }
-        Handoff {
-            producers,
-            consumers,
-        }
     }
 
     /// Closes the topic: producers get CLOSE_PRODUCER, subscriptions close
