@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, strobe_binary
+from conftest import free_port, strobe_binary, wait_ready
 
 
 def etcd_binary():
@@ -87,18 +87,7 @@ class Broker:
             args += ["--config", cfg]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=self.cluster.env)
         log.close()
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            ready = [line for line in self.log_text().splitlines() if self.READY in line]
-            if len(ready) > starts:
-                fields = dict(f.split("=", 1) for f in ready[starts].split() if "=" in f)
-                self.port = int(fields["addr"].rsplit(":", 1)[1])
-                self.http_port = int(fields["http"].rsplit(":", 1)[1])
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"{self.id} did not start: {self.log_text()}")
+        self.port, self.http_port = wait_ready(self.proc, self.log_text, self.READY, starts, self.id, timeout=30)
 
     @property
     def url(self):

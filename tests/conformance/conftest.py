@@ -32,6 +32,21 @@ def strobe_binary():
     return binary
 
 
+def wait_ready(proc, log_text, ready, starts, what, timeout=20):
+    """Waits for the (starts+1)th `ready` line of a strobe log and returns the
+    (binary, HTTP) ports it names; fails if the process exits first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        lines = [line for line in log_text().splitlines() if ready in line]
+        if len(lines) > starts:
+            fields = dict(f.split("=", 1) for f in lines[starts].split() if "=" in f)
+            return int(fields["addr"].rsplit(":", 1)[1]), int(fields["http"].rsplit(":", 1)[1])
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not start: {log_text()}")
+
+
 class StrobeProcess:
     """A strobe standalone process. `restart()` keeps the data directory and ports."""
 
@@ -58,18 +73,7 @@ class StrobeProcess:
              "--broker-port", str(self.port), "--http-port", str(self.http_port),
              "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1"],
             stdout=subprocess.DEVNULL, stderr=self.log)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            ready = [line for line in self.log_text().splitlines() if self.READY in line]
-            if len(ready) > starts:
-                fields = dict(f.split("=", 1) for f in ready[starts].split() if "=" in f)
-                self.port = int(fields["addr"].rsplit(":", 1)[1])
-                self.http_port = int(fields["http"].rsplit(":", 1)[1])
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"strobe did not start: {self.log_text()}")
+        self.port, self.http_port = wait_ready(self.proc, self.log_text, self.READY, starts, "strobe")
 
     @property
     def url(self):
