@@ -65,23 +65,24 @@ fn request_path(bundle_path: &str) -> String {
 
 impl Cluster {
     /// Moves asked of this broker: requests whose bundle it owns.
-    pub async fn move_requests(&self) -> Result<Vec<(String, MoveRequest)>, BrokerError> {
+    /// (Read from the watch-fed cache: every broker checks each second.)
+    pub fn move_requests(&self) -> Vec<(String, MoveRequest)> {
         let me = self.broker_id();
-        let mut out = Vec::new();
-        for kv in self
-            .session
-            .store()
-            .scan_prefix(&format!("{REQUESTS}/"))
-            .await?
+        self.pending_requests()
+            .into_iter()
+            .filter_map(|(key, r)| Some((key, r.ok()?)))
+            .filter(|(_, r)| r.from == me)
+            .collect()
+    }
+
+    /// Every pending request by key; `Err` for one that does not decode.
+    fn pending_requests(&self) -> Vec<(String, Result<MoveRequest, serde_json::Error>)> {
+        self.requests
+            .snapshot()
             .entries
-        {
-            if let Ok(r) = serde_json::from_slice::<MoveRequest>(&kv.value)
-                && r.from == me
-            {
-                out.push((kv.key, r));
-            }
-        }
-        Ok(out)
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::from_slice(&v.value)))
+            .collect()
     }
 
     /// Deletes a request once handled (moved, or no longer possible).
@@ -148,18 +149,17 @@ async fn lead_once(
     threshold: usize,
 ) -> Result<(), BrokerError> {
     let store = c.session().store().clone();
-    let pending = store.scan_prefix(&format!("{REQUESTS}/")).await?.entries;
     let owners = c.owners();
     let mut in_flight = false;
-    for kv in pending {
+    for (key, req) in c.pending_requests() {
         // A request whose bundle is no longer its source's is done or moot.
-        let stale = serde_json::from_slice::<MoveRequest>(&kv.value).map_or(true, |r| {
+        let stale = req.map_or(true, |r| {
             !owners
                 .iter()
                 .any(|(p, o)| *p == r.bundle && o.broker.broker_id == r.from)
         });
         if stale {
-            let _ = store.delete(&kv.key, None).await;
+            let _ = store.delete(&key, None).await;
         } else {
             in_flight = true;
         }

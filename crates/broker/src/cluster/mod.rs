@@ -156,6 +156,8 @@ pub struct Cluster {
     session: Arc<Session>,
     brokers: PrefixCache,
     owners: PrefixCache,
+    /// The load manager's move requests, followed by watch.
+    requests: PrefixCache,
     /// The ownership records this broker holds, by path.
     owned: Mutex<HashMap<String, ownership::Held>>,
     /// Serialises acquisitions of one bundle on this broker.
@@ -188,11 +190,14 @@ impl Cluster {
         let session = Arc::new(Session::start(store.clone(), session).await?);
         let brokers = PrefixCache::start(store.clone(), &format!("{BROKERS}/")).await?;
         let owners = PrefixCache::start(store.clone(), &format!("{OWNERSHIP}/")).await?;
+        let requests =
+            PrefixCache::start(store.clone(), &format!("{}/", balance::REQUESTS)).await?;
         let cluster = Arc::new(Cluster {
             me: Mutex::new(me),
             session,
             brokers,
             owners,
+            requests,
             owned: Mutex::new(HashMap::new()),
             acquiring: tokio::sync::Mutex::new(()),
             registration: tokio::sync::Mutex::new(None),

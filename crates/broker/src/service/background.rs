@@ -56,15 +56,8 @@ impl BrokerService {
         self.close_unowned_topics().await;
         c.report_load(self.loaded_topics().len() as u32).await;
         // Moves the load manager asked of this broker.
-        let requests = match c.move_requests().await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "reading move requests failed");
-                return;
-            }
-        };
         let owned = c.owned_bundles();
-        for (key, r) in requests {
+        for (key, r) in c.move_requests() {
             let parsed = r
                 .bundle
                 .strip_prefix(&format!("{}/", crate::cluster::OWNERSHIP))
