@@ -310,6 +310,12 @@ impl TcMember {
 
     /// Resigns every partition and closes the session.
     pub async fn shutdown(self) -> Result<()> {
+        self.resign_all().await
+    }
+
+    /// [`TcMember::shutdown`] for a member that is shared: resigns every partition and closes
+    /// the session, so the others take over at once rather than after the session TTL.
+    pub async fn resign_all(&self) -> Result<()> {
         for e in &self.elections {
             e.resign().await?;
         }
