@@ -152,6 +152,21 @@ pub struct BrokerConfig {
     /// Seconds between checks of connections' credentials; an expired token gets an
     /// AUTH_CHALLENGE (Pulsar: authenticationRefreshCheckSeconds).
     pub auth_refresh_check_secs: u64,
+    /// Serve transactions: this broker campaigns for the coordinator partitions and its topics
+    /// take transactional sends and acks (Pulsar: transactionCoordinatorEnabled).
+    pub transaction_coordinator_enabled: bool,
+    /// Coordinator partitions, fixed cluster-wide at the first start (Pulsar:
+    /// transactionCoordinatorScalableTopicsParallelism).
+    pub transaction_coordinator_parallelism: u32,
+    /// Timeout of a transaction whose client asks for none, in milliseconds.
+    pub transaction_default_timeout_ms: u64,
+    /// Longest transaction timeout granted, in milliseconds (longer asks are cut to it).
+    pub transaction_max_timeout_ms: u64,
+    /// How long END_TXN waits for the participants to apply the outcome before it answers.
+    pub transaction_end_wait_ms: u64,
+    /// Seconds a decided transaction stays queryable once every participant applied it
+    /// (Pulsar: transactionCoordinatorScalableTopicsGcRetentionSeconds).
+    pub transaction_retention_secs: u64,
 }
 
 impl Default for BrokerConfig {
@@ -172,6 +187,12 @@ impl Default for BrokerConfig {
             worker_threads: 0,
             metadata_store_url: String::new(),
             metadata_session_timeout_secs: 10,
+            transaction_coordinator_enabled: true,
+            transaction_coordinator_parallelism: 16,
+            transaction_default_timeout_ms: 60_000,
+            transaction_max_timeout_ms: 3 * 3600 * 1000,
+            transaction_end_wait_ms: 5_000,
+            transaction_retention_secs: 300,
             load_balancer_enabled: true,
             load_balancer_interval_secs: 10,
             load_balancer_bundle_threshold: 1,
@@ -363,6 +384,15 @@ impl BrokerConfig {
             return Err(ConfigError::Invalid(format!(
                 "metadata_session_timeout_secs must be at least 3 (etcd rounds leases to whole seconds), not {}",
                 self.metadata_session_timeout_secs
+            )));
+        }
+        if self.transaction_coordinator_parallelism == 0
+            || self.transaction_coordinator_parallelism > strobe_metadata::tc::MAX_PARALLELISM
+        {
+            return Err(ConfigError::Invalid(format!(
+                "transaction_coordinator_parallelism must be in 1..={}, not {}",
+                strobe_metadata::tc::MAX_PARALLELISM,
+                self.transaction_coordinator_parallelism
             )));
         }
         if self.load_balancer_interval_secs == 0 {

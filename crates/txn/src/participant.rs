@@ -30,6 +30,8 @@ pub enum DecisionEvent {
     Decided(TxnId, TxnState),
     /// The watch restarted: events may have been missed; check every transaction you hold.
     Resync,
+    /// A participant found `t` in its state (a restored buffer or pending acks): read its header.
+    Check(TxnId),
 }
 
 /// Follows every header and reports decisions, until dropped.

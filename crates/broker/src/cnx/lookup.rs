@@ -18,6 +18,15 @@ impl ServerCnx {
         c: &proto::CommandLookupTopic,
     ) -> Result<Command, BrokerError> {
         let topic = TopicName::parse(&c.topic)?;
+        if let Some(leader) = crate::txn::assign_lookup(&self.service, &topic) {
+            let (url, tls) = leader?;
+            return Ok(commands::lookup_connect(
+                c.request_id,
+                &url,
+                tls.as_deref(),
+                false,
+            ));
+        }
         if let Some(listener) = c
             .advertised_listener_name
             .as_deref()
@@ -52,6 +61,9 @@ impl ServerCnx {
         c: &proto::CommandPartitionedTopicMetadata,
     ) -> Result<Command, BrokerError> {
         let topic = TopicName::parse(&c.topic)?;
+        if let Some(n) = crate::txn::assign_partitions(&self.service, &topic) {
+            return Ok(commands::partitioned_metadata(c.request_id, n));
+        }
         self.service
             .authorize(self.role(), Operation::Lookup(&topic))
             .await?;
