@@ -61,6 +61,7 @@ mod message;
 mod producer;
 mod reader;
 mod tc;
+mod txn;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,17 +74,16 @@ use strobe_wire::commands;
 use strobe_wire::proto::command_lookup_topic_response::LookupType;
 
 pub use compression::Compression;
-pub use consumer::{
-    Consumer, ConsumerBuilder, InitialPosition, Message, SeekTo, entry_bucket_ranges,
-    equal_width_splits,
-};
+pub use consumer::{Consumer, ConsumerBuilder, InitialPosition, Message, SeekTo};
 pub use error::{Error, Result};
 pub use message::{BatchingType, ProducerMessage, entry_bucket_of, entry_hash};
+pub use message::{entry_bucket_ranges, equal_width_splits};
 pub use producer::{Producer, ProducerBuilder, SendFuture};
 pub use reader::{Reader, ReaderBuilder};
 pub use strobe_model::{MessageId, Position, SubType};
 pub use strobe_wire::proto;
 pub use tc::{TcAssignment, TcAssignmentsWatcher};
+pub use txn::{TC_ASSIGN_TOPIC, TcDiscovery, Transaction};
 
 use connection::{ConnOptions, Connection, Pool, socket_addr};
 
@@ -129,6 +129,8 @@ impl ClientBuilder {
             opts: self.opts,
             next_id: AtomicU64::new(1),
             max_lookup_redirects: self.max_lookup_redirects,
+            tc_conns: Default::default(),
+            next_tc: AtomicU64::new(0),
         });
         inner.pool.get(&inner.service_addr, &inner.opts).await?;
         Ok(Client { inner })
@@ -142,6 +144,10 @@ struct ClientInner {
     opts: ConnOptions,
     next_id: AtomicU64,
     max_lookup_redirects: u32,
+    /// Connections to coordinator leaders, by partition (TC_CLIENT_CONNECT done).
+    tc_conns: std::sync::Mutex<std::collections::HashMap<u64, Arc<connection::Connection>>>,
+    /// Round robin over coordinators for new transactions.
+    next_tc: AtomicU64,
 }
 
 /// A handle on a set of connections to a Pulsar-protocol service. Cheap to clone.

@@ -566,7 +566,7 @@ impl TransactionCoordinator {
                 let Ok(h) = decode(&kv.key, &kv.value) else {
                     continue;
                 };
-                if !h.finalized_at.is_some_and(|f| f < horizon) {
+                if h.finalized_at.is_none_or(|f| f >= horizon) {
                     continue;
                 }
                 match self.store.list_keys(&paths::part_prefix(t)).await {

@@ -189,6 +189,9 @@ mod tests {
         version: u64,
     }
 
+    /// A racing ender: its action, what it read (state, version), and its answer once done.
+    type Actor = (EndAction, Option<(TxnState, u64)>, Option<bool>);
+
     proptest! {
         /// Any interleaving of racing enders (each reads, then CASes on what it read, retrying on
         /// a lost CAS) decides exactly once: every caller that got success asked for the decided
@@ -200,7 +203,7 @@ mod tests {
         ) {
             let mut cell = Cell { state: TxnState::Open, version: 1 };
             // Each actor: (action, what it read: None until it reads, Some(version)).
-            let mut actors: Vec<(EndAction, Option<(TxnState, u64)>, Option<bool>)> = actions
+            let mut actors: Vec<Actor> = actions
                 .iter()
                 .map(|c| (if *c { EndAction::Commit } else { EndAction::Abort }, None, None))
                 .collect();

@@ -165,13 +165,15 @@ impl PendingAcks {
         }
         for e in entries {
             let p = e.position();
-            let slot = self.by_position.entry(p);
             match &e.batch {
                 None => {
-                    slot.insert_entry(Holder::Whole(t));
+                    self.by_position.insert(p, Holder::Whole(t));
                 }
                 Some((_, bits)) => {
-                    let h = slot.or_insert_with(|| Holder::Parts(Vec::new()));
+                    let h = self
+                        .by_position
+                        .entry(p)
+                        .or_insert_with(|| Holder::Parts(Vec::new()));
                     if let Holder::Parts(v) = h {
                         match v.iter_mut().find(|(o, _)| *o == t) {
                             Some((_, b)) => {
