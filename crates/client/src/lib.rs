@@ -120,11 +120,23 @@ impl ClientBuilder {
         self
     }
 
-    /// Connects to the service URL once, so that a wrong address fails here.
+    /// Connects to the service URL once, so that a wrong address fails here. A URL may name
+    /// several brokers (`pulsar://h1:6650,h2:6650`); the service connection moves to the next
+    /// one when the current one fails.
     pub async fn build(self) -> Result<Client> {
         let service_addr = socket_addr(&self.url)?;
+        let rest = self.url.strip_prefix("pulsar://").unwrap_or("");
+        let mut service_addrs: Vec<String> = rest
+            .trim_end_matches('/')
+            .split(',')
+            .skip(1)
+            .map(|h| socket_addr(&format!("pulsar://{}", h.trim_start_matches("pulsar://"))))
+            .collect::<Result<_>>()?;
+        service_addrs.insert(0, service_addr.clone());
         let inner = Arc::new(ClientInner {
             service_addr,
+            service_addrs,
+            current_service: std::sync::atomic::AtomicUsize::new(0),
             pool: Pool::default(),
             opts: self.opts,
             next_id: AtomicU64::new(1),
@@ -140,6 +152,10 @@ impl ClientBuilder {
 #[derive(Debug)]
 struct ClientInner {
     service_addr: String,
+    /// Every broker the service URL names.
+    service_addrs: Vec<String>,
+    /// The one the service connection goes to now.
+    current_service: std::sync::atomic::AtomicUsize,
     pool: Pool,
     opts: ConnOptions,
     next_id: AtomicU64,
@@ -199,10 +215,20 @@ impl Client {
     }
 
     pub(crate) async fn service_connection(&self) -> Result<Arc<Connection>> {
-        self.inner
-            .pool
-            .get(&self.inner.service_addr, &self.inner.opts)
-            .await
+        let addrs = &self.inner.service_addrs;
+        let first = self.inner.current_service.load(Ordering::Relaxed);
+        let mut last_err = None;
+        for i in 0..addrs.len() {
+            let k = (first + i) % addrs.len();
+            match self.inner.pool.get(&addrs[k], &self.inner.opts).await {
+                Ok(c) => {
+                    self.inner.current_service.store(k, Ordering::Relaxed);
+                    return Ok(c);
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or(Error::Closed))
     }
 
     /// The number of partitions of `topic` (0 for a non-partitioned topic).

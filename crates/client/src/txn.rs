@@ -156,7 +156,7 @@ impl Client {
         loop {
             let tc = (first + attempt) % n;
             attempt += 1;
-            match self.new_txn_on(tc, ttl).await {
+            match self.new_transaction_on(tc, ttl).await {
                 Ok(t) => return Ok(t),
                 Err(e) if e.is_retriable() || is_tc_moved(&e) => {
                     self.forget_tc(tc);
@@ -171,7 +171,8 @@ impl Client {
         }
     }
 
-    async fn new_txn_on(&self, tc: u64, ttl: Duration) -> Result<Transaction> {
+    /// Opens a transaction on coordinator partition `tc` (one attempt).
+    pub async fn new_transaction_on(&self, tc: u64, ttl: Duration) -> Result<Transaction> {
         let conn = self.tc_connection(tc).await?;
         let rid = conn.next_request_id();
         let reply = conn
