@@ -140,7 +140,7 @@ async fn consume_transform_produce_is_exactly_once_across_kills() {
     let dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start(dir.path());
     let dedup = "deduplication_enabled = true\n";
-    let mut members = vec![
+    let mut members = [
         Some(Member::start_with("a", &etcd, dir.path(), dedup)),
         Some(Member::start_with("b", &etcd, dir.path(), dedup)),
         Some(Member::start_with("c", &etcd, dir.path(), dedup)),
