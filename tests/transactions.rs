@@ -79,6 +79,40 @@ async fn commit_makes_sends_visible_in_log_order() {
     txn.commit().await.unwrap();
     let e = txn.abort().await.unwrap_err();
     assert_eq!(server_code(&e), Some(ServerError::InvalidTxnStatus), "{e}");
+
+    // The admin API and metrics see it.
+    let (most, least) = txn.id();
+    let (code, body) = s.http(
+        "GET",
+        &format!("/admin/v3/transactions/transactionMetadata/{most}/{least}"),
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    let meta: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(meta["status"], "COMMITTED");
+    assert!(meta["producedPartitions"].get(topic).is_some(), "{body}");
+    let (code, body) = s.http("GET", "/admin/v3/transactions/coordinatorStats", "");
+    assert_eq!(code, 200, "{body}");
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stats.as_object().unwrap().len(), 16);
+    assert!(stats.as_object().unwrap().values().all(|c| c["state"] == "Ready"));
+    let (code, body) = s.http(
+        "GET",
+        "/admin/v3/transactions/transactionBufferStats/public/default/txn-commit",
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    let buffer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(buffer["committedTxnCount"], 1, "{body}");
+    assert_eq!(buffer["ongoingTxnSize"], 0, "{body}");
+    let (_, metrics) = s.http("GET", "/metrics", "");
+    let committed: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("pulsar_txn_committed_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(committed, 1, "{metrics}");
+    assert!(metrics.contains("pulsar_txn_tb_committed_total{"));
 }
 
 #[tokio::test]

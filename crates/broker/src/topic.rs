@@ -91,6 +91,7 @@ mod handoff;
 mod txn;
 
 pub use handoff::Handoff;
+pub use txn::TxnBufferStats;
 pub(crate) use txn::txn_of;
 
 /// The outcome of a publish.

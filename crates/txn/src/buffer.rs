@@ -64,6 +64,11 @@ impl TxnBuffer {
         self.aborted.contains_key(&t)
     }
 
+    /// The first entry of ongoing transaction `t`.
+    pub fn first_position(&self, t: TxnId) -> Option<Position> {
+        self.ongoing.get(&t).copied()
+    }
+
     /// Ongoing transactions.
     pub fn ongoing(&self) -> impl Iterator<Item = TxnId> + '_ {
         self.ongoing.keys().copied()

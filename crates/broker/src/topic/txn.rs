@@ -35,6 +35,23 @@ pub(crate) struct TopicTxn {
     ending: HashSet<TxnId>,
     ended: HashSet<TxnId>,
     ended_order: VecDeque<TxnId>,
+    committed_total: u64,
+    aborted_total: u64,
+}
+
+/// A topic's transaction buffer, for the admin API and metrics (Pulsar's
+/// `TransactionBufferStats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnBufferStats {
+    /// Transactions with entries here and no outcome yet.
+    pub ongoing: usize,
+    /// Aborted transactions whose entries are still in the log (skipped by readers).
+    pub aborted_kept: usize,
+    /// Outcomes applied since the topic loaded.
+    pub committed_total: u64,
+    pub aborted_total: u64,
+    /// Readers see nothing from here on (the oldest ongoing transaction's first entry).
+    pub max_read_position: Option<Position>,
 }
 
 impl TopicTxn {
@@ -122,6 +139,24 @@ impl Topic {
         tx.buffer = buffer;
         tx.recorded = recorded;
         Ok(())
+    }
+
+    /// The buffer's figures; `None` when the topic takes no transactions.
+    pub fn txn_stats(&self) -> Option<TxnBufferStats> {
+        let tx = self.txn.lock();
+        tx.ctx.as_ref()?;
+        Some(TxnBufferStats {
+            ongoing: tx.buffer.ongoing_count(),
+            aborted_kept: tx.buffer.aborted_count(),
+            committed_total: tx.committed_total,
+            aborted_total: tx.aborted_total,
+            max_read_position: self.ledger.last_confirmed(),
+        })
+    }
+
+    /// Where transaction `t`'s entries start here, if it is ongoing.
+    pub fn txn_first_position(&self, t: TxnId) -> Option<Position> {
+        self.txn.lock().buffer.first_position(t)
     }
 
     /// Transactions this topic holds in its buffer.
@@ -225,6 +260,11 @@ impl Topic {
             tx.ending.remove(&t);
             let pos = res?;
             tx.buffer.resolve(t, commit, pos);
+            if commit {
+                tx.committed_total += 1;
+            } else {
+                tx.aborted_total += 1;
+            }
             tx.mark_ended(t);
             tx.dirty = true;
             self.ledger.set_hold(tx.buffer.withhold_from());
