@@ -95,7 +95,13 @@ async fn commit_makes_sends_visible_in_log_order() {
     assert_eq!(code, 200, "{body}");
     let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(stats.as_object().unwrap().len(), 16);
-    assert!(stats.as_object().unwrap().values().all(|c| c["state"] == "Ready"));
+    assert!(
+        stats
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|c| c["state"] == "Ready")
+    );
     let (code, body) = s.http(
         "GET",
         "/admin/v3/transactions/transactionBufferStats/public/default/txn-commit",

@@ -187,15 +187,18 @@ fn escape_help(help: &str) -> String {
 /// Transactions, under Pulsar's names: per coordinator partition this broker has led
 /// (`pulsar_txn_*`, label `coordinator_id`), and per topic buffer (`pulsar_txn_tb_*`).
 fn txn_metrics(out: &mut String, s: &BrokerService) {
+    use strobe_broker::topic::TxnBufferStats;
+    use strobe_txn::coordinator::PartitionStats;
     let Some(txn) = s.txn() else { return };
     let cluster = &s.config.cluster_name;
     let stats = txn.coordinator.stats();
-    let rows: [(
-        &str,
-        &str,
-        &str,
-        fn(&strobe_txn::coordinator::PartitionStats) -> u64,
-    ); 5] = [
+    type CoordinatorRow = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&PartitionStats) -> u64,
+    );
+    let rows: [CoordinatorRow; 5] = [
         (
             "pulsar_txn_active_count",
             "gauge",
@@ -235,17 +238,23 @@ fn txn_metrics(out: &mut String, s: &BrokerService) {
             let _ = writeln!(out, "{name}{{{l}}} {}", value(p));
         }
     }
-    let topics: Vec<(Arc<Topic>, strobe_broker::topic::TxnBufferStats)> = s
+    // Topics that took part in a transaction since they loaded (not every topic: the
+    // families would double the series of a broker that never sees one).
+    let topics: Vec<(Arc<Topic>, TxnBufferStats)> = s
         .loaded_topics()
         .into_iter()
         .filter_map(|t| t.txn_stats().map(|st| (t, st)))
+        .filter(|(_, st)| {
+            st.ongoing + st.aborted_kept > 0 || st.committed_total + st.aborted_total > 0
+        })
         .collect();
-    let rows: [(
-        &str,
-        &str,
-        &str,
-        fn(&strobe_broker::topic::TxnBufferStats) -> u64,
-    ); 4] = [
+    type BufferRow = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&TxnBufferStats) -> u64,
+    );
+    let rows: [BufferRow; 4] = [
         (
             "pulsar_txn_tb_active_total",
             "gauge",
