@@ -143,6 +143,8 @@ impl ClientBuilder {
             max_lookup_redirects: self.max_lookup_redirects,
             tc_conns: Default::default(),
             next_tc: AtomicU64::new(0),
+            tc_parallelism: AtomicU64::new(0),
+            tc_lock: tokio::sync::Mutex::new(()),
         });
         inner.pool.get(&inner.service_addr, &inner.opts).await?;
         Ok(Client { inner })
@@ -164,6 +166,10 @@ struct ClientInner {
     tc_conns: std::sync::Mutex<std::collections::HashMap<u64, Arc<connection::Connection>>>,
     /// Round robin over coordinators for new transactions.
     next_tc: AtomicU64,
+    /// The coordinator parallelism once discovered (0: not yet).
+    tc_parallelism: AtomicU64,
+    /// Serializes coordinator discovery and connection.
+    tc_lock: tokio::sync::Mutex<()>,
 }
 
 /// A handle on a set of connections to a Pulsar-protocol service. Cheap to clone.

@@ -96,10 +96,22 @@ impl Client {
 
     /// A connection to coordinator `tc`'s leader, on which TC_CLIENT_CONNECT succeeded.
     async fn tc_connection(&self, tc: u64) -> Result<Arc<Connection>> {
-        if let Some(c) = self.inner.tc_conns.lock().expect("tc lock").get(&tc)
-            && !c.is_closed()
-        {
-            return Ok(c.clone());
+        let cached = || {
+            self.inner
+                .tc_conns
+                .lock()
+                .expect("tc lock")
+                .get(&tc)
+                .filter(|c| !c.is_closed())
+                .cloned()
+        };
+        if let Some(c) = cached() {
+            return Ok(c);
+        }
+        // One discovery and TC_CLIENT_CONNECT at a time; whoever waited finds it done.
+        let _one = self.inner.tc_lock.lock().await;
+        if let Some(c) = cached() {
+            return Ok(c);
         }
         let conn = match self.tc_discovery().await? {
             TcDiscovery::AssignTopic => {
@@ -148,7 +160,21 @@ impl Client {
     /// Opens a transaction on the next coordinator (round robin), retrying while coordinators
     /// move (up to the operation timeout).
     pub async fn new_transaction(&self, ttl: Duration) -> Result<Transaction> {
-        let n = self.tc_leaders().await?.len().max(1) as u64;
+        let cached = self.inner.tc_parallelism.load(Ordering::Relaxed);
+        let n = if cached > 0 {
+            cached
+        } else {
+            // One discovery for every transaction that starts meanwhile.
+            let _one = self.inner.tc_lock.lock().await;
+            match self.inner.tc_parallelism.load(Ordering::Relaxed) {
+                0 => {
+                    let n = self.tc_leaders().await?.len().max(1) as u64;
+                    self.inner.tc_parallelism.store(n, Ordering::Relaxed);
+                    n
+                }
+                n => n,
+            }
+        };
         let first = self.inner.next_tc.fetch_add(1, Ordering::Relaxed);
         let deadline = tokio::time::Instant::now() + self.inner.opts.operation_timeout;
         let mut backoff = Backoff::new();

@@ -28,6 +28,7 @@ async fn coordinator(
             },
             parallelism,
             session: SessionOptions::with_ttl(Duration::from_secs(3)),
+            campaign: None,
         },
     )
     .await

@@ -96,6 +96,9 @@ pub struct TxnService {
     _watch: DecisionWatch,
 }
 
+/// Outcomes being applied at once.
+const APPLYING: usize = 256;
+
 /// How often every held transaction's header is checked even without an event (a missed event
 /// costs at most this much delay).
 const RECONCILE_EVERY: Duration = Duration::from_secs(10);
@@ -117,6 +120,10 @@ impl TxnService {
             .map_err(BrokerError::Txn)?;
         let weak: Weak<BrokerService> = Arc::downgrade(service);
         let loop_ctx = ctx.clone();
+        // Outcomes are applied concurrently (each waits for a marker's fsync and a metadata
+        // write; one at a time would cap every coordinator at one commit per round trip), at
+        // most APPLYING at once.
+        let permits = Arc::new(tokio::sync::Semaphore::new(APPLYING));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(RECONCILE_EVERY);
             tick.tick().await;
@@ -131,16 +138,25 @@ impl TxnService {
                 let Some(service) = weak.upgrade() else {
                     return;
                 };
-                match ev {
-                    DecisionEvent::Decided(t, state) => {
-                        apply(&service, &loop_ctx, t, state).await;
-                    }
-                    DecisionEvent::Check(t) => reconcile(&service, &loop_ctx, t).await,
+                let todo: Vec<(TxnId, Option<TxnState>)> = match ev {
+                    DecisionEvent::Decided(t, state) => vec![(t, Some(state))],
+                    DecisionEvent::Check(t) => vec![(t, None)],
                     DecisionEvent::Resync => {
-                        for t in loop_ctx.all() {
-                            reconcile(&service, &loop_ctx, t).await;
-                        }
+                        loop_ctx.all().into_iter().map(|t| (t, None)).collect()
                     }
+                };
+                for (t, state) in todo {
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        return;
+                    };
+                    let (service, ctx) = (service.clone(), loop_ctx.clone());
+                    tokio::spawn(async move {
+                        match state {
+                            Some(state) => apply(&service, &ctx, t, state).await,
+                            None => reconcile(&service, &ctx, t).await,
+                        }
+                        drop(permit);
+                    });
                 }
             }
         });
@@ -177,6 +193,9 @@ pub async fn start(service: &Arc<BrokerService>) -> Result<(), BrokerError> {
             session: SessionOptions::with_ttl(Duration::from_secs(
                 cfg.metadata_session_timeout_secs.max(3),
             )),
+            campaign: cfg
+                .coordinator_partitions()
+                .map_err(|e| BrokerError::Config(e.to_string()))?,
         },
     )
     .await?;
