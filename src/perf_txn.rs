@@ -34,6 +34,9 @@ pub struct TxnOpts {
     /// Pin worker i to coordinator partition i mod parallelism (else round robin).
     #[arg(long)]
     pin: bool,
+    /// With --pin: worker i uses partition (i + this) mod parallelism.
+    #[arg(long = "pin-offset", default_value_t = 0)]
+    pin_offset: usize,
     /// No transactions: the same loop with plain sends.
     #[arg(long)]
     plain: bool,
@@ -77,9 +80,9 @@ async fn run_async(o: TxnOpts) -> anyhow::Result<()> {
             lat.clone(),
             payload.clone(),
         );
-        let (pin, plain, messages) = (o.pin, o.plain, o.messages);
+        let (pin, plain, messages, offset) = (o.pin, o.plain, o.messages, o.pin_offset);
         tasks.push(tokio::spawn(async move {
-            let tc = (w % parallelism) as u64;
+            let tc = ((w + offset) % parallelism) as u64;
             while !stop.load(Ordering::Relaxed) {
                 let t0 = Instant::now();
                 let r: Result<u64, strobe_client::Error> = async {
