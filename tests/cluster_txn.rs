@@ -82,6 +82,83 @@ async fn the_watch_follows_a_killed_coordinator_leader() {
     txn.commit().await.unwrap();
 }
 
+/// The topic's owner is stopped when the coordinator decides a commit, then killed: the broker
+/// that takes the topic over replays its log, finds the transaction open, reads the decision
+/// and makes the messages visible. Nothing committed is lost because a participant missed the
+/// moment of the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_participant_down_during_the_commit_converges_after_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    // A leads every coordinator partition (B may lead none): the decision is made on A.
+    let a = Member::start("a", &etcd, dir.path());
+    let mut b = Member::start_with(
+        "b",
+        &etcd,
+        dir.path(),
+        "transaction_coordinator_partitions = \"0\"\n",
+    );
+    let c = client(&format!(
+        "pulsar://{},{}",
+        a.url().trim_start_matches("pulsar://"),
+        b.url().trim_start_matches("pulsar://")
+    ))
+    .await;
+    // A topic B owns.
+    let mut topic = String::new();
+    for i in 0..64 {
+        let t = format!("persistent://public/default/down-commit-{i}");
+        let p = c.producer(&t).create().await.unwrap();
+        let owner = c.lookup_url(&t).await.unwrap();
+        drop(p);
+        if owner == b.url() {
+            topic = t;
+            break;
+        }
+    }
+    assert!(!topic.is_empty(), "no topic landed on b");
+    let p = c.producer(&topic).no_batching().create().await.unwrap();
+    let txn = loop {
+        let t = c.new_transaction(Duration::from_secs(120)).await.unwrap();
+        if t.id().0 != 0 {
+            break t; // partition 0 might be B's; the rest are A's
+        }
+        t.abort().await.unwrap();
+    };
+    for i in 0..5 {
+        txn.send(&p, format!("t{i}").into_bytes())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    b.signal("STOP");
+    let decided = Instant::now();
+    txn.commit().await.unwrap();
+    println!(
+        "commit answered in {:.2} s with the participant stopped",
+        decided.elapsed().as_secs_f64()
+    );
+    b.signal("CONT");
+    b.kill9();
+    let mut k = c
+        .consumer(&topic, "after")
+        .sub_type(SubType::Exclusive)
+        .initial_position(InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(m) = k.recv_timeout(Duration::from_secs(15)).await.unwrap() {
+        got.push(String::from_utf8_lossy(&m.payload).into_owned());
+        if got.len() == 5 {
+            break;
+        }
+    }
+    assert_eq!(got, ["t0", "t1", "t2", "t3", "t4"]);
+    drop(a);
+}
+
 const MESSAGES: usize = 240;
 const BATCH: usize = 8;
 

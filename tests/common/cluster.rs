@@ -155,6 +155,15 @@ impl Member {
         let _ = self.child.wait();
     }
 
+    /// Sends a signal ("STOP", "CONT", "TERM", ...).
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
     /// The broker's log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -256,6 +256,12 @@ impl Client {
         }
     }
 
+    /// The broker that serves `topic`, as `pulsar://host:port`.
+    pub async fn lookup_url(&self, topic: &str) -> Result<String> {
+        let topic = full_topic_name(topic)?;
+        Ok(format!("pulsar://{}", self.lookup(&topic).await?.addr))
+    }
+
     /// Finds the broker that serves `topic` (LOOKUP, following redirects) and
     /// returns a connection to it.
     pub(crate) async fn lookup(&self, topic: &str) -> Result<Arc<Connection>> {
