@@ -92,8 +92,9 @@ pub struct TransactionCoordinator {
     member: TcMember,
     cfg: CoordinatorConfig,
     parts: Vec<tokio::sync::Mutex<Part>>,
-    /// Open transactions per partition: least bits → timeout.
-    open: Vec<parking_lot::Mutex<HashMap<u64, u64>>>,
+    /// Open transactions per partition: least bits → header as last written here and its
+    /// version (a CAS on it skips the read; a stale one fails its CAS and is read again).
+    open: Vec<parking_lot::Mutex<HashMap<u64, (TxnHeader, u64)>>>,
     counters: Vec<TcCounters>,
     /// Topics known to have a buffer record (so the topic replays its log for transactions).
     buffers_known: parking_lot::Mutex<HashSet<String>>,
@@ -238,7 +239,7 @@ impl TransactionCoordinator {
             };
             match decode(&kv.key, &kv.value) {
                 Ok(h) if h.state == TxnState::Open => {
-                    open.insert(t.least_sig_bits, h.timeout_at);
+                    open.insert(t.least_sig_bits, (h, kv.stat.version));
                 }
                 Ok(_) => {}
                 Err(e) => warn!(key = %kv.key, error = %e, "undecodable transaction header"),
@@ -314,21 +315,38 @@ impl TransactionCoordinator {
             least_sig_bits: least,
         };
         let h = TxnHeader::open(&self.cfg.broker_id, now_ms(), ttl);
-        self.store
+        let resp = self
+            .store
             .txn(vec![
                 fence,
                 Op::put_if(paths::header_path(t), encode(&h), Expect::Absent),
             ])
             .await
             .map_err(|e| self.fenced(n, e))?;
-        self.open[n as usize]
-            .lock()
-            .insert(t.least_sig_bits, h.timeout_at);
+        self.remember(t, h, &resp);
         self.counters[n as usize]
             .created
             .fetch_add(1, Ordering::Relaxed);
         debug!(txn_id = %t, ttl, "transaction opened");
         Ok(t)
+    }
+
+    /// The header of an open `t` as last written here, and its version.
+    fn cached(&self, t: TxnId) -> Option<(TxnHeader, u64)> {
+        self.open
+            .get(t.most_sig_bits as usize)?
+            .lock()
+            .get(&t.least_sig_bits)
+            .cloned()
+    }
+
+    /// Keeps the header just written (the put after the fence, second in `resp`).
+    fn remember(&self, t: TxnId, h: TxnHeader, resp: &strobe_metadata::TxnResponse) {
+        if let Some(strobe_metadata::OpResult::Put(stat)) = resp.results.get(1)
+            && let Some(open) = self.open.get(t.most_sig_bits as usize)
+        {
+            open.lock().insert(t.least_sig_bits, (h, stat.version));
+        }
     }
 
     /// The header of `t` and its version.
@@ -352,8 +370,12 @@ impl TransactionCoordinator {
         for topic in partitions {
             self.ensure_buffer_record(topic).await?;
         }
+        let mut cached = self.cached(t);
         loop {
-            let (mut h, version) = self.read(t).await?;
+            let (mut h, version) = match cached.take() {
+                Some(c) => c,
+                None => self.read(t).await?,
+            };
             if !may_add(h.state) {
                 return Err(TxnError::InvalidStatus(format!(
                     "transaction {t} is {}; nothing can be added to it",
@@ -378,7 +400,10 @@ impl TransactionCoordinator {
                 ops.push(Op::put(paths::part_path(t, &p), Vec::new()));
             }
             match self.store.txn(ops).await {
-                Ok(_) => return Ok(()),
+                Ok(resp) => {
+                    self.remember(t, h, &resp);
+                    return Ok(());
+                }
                 Err(MetadataError::BadVersion { ref key, .. }) if key.starts_with("/txn/id/") => {
                     continue;
                 }
@@ -422,8 +447,12 @@ impl TransactionCoordinator {
     async fn end(&self, t: TxnId, action: EndAction, timed_out: bool) -> Result<()> {
         let n = t.most_sig_bits;
         let fence = self.leadership(n).await?;
+        let mut cached = self.cached(t);
         loop {
-            let (h, version) = self.read(t).await?;
+            let (h, version) = match cached.take() {
+                Some(c) => c,
+                None => self.read(t).await?,
+            };
             match decide_end(h.state, action) {
                 EndDecision::AlreadyDecided => return Ok(()),
                 EndDecision::Conflict(s) => {
@@ -530,7 +559,7 @@ impl TransactionCoordinator {
             let expired: Vec<u64> = self.open[n as usize]
                 .lock()
                 .iter()
-                .filter(|(_, deadline)| **deadline <= now)
+                .filter(|(_, (h, _))| h.timeout_at <= now)
                 .map(|(l, _)| *l)
                 .collect();
             for least in expired {

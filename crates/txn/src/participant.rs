@@ -24,10 +24,10 @@ use crate::paths::{self, Participant};
 use crate::pending_ack::TxnAcks;
 
 /// What the decision watch reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecisionEvent {
-    /// `t` was decided.
-    Decided(TxnId, TxnState),
+    /// `t` was decided; its participants as the header lists them.
+    Decided(TxnId, TxnState, Vec<Participant>),
     /// The watch restarted: events may have been missed; check every transaction you hold.
     Resync,
     /// A participant found `t` in its state (a restored buffer or pending acks): read its header.
@@ -83,7 +83,12 @@ impl DecisionWatch {
                         };
                         match serde_json::from_slice::<TxnHeader>(value) {
                             Ok(h) if h.state.is_final() => {
-                                if tx.send(DecisionEvent::Decided(t, h.state)).await.is_err() {
+                                let who = participants(&h);
+                                if tx
+                                    .send(DecisionEvent::Decided(t, h.state, who))
+                                    .await
+                                    .is_err()
+                                {
                                     return;
                                 }
                             }
@@ -112,6 +117,18 @@ impl DecisionWatch {
             _task: cancel.drop_guard(),
         })
     }
+}
+
+/// Every participant a header lists.
+pub fn participants(h: &TxnHeader) -> Vec<Participant> {
+    h.partitions
+        .iter()
+        .map(|p| Participant::Partition(p.clone()))
+        .chain(h.subscriptions.iter().map(|s| Participant::Subscription {
+            topic: s.topic.clone(),
+            subscription: s.subscription.clone(),
+        }))
+        .collect()
 }
 
 /// The outcome of `t` as the store has it: `Some(Open)` while undecided, `None` if no header

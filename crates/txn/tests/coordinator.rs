@@ -122,7 +122,13 @@ async fn lifecycle(store: Arc<dyn MetadataStore>) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(ev, DecisionEvent::Decided(t, TxnState::Committed));
+    match ev {
+        DecisionEvent::Decided(x, TxnState::Committed, who) => {
+            assert_eq!(x, t);
+            assert_eq!(who.len(), 2, "{who:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(
         participant::decision(&*store, t).await.unwrap(),
         Some(TxnState::Committed)
@@ -157,7 +163,7 @@ async fn lifecycle(store: Arc<dyn MetadataStore>) {
             .await
             .expect("the timeout abort is reported")
             .unwrap();
-        if ev == DecisionEvent::Decided(short, TxnState::Aborted) {
+        if matches!(ev, DecisionEvent::Decided(x, TxnState::Aborted, _) if x == short) {
             break;
         }
     }

@@ -138,21 +138,22 @@ impl TxnService {
                 let Some(service) = weak.upgrade() else {
                     return;
                 };
-                let todo: Vec<(TxnId, Option<TxnState>)> = match ev {
-                    DecisionEvent::Decided(t, state) => vec![(t, Some(state))],
+                type Todo = (TxnId, Option<(TxnState, Vec<Participant>)>);
+                let todo: Vec<Todo> = match ev {
+                    DecisionEvent::Decided(t, state, who) => vec![(t, Some((state, who)))],
                     DecisionEvent::Check(t) => vec![(t, None)],
                     DecisionEvent::Resync => {
                         loop_ctx.all().into_iter().map(|t| (t, None)).collect()
                     }
                 };
-                for (t, state) in todo {
+                for (t, decided) in todo {
                     let Ok(permit) = permits.clone().acquire_owned().await else {
                         return;
                     };
                     let (service, ctx) = (service.clone(), loop_ctx.clone());
                     tokio::spawn(async move {
-                        match state {
-                            Some(state) => apply(&service, &ctx, t, state).await,
+                        match decided {
+                            Some((state, who)) => apply(&service, &ctx, t, state, Some(who)).await,
                             None => reconcile(&service, &ctx, t).await,
                         }
                         drop(permit);
@@ -229,17 +230,24 @@ pub async fn start(service: &Arc<BrokerService>) -> Result<(), BrokerError> {
 pub(crate) async fn reconcile(service: &Arc<BrokerService>, ctx: &Arc<TxnContext>, t: TxnId) {
     match participant::decision(&*ctx.store, t).await {
         Ok(Some(TxnState::Open)) => {}
-        Ok(Some(state)) => apply(service, ctx, t, state).await,
+        Ok(Some(state)) => apply(service, ctx, t, state, None).await,
         // No header: it never existed (the client sent with an id no coordinator gave out), or
         // it was collected after every registered participant applied it. Either way nothing
         // will ever commit it here.
-        Ok(None) => apply(service, ctx, t, TxnState::Aborted).await,
+        Ok(None) => apply(service, ctx, t, TxnState::Aborted, None).await,
         Err(e) => debug!(txn_id = %t, error = %e, "could not read the transaction's header"),
     }
 }
 
-/// Applies `t`'s outcome to every loaded topic holding it or registered as its participant.
-async fn apply(service: &Arc<BrokerService>, ctx: &Arc<TxnContext>, t: TxnId, state: TxnState) {
+/// Applies `t`'s outcome to every loaded topic holding it or registered as its participant
+/// (`listed`: the participants the header names; `None`: read the ones left from the store).
+async fn apply(
+    service: &Arc<BrokerService>,
+    ctx: &Arc<TxnContext>,
+    t: TxnId,
+    state: TxnState,
+    listed: Option<Vec<Participant>>,
+) {
     let commit = state == TxnState::Committed;
     let mut names: HashMap<String, Vec<Participant>> = ctx
         .holders_of(t)
@@ -249,19 +257,25 @@ async fn apply(service: &Arc<BrokerService>, ctx: &Arc<TxnContext>, t: TxnId, st
     // Participants registered with the coordinator that hold nothing in memory (a send that
     // failed, an ack never made) still have to say they are done, or the header is never
     // collected: the loaded ones do it now.
-    match ctx
-        .store
-        .list_keys(&strobe_txn::paths::part_prefix(t))
-        .await
-    {
-        Ok(keys) => {
-            for k in keys {
-                if let Some(p) = k.rsplit('/').next().and_then(Participant::parse) {
-                    names.entry(p.topic().to_owned()).or_default().push(p);
-                }
+    let registered = match listed {
+        Some(who) => who,
+        None => match ctx
+            .store
+            .list_keys(&strobe_txn::paths::part_prefix(t))
+            .await
+        {
+            Ok(keys) => keys
+                .iter()
+                .filter_map(|k| k.rsplit('/').next().and_then(Participant::parse))
+                .collect(),
+            Err(e) => {
+                debug!(txn_id = %t, error = %e, "listing the participants failed");
+                Vec::new()
             }
-        }
-        Err(e) => debug!(txn_id = %t, error = %e, "listing the participants failed"),
+        },
+    };
+    for p in registered {
+        names.entry(p.topic().to_owned()).or_default().push(p);
     }
     for (name, listed) in names {
         let Ok(topic_name) = TopicName::parse(&name) else {
