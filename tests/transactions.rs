@@ -141,6 +141,12 @@ async fn abort_hides_messages_from_consumers_and_readers() {
         seen.push(String::from_utf8_lossy(&m.payload).into_owned());
     }
     assert_eq!(seen, ["z0", "z1"]);
+    // With an aborted transaction's entry and its marker last in the log, the reader has
+    // nothing more to read, and says so.
+    let t2 = c.new_transaction(TTL).await.unwrap();
+    t2.send(&p, "gone").await.unwrap().await.unwrap();
+    t2.abort().await.unwrap();
+    assert!(!r.has_message_available().await.unwrap());
     // A send in an ended transaction is refused.
     let e = txn.send(&p, "late").await.unwrap().await.unwrap_err();
     assert!(

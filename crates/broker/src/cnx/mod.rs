@@ -375,9 +375,10 @@ impl ServerCnx {
                 answer(ReplyTo::Request(c.request_id), self.unsubscribe(&c).await)
             }
             Command::CloseConsumer(c) => Outcome::Reply(self.close_consumer(&c).await),
-            Command::GetLastMessageId(c) => {
-                answer(ReplyTo::Request(c.request_id), self.last_message_id(&c))
-            }
+            Command::GetLastMessageId(c) => answer(
+                ReplyTo::Request(c.request_id),
+                self.last_message_id(&c).await,
+            ),
             Command::ConsumerStats(c) => answer(
                 ReplyTo::ConsumerStats(c.request_id),
                 self.consumer_stats(&c).await,

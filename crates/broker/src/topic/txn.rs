@@ -159,6 +159,42 @@ impl Topic {
         self.txn.lock().buffer.first_position(t)
     }
 
+    /// The last entry a reader can be given (Pulsar's `getLastDispatchablePosition`): the last
+    /// visible one, stepping back over transaction markers and aborted entries, so that
+    /// `hasMessageAvailable` does not promise a message that will never come. `None`: nothing.
+    pub async fn last_dispatchable(&self) -> Result<Option<Position>, BrokerError> {
+        let mut p = self.ledger.last_confirmed();
+        {
+            let tx = self.txn.lock();
+            if !tx.recorded && tx.ended.is_empty() && tx.buffer.ongoing_count() == 0 {
+                return Ok(p); // never part of a transaction: no markers
+            }
+        }
+        // Bounded: a run of markers longer than this answers the last one.
+        for _ in 0..256 {
+            let Some(cur) = p else { return Ok(None) };
+            let entries = self.ledger.read(cur, 1).await?;
+            let Some(e) = entries.first().filter(|e| e.position == cur) else {
+                return Ok(p);
+            };
+            let skip = match strobe_wire::payload::peek_metadata(&e.data) {
+                Ok(m) => {
+                    m.marker_type.is_some_and(|t| t != 0)
+                        || txn_of(&m).is_some_and(|t| self.txn_aborted(t))
+                }
+                Err(_) => false,
+            };
+            if !skip {
+                return Ok(p);
+            }
+            if cur.entry_id == 0 {
+                return Ok(p);
+            }
+            p = Some(Position::new(cur.ledger_id, cur.entry_id - 1));
+        }
+        Ok(p)
+    }
+
     /// Transactions this topic holds in its buffer.
     pub fn ongoing_txns(&self) -> Vec<TxnId> {
         self.txn.lock().buffer.ongoing().collect()
