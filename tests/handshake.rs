@@ -131,10 +131,14 @@ async fn unsupported_requests_get_an_error_not_silence() {
     };
     assert_eq!(r.request_id, 7);
     assert!(r.error_code.is_some() && r.error_message.is_some());
-    c.send(Cmd::NewTxn(strobe_wire::proto::CommandNewTxn {
-        request_id: 8,
-        ..Default::default()
-    }))
+    // A broker-to-broker command of Pulsar's coordinator: ours learn outcomes from the
+    // metadata store, so it is refused, in ERROR's shape.
+    c.send(Cmd::EndTxnOnPartition(
+        strobe_wire::proto::CommandEndTxnOnPartition {
+            request_id: 8,
+            ..Default::default()
+        },
+    ))
     .await;
     let Some(Frame {
         command: Cmd::Error(e),

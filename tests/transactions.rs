@@ -268,3 +268,46 @@ async fn a_kill_9_in_the_middle_of_a_transaction_loses_nothing() {
     assert_eq!(drain(&mut k).await, ["t0", "t1", "plain"]);
     drop(c);
 }
+
+#[tokio::test]
+async fn compaction_leaves_out_aborted_messages() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-compact";
+    let p = producer(&c, topic).await;
+    let kept = strobe_client::ProducerMessage::new(b"v1".to_vec()).with_key("k");
+    p.send_and_wait(kept).await.unwrap();
+    let txn = c.new_transaction(TTL).await.unwrap();
+    let dropped = strobe_client::ProducerMessage::new(b"v2".to_vec()).with_key("k");
+    txn.send(&p, dropped).await.unwrap().await.unwrap();
+    txn.abort().await.unwrap();
+    let path = "/admin/v2/persistent/public/default/txn-compact/compaction";
+    assert_eq!(s.http("PUT", path, "").0, 204);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = s.http("GET", path, "");
+        if !body.contains("RUNNING") {
+            assert!(body.contains("SUCCESS"), "{body}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "compaction still running"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut k = c
+        .consumer(topic, "compacted")
+        .read_compacted(true)
+        .initial_position(InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap();
+    let m = k
+        .recv_timeout(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&m.payload[..], b"v1");
+    assert!(k.recv_timeout(QUIET).await.unwrap().is_none());
+}

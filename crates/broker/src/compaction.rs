@@ -178,12 +178,13 @@ impl Latest {
         self.by_key.get(key) == Some(&slot)
     }
 
-    fn note(&mut self, e: &Entry) {
+    fn note(&mut self, e: &Entry, aborted: &dyn Fn(&MessageMetadata) -> bool) {
         let Ok(parsed) = payload::parse(&e.data) else {
             return;
         };
         let m = &parsed.metadata;
-        if m.marker_type.is_some_and(|t| t != 0) {
+        // Markers, and messages of aborted transactions, are never part of the compacted view.
+        if m.marker_type.is_some_and(|t| t != 0) || aborted(m) {
             return;
         }
         if strobe_wire::batch::is_batch(m) {
@@ -264,14 +265,16 @@ impl Latest {
     }
 }
 
-/// Runs one compaction of `ledger` up to its last confirmed entry, merging
-/// the `previous` view. Writes the new compacted ledger `name` and returns its view.
+/// Runs one compaction of `ledger` up to its last visible entry (never past an open
+/// transaction), merging the `previous` view, leaving out what `aborted` says is of an aborted
+/// transaction. Writes the new compacted ledger `name` and returns its view.
 pub async fn compact(
     ledger: &ManagedLedger,
     previous: Option<&CompactedView>,
     backend: &dyn LedgerBackend,
     config: LedgerConfig,
     name: &str,
+    aborted: &(dyn Fn(&MessageMetadata) -> bool + Sync),
 ) -> Result<Option<CompactedView>, BrokerError> {
     let Some(horizon) = ledger.last_confirmed() else {
         return Ok(None);
@@ -283,7 +286,7 @@ pub async fn compact(
     // Phase one.
     let mut latest = Latest::default();
     for_each(ledger, previous, start, horizon, |e| {
-        latest.note(e);
+        latest.note(e, aborted);
         Ok(())
     })
     .await?;

@@ -66,6 +66,7 @@ impl BrokerService {
             self.backend.as_ref(),
             self.fenced_ledger_config(topic.ledger.config().fence),
             &ledger_name,
+            &|m| crate::topic::txn_of(m).is_some_and(|t| topic.txn_aborted(t)),
         )
         .await?
         else {
