@@ -17,22 +17,30 @@ case "$mode" in
 esac
 
 # Each variable, when set and not empty, becomes the flag next to it (flags
-# override the configuration file's keys). Prepending keeps the flags given
-# on the command line last.
+# override the configuration file's keys); a flag given on the command line
+# wins over its variable.
+given() {
+    flag=$1
+    shift
+    for a in "$@"; do
+        case "$a" in "$flag"|"$flag"=*) return 0 ;; esac
+    done
+    return 1
+}
 if [ "$mode" = broker ]; then
-    [ -z "${STROBE_METADATA_SESSION_TIMEOUT_SECS:-}" ] || set -- --metadata-session-timeout-secs "$STROBE_METADATA_SESSION_TIMEOUT_SECS" "$@"
-    [ -z "${STROBE_CLUSTER_NAME:-}" ] || set -- --cluster-name "$STROBE_CLUSTER_NAME" "$@"
-    [ -z "${STROBE_BROKER_ID:-}" ] || set -- --broker-id "$STROBE_BROKER_ID" "$@"
-    [ -z "${STROBE_STORAGE:-}" ] || set -- --storage "$STROBE_STORAGE" "$@"
-    [ -z "${STROBE_METADATA_STORE:-}" ] || set -- --metadata-store "$STROBE_METADATA_STORE" "$@"
+    [ -z "${STROBE_METADATA_SESSION_TIMEOUT_SECS:-}" ] || given --metadata-session-timeout-secs "$@" || set -- --metadata-session-timeout-secs "$STROBE_METADATA_SESSION_TIMEOUT_SECS" "$@"
+    [ -z "${STROBE_CLUSTER_NAME:-}" ] || given --cluster-name "$@" || set -- --cluster-name "$STROBE_CLUSTER_NAME" "$@"
+    [ -z "${STROBE_BROKER_ID:-}" ] || given --broker-id "$@" || set -- --broker-id "$STROBE_BROKER_ID" "$@"
+    [ -z "${STROBE_STORAGE:-}" ] || given --storage "$@" || set -- --storage "$STROBE_STORAGE" "$@"
+    [ -z "${STROBE_METADATA_STORE:-}" ] || given --metadata-store "$@" || set -- --metadata-store "$STROBE_METADATA_STORE" "$@"
 fi
-[ -z "${STROBE_INTERNAL_LISTENER_NAME:-}" ] || set -- --internal-listener-name "$STROBE_INTERNAL_LISTENER_NAME" "$@"
-[ -z "${STROBE_ADVERTISED_LISTENERS:-}" ] || set -- --advertised-listeners "$STROBE_ADVERTISED_LISTENERS" "$@"
-[ -z "${STROBE_ADVERTISED_ADDRESS:-}" ] || set -- --advertised-address "$STROBE_ADVERTISED_ADDRESS" "$@"
-[ -z "${STROBE_BIND_ADDRESS:-}" ] || set -- --bind-address "$STROBE_BIND_ADDRESS" "$@"
-[ -z "${STROBE_HTTP_PORT:-}" ] || set -- --http-port "$STROBE_HTTP_PORT" "$@"
-[ -z "${STROBE_BROKER_PORT:-}" ] || set -- --broker-port "$STROBE_BROKER_PORT" "$@"
-[ -z "${STROBE_DATA_DIR:-}" ] || set -- --data-dir "$STROBE_DATA_DIR" "$@"
+[ -z "${STROBE_INTERNAL_LISTENER_NAME:-}" ] || given --internal-listener-name "$@" || set -- --internal-listener-name "$STROBE_INTERNAL_LISTENER_NAME" "$@"
+[ -z "${STROBE_ADVERTISED_LISTENERS:-}" ] || given --advertised-listeners "$@" || set -- --advertised-listeners "$STROBE_ADVERTISED_LISTENERS" "$@"
+[ -z "${STROBE_ADVERTISED_ADDRESS:-}" ] || given --advertised-address "$@" || set -- --advertised-address "$STROBE_ADVERTISED_ADDRESS" "$@"
+[ -z "${STROBE_BIND_ADDRESS:-}" ] || given --bind-address "$@" || set -- --bind-address "$STROBE_BIND_ADDRESS" "$@"
+[ -z "${STROBE_HTTP_PORT:-}" ] || given --http-port "$@" || set -- --http-port "$STROBE_HTTP_PORT" "$@"
+[ -z "${STROBE_BROKER_PORT:-}" ] || given --broker-port "$@" || set -- --broker-port "$STROBE_BROKER_PORT" "$@"
+[ -z "${STROBE_DATA_DIR:-}" ] || given --data-dir "$@" || set -- --data-dir "$STROBE_DATA_DIR" "$@"
 
 config=${STROBE_CONFIG:-/etc/strobe/strobe.toml}
 exec /usr/local/bin/strobe "$mode" --config "$config" "$@"
