@@ -117,7 +117,7 @@ while True:
 PY
 phase_done up
 
-for phase in spread kill cutoff rolling; do
+for phase in spread inside kill cutoff rolling; do
     "$PYTHON" tests/docker/traffic.py --project "$PROJECT" --compose "$COMPOSE" \
         --ports "$P1" "$P2" "$P3" --http-ports "$H1" "$H2" "$H3" --session-timeout "$SESSION_TIMEOUT" "$phase"
     phase_done "$phase"

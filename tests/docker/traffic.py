@@ -247,6 +247,31 @@ def phase_spread(env):
     assert len(owners) >= 2, f"all partitions on one broker: {owners}"
 
 
+def phase_inside(env):
+    """A client inside the compose network names no listener: lookups answer
+    the internal addresses (broker-N:6650), which only that network resolves."""
+    base = unique("inside")
+    out = env.docker("exec", env.container("broker-1"), "strobe", "perf", "produce", "-u", "pulsar://broker-1:6650",
+                     "--topic", base, "-t", "6", "-m", "600", "--batch-delay-ms", "0")
+    owners = set()
+    for i in range(6):
+        status, body = env.http("broker-1", "GET", f"/lookup/v2/topic/persistent/public/default/{base}-{i}")
+        assert status == 200 and body["brokerUrl"].startswith("pulsar://broker-"), (status, body)
+        owners.add(body["brokerUrl"])
+    assert len(owners) >= 2, f"all six topics on one broker: {owners}"
+    client = env.client()
+    stored = 0
+    for i in range(6):
+        reader = client.create_reader(f"persistent://public/default/{base}-{i}", pulsar.MessageId.earliest)
+        while reader.has_message_available():
+            reader.read_next(timeout_millis=10000)
+            stored += 1
+    client.close()
+    assert stored == 600, f"{stored} of the 600 messages sent from inside the network stored\n{out}"
+    print(f"  strobe perf inside broker-1's container, on internal URLs: 600 messages to 6 topics on "
+          f"{len(owners)} brokers ({', '.join(sorted(owners))}), all read back from the host")
+
+
 def topic_owned_by_other_than(env, prefix, avoid="broker-1"):
     for _ in range(40):
         topic = f"persistent://public/default/{unique(prefix)}"
@@ -377,7 +402,7 @@ def phase_rolling(env):
     client.close()
 
 
-PHASES = {"spread": phase_spread, "kill": phase_kill, "cutoff": phase_cutoff, "rolling": phase_rolling}
+PHASES = {"spread": phase_spread, "inside": phase_inside, "kill": phase_kill, "cutoff": phase_cutoff, "rolling": phase_rolling}
 
 
 def main():
