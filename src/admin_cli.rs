@@ -43,6 +43,32 @@ enum AdminCommand {
         #[command(subcommand)]
         cmd: TopicsCmd,
     },
+    /// Transactions: coordinators, one transaction, a topic's buffer.
+    Transactions {
+        #[command(subcommand)]
+        cmd: TransactionsCmd,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TransactionsCmd {
+    /// Every coordinator partition: leader, next sequence, open transactions.
+    CoordinatorStats {
+        /// Only this partition.
+        #[arg(short = 'c', long)]
+        coordinator_id: Option<u32>,
+    },
+    /// One transaction's status, times and participants.
+    TransactionMetadata {
+        /// TxnID mostSigBits (the coordinator partition).
+        #[arg(short = 'm', long)]
+        most_sig_bits: u64,
+        /// TxnID leastSigBits.
+        #[arg(short = 'l', long)]
+        least_sig_bits: u64,
+    },
+    /// A topic's transaction buffer (on the broker that has it loaded).
+    BufferStats { topic: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -453,6 +479,31 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
             }
         },
         A::Topics { cmd } => topics(&http, cmd)?,
+        A::Transactions { cmd } => match cmd {
+            TransactionsCmd::CoordinatorStats { coordinator_id } => {
+                let q = coordinator_id.map_or(String::new(), |c| format!("?coordinatorId={c}"));
+                http.get(&format!("/admin/v3/transactions/coordinatorStats{q}"))?
+                    .into()
+            }
+            TransactionsCmd::TransactionMetadata {
+                most_sig_bits,
+                least_sig_bits,
+            } => http
+                .get(&format!(
+                    "/admin/v3/transactions/transactionMetadata/{most_sig_bits}/{least_sig_bits}"
+                ))?
+                .into(),
+            TransactionsCmd::BufferStats { topic } => {
+                let path = topic_path(&topic)?;
+                let rest = path
+                    .strip_prefix("persistent/")
+                    .ok_or_else(|| anyhow::anyhow!("transactions are on persistent topics only"))?;
+                http.get(&format!(
+                    "/admin/v3/transactions/transactionBufferStats/{rest}"
+                ))?
+                .into()
+            }
+        },
     };
     out.print(args.json)
 }

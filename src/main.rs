@@ -11,6 +11,7 @@ use tracing::info;
 
 mod admin_cli;
 mod perf;
+mod perf_txn;
 mod tokens_cli;
 
 /// Strobe: a message broker that speaks Apache Pulsar's binary protocol.

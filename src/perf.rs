@@ -38,6 +38,8 @@ enum Mode {
     Consume(Opts),
     /// Publish and consume in one process: publish and end-to-end latency.
     E2e(Opts),
+    /// Transactions per second and their latency (NEW_TXN, sends, COMMIT).
+    Txn(crate::perf_txn::TxnOpts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -128,6 +130,7 @@ struct Opts {
 
 pub fn run(args: PerfArgs) -> anyhow::Result<()> {
     let (name, opts, produce, consume) = match args.mode {
+        Mode::Txn(o) => return crate::perf_txn::run(o),
         Mode::Produce(o) => ("produce", o, true, false),
         Mode::Consume(o) => ("consume", o, false, true),
         Mode::E2e(o) => ("e2e", o, true, true),

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+#[cfg(feature = "cluster")]
+pub mod cluster;
+
 use std::io::Write;
 use std::net::TcpListener as StdListener;
 use std::path::PathBuf;

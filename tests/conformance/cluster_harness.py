@@ -63,6 +63,7 @@ class Broker:
 
     def __init__(self, cluster, index):
         self.cluster = cluster
+        self.index = index
         self.id = f"broker-{index}"
         self.dir = os.path.join(cluster.root, self.id)
         os.makedirs(self.dir, exist_ok=True)
@@ -80,10 +81,11 @@ class Broker:
                 "--broker-port", str(self.port), "--http-port", str(self.http_port),
                 "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
                 "--metadata-session-timeout-secs", str(self.cluster.ttl)]
-        if self.cluster.config:
+        config = self.cluster.config + self.cluster.broker_config.get(self.index, "")
+        if config:
             cfg = os.path.join(self.dir, "strobe.toml")
             with open(cfg, "w") as f:
-                f.write(self.cluster.config)
+                f.write(config)
             args += ["--config", cfg]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log, env=self.cluster.env)
         log.close()
@@ -157,11 +159,13 @@ class Cluster:
     """etcd + a shared store + `n` brokers. `storage` defaults to a shared
     directory (file://); pass an s3:// URL and `env` for an S3 server."""
 
-    def __init__(self, n=3, ttl=4, storage=None, env=None, config=""):
+    def __init__(self, n=3, ttl=4, storage=None, env=None, config="", broker_config=None):
         self.tmp = tempfile.TemporaryDirectory(prefix="strobe-cluster-")
         self.root = self.tmp.name
         self.ttl = ttl
         self.config = config
+        # Extra configuration of broker i (appended to `config`).
+        self.broker_config = broker_config or {}
         self.env = dict(os.environ, **(env or {}))
         self.env.setdefault("STROBE_LOG", "info")
         self.storage = storage or f"file://{os.path.join(self.root, 'shared')}"

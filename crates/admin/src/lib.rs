@@ -173,6 +173,7 @@ pub fn router(service: Svc) -> Router {
         routes::subscriptions::routes(),
         routes::schemas::routes(),
         routes::lookup::routes(),
+        routes::transactions::routes(),
     ] {
         api = api.merge(routes);
     }

@@ -130,6 +130,7 @@ fn render(s: &BrokerService) -> String {
     storage_latency_metrics(&mut out, cluster, &topics);
     storage_engine_metrics(&mut out, cluster, &s.storage_engine_stats());
     cluster_metrics(&mut out, cluster, &s.cluster_counters);
+    txn_metrics(&mut out, s);
     let _ = writeln!(
         out,
         "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"
@@ -181,6 +182,110 @@ fn topic_labels(cluster: &str, t: &Topic) -> String {
 /// HELP text: the text format escapes only backslashes and newlines there.
 fn escape_help(help: &str) -> String {
     help.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// Transactions, under Pulsar's names: per coordinator partition this broker has led
+/// (`pulsar_txn_*`, label `coordinator_id`), and per topic buffer (`pulsar_txn_tb_*`).
+fn txn_metrics(out: &mut String, s: &BrokerService) {
+    use strobe_broker::topic::TxnBufferStats;
+    use strobe_txn::coordinator::PartitionStats;
+    let Some(txn) = s.txn() else { return };
+    let cluster = &s.config.cluster_name;
+    let stats = txn.coordinator.stats();
+    type CoordinatorRow = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&PartitionStats) -> u64,
+    );
+    let rows: [CoordinatorRow; 5] = [
+        (
+            "pulsar_txn_active_count",
+            "gauge",
+            "Open transactions of the coordinator (while led here)",
+            |p| p.open,
+        ),
+        (
+            "pulsar_txn_created_total",
+            "counter",
+            "Transactions the coordinator opened here",
+            |p| p.created,
+        ),
+        (
+            "pulsar_txn_committed_total",
+            "counter",
+            "Transactions the coordinator committed here",
+            |p| p.committed,
+        ),
+        (
+            "pulsar_txn_aborted_total",
+            "counter",
+            "Transactions aborted by their clients here",
+            |p| p.aborted,
+        ),
+        (
+            "pulsar_txn_timeout_total",
+            "counter",
+            "Transactions aborted here by the timeout sweep",
+            |p| p.timed_out,
+        ),
+    ];
+    for (name, kind, help, value) in rows {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for p in stats.iter().filter(|p| p.leader || p.created > 0) {
+            let id = p.tc_id.to_string();
+            let l = labels(&[("cluster", cluster), ("coordinator_id", &id)]);
+            let _ = writeln!(out, "{name}{{{l}}} {}", value(p));
+        }
+    }
+    // Topics that took part in a transaction since they loaded (not every topic: the
+    // families would double the series of a broker that never sees one).
+    let topics: Vec<(Arc<Topic>, TxnBufferStats)> = s
+        .loaded_topics()
+        .into_iter()
+        .filter_map(|t| t.txn_stats().map(|st| (t, st)))
+        .filter(|(_, st)| {
+            st.ongoing + st.aborted_kept > 0 || st.committed_total + st.aborted_total > 0
+        })
+        .collect();
+    type BufferRow = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&TxnBufferStats) -> u64,
+    );
+    let rows: [BufferRow; 4] = [
+        (
+            "pulsar_txn_tb_active_total",
+            "gauge",
+            "Transactions with entries in the topic and no outcome yet",
+            |b| b.ongoing as u64,
+        ),
+        (
+            "pulsar_txn_tb_aborted_kept",
+            "gauge",
+            "Aborted transactions whose entries the topic still skips",
+            |b| b.aborted_kept as u64,
+        ),
+        (
+            "pulsar_txn_tb_committed_total",
+            "counter",
+            "Transactions committed on the topic since it loaded",
+            |b| b.committed_total,
+        ),
+        (
+            "pulsar_txn_tb_aborted_total",
+            "counter",
+            "Transactions aborted on the topic since it loaded",
+            |b| b.aborted_total,
+        ),
+    ];
+    for (name, kind, help, value) in rows {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (t, st) in &topics {
+            let _ = writeln!(out, "{name}{{{}}} {}", topic_labels(cluster, t), value(st));
+        }
+    }
 }
 
 /// Lookups served and bundles moved (PIP-307 transfers and plain unloads),

@@ -161,6 +161,56 @@ pub struct BrokerConfig {
     /// Seconds between checks of connections' credentials; an expired token gets an
     /// AUTH_CHALLENGE (Pulsar: authenticationRefreshCheckSeconds).
     pub auth_refresh_check_secs: u64,
+    /// Serve transactions: this broker campaigns for the coordinator partitions and its topics
+    /// take transactional sends and acks (Pulsar: transactionCoordinatorEnabled).
+    pub transaction_coordinator_enabled: bool,
+    /// Coordinator partitions, fixed cluster-wide at the first start (Pulsar:
+    /// transactionCoordinatorScalableTopicsParallelism).
+    pub transaction_coordinator_parallelism: u32,
+    /// The coordinator partitions this broker may lead, e.g. "0,4-7" (empty: all). Brokers
+    /// left out of a partition never lead it.
+    pub transaction_coordinator_partitions: String,
+    /// Timeout of a transaction whose client asks for none, in milliseconds.
+    pub transaction_default_timeout_ms: u64,
+    /// Longest transaction timeout granted, in milliseconds (longer asks are cut to it).
+    pub transaction_max_timeout_ms: u64,
+    /// How long END_TXN waits for the participants to apply the outcome before it answers.
+    pub transaction_end_wait_ms: u64,
+    /// Seconds a decided transaction stays queryable once every participant applied it
+    /// (Pulsar: transactionCoordinatorScalableTopicsGcRetentionSeconds).
+    pub transaction_retention_secs: u64,
+}
+
+impl BrokerConfig {
+    /// `transaction_coordinator_partitions` as a list (`None`: all).
+    pub fn coordinator_partitions(&self) -> Result<Option<Vec<u32>>, ConfigError> {
+        let spec = self.transaction_coordinator_partitions.trim();
+        if spec.is_empty() {
+            return Ok(None);
+        }
+        let bad = || {
+            ConfigError::Invalid(format!(
+                "transaction_coordinator_partitions {spec:?}: expected numbers and ranges like \"0,4-7\", below transaction_coordinator_parallelism ({})",
+                self.transaction_coordinator_parallelism
+            ))
+        };
+        let mut out = Vec::new();
+        for part in spec.split(',') {
+            let part = part.trim();
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (a.trim(), b.trim()),
+                None => (part, part),
+            };
+            let (a, b): (u32, u32) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+            if a > b || b >= self.transaction_coordinator_parallelism {
+                return Err(bad());
+            }
+            out.extend(a..=b);
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(Some(out))
+    }
 }
 
 impl Default for BrokerConfig {
@@ -183,6 +233,13 @@ impl Default for BrokerConfig {
             worker_threads: 0,
             metadata_store_url: String::new(),
             metadata_session_timeout_secs: 10,
+            transaction_coordinator_enabled: true,
+            transaction_coordinator_parallelism: 16,
+            transaction_coordinator_partitions: String::new(),
+            transaction_default_timeout_ms: 60_000,
+            transaction_max_timeout_ms: 3 * 3600 * 1000,
+            transaction_end_wait_ms: 5_000,
+            transaction_retention_secs: 300,
             load_balancer_enabled: true,
             load_balancer_interval_secs: 10,
             load_balancer_bundle_threshold: 1,
@@ -444,6 +501,16 @@ impl BrokerConfig {
                 self.metadata_session_timeout_secs
             )));
         }
+        if self.transaction_coordinator_parallelism == 0
+            || self.transaction_coordinator_parallelism > strobe_metadata::tc::MAX_PARALLELISM
+        {
+            return Err(ConfigError::Invalid(format!(
+                "transaction_coordinator_parallelism must be in 1..={}, not {}",
+                strobe_metadata::tc::MAX_PARALLELISM,
+                self.transaction_coordinator_parallelism
+            )));
+        }
+        self.coordinator_partitions()?;
         if self.load_balancer_interval_secs == 0 {
             return Err(ConfigError::Invalid(
                 "load_balancer_interval_secs must be at least 1".into(),

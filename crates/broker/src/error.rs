@@ -72,6 +72,9 @@ pub enum BrokerError {
     Authorization(String),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// A transaction refused or failed (its own `ServerError` code).
+    #[error("{0}")]
+    Txn(#[from] strobe_txn::TxnError),
 }
 
 impl BrokerError {
@@ -113,6 +116,17 @@ impl BrokerError {
             BrokerError::Authentication(_) => ServerError::AuthenticationError,
             BrokerError::Authorization(_) => ServerError::AuthorizationError,
             BrokerError::Io(_) => ServerError::UnknownError,
+            BrokerError::Txn(e) => {
+                use strobe_txn::TxnError as T;
+                match e {
+                    T::CoordinatorNotFound(_) => ServerError::TransactionCoordinatorNotFound,
+                    T::NotFound(_) => ServerError::TransactionNotFound,
+                    T::InvalidStatus(_) => ServerError::InvalidTxnStatus,
+                    T::Conflict(_) => ServerError::TransactionConflict,
+                    T::NotAllowed(_) => ServerError::NotAllowedError,
+                    T::Metadata(_) => ServerError::MetadataError,
+                }
+            }
         }
     }
 }
@@ -139,6 +153,11 @@ impl BrokerError {
             BrokerError::IncompatibleSchema(_) => 409,
             BrokerError::Authentication(_) => 401,
             BrokerError::Authorization(_) => 403,
+            BrokerError::Txn(strobe_txn::TxnError::NotFound(_)) => 404,
+            BrokerError::Txn(strobe_txn::TxnError::CoordinatorNotFound(_)) => 503,
+            BrokerError::Txn(
+                strobe_txn::TxnError::InvalidStatus(_) | strobe_txn::TxnError::Conflict(_),
+            ) => 409,
             _ => 500,
         }
     }

@@ -20,6 +20,7 @@ mod server;
 pub mod service;
 pub mod subscription;
 pub mod topic;
+pub mod txn;
 
 pub use config::{BrokerConfig, ConfigError};
 pub use error::BrokerError;

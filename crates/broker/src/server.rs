@@ -123,6 +123,7 @@ impl Broker {
             backends.cluster,
         )
         .await?;
+        crate::txn::start(&service).await?;
         Ok(Broker {
             service,
             listener,

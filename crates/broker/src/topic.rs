@@ -88,8 +88,11 @@ struct TopicState {
 }
 
 mod handoff;
+mod txn;
 
 pub use handoff::Handoff;
+pub use txn::TxnBufferStats;
+pub(crate) use txn::txn_of;
 
 /// The outcome of a publish.
 #[derive(Debug)]
@@ -128,6 +131,8 @@ pub struct Topic {
     /// Mirrors `state.terminated.is_some()` (subscriptions ask on every pass).
     is_terminated: std::sync::atomic::AtomicBool,
     state: Mutex<TopicState>,
+    /// The transaction buffer (see `topic/txn.rs`).
+    txn: Mutex<txn::TopicTxn>,
 }
 
 /// Pulsar's `BacklogQuota`: a limit and what happens when a backlog exceeds it.
@@ -277,6 +282,7 @@ impl Topic {
             dedup_on,
             is_terminated: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(state),
+            txn: Mutex::new(txn::TopicTxn::default()),
         });
         info!(topic = %topic.name, "topic loaded");
         Ok(topic)
@@ -456,7 +462,8 @@ impl Topic {
     /// CRC-32C is `crc`) for
     /// producer `key`, if it is still registered (not fenced or closed by the
     /// broker). With deduplication on, a sequence id at or below the
-    /// producer's highest is dropped.
+    /// producer's highest is dropped. An entry of transaction `txn` goes to the
+    /// transaction buffer.
     pub fn publish(
         &self,
         key: ProducerKey,
@@ -464,8 +471,12 @@ impl Topic {
         highest_sequence_id: i64,
         section: Bytes,
         crc: u32,
+        txn: Option<strobe_model::TxnId>,
     ) -> Result<Published, BrokerError> {
         let _order = self.publish_lock.lock();
+        if let Some(t) = txn {
+            self.txn_may_append(t)?;
+        }
         {
             let mut st = self.state.lock();
             if st.handing_off {
@@ -494,7 +505,10 @@ impl Topic {
             self.in_flight
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
-        Ok(Published::Stored(self.ledger.append_with_crc(section, crc)))
+        match txn {
+            None => Ok(Published::Stored(self.ledger.append_with_crc(section, crc))),
+            Some(t) => Ok(Published::Stored(self.append_txn(t, section, crc))),
+        }
     }
 
     /// After a publish completes: record the persisted sequence id, or on
@@ -811,6 +825,9 @@ impl Topic {
     /// Closes the topic: producers get CLOSE_PRODUCER, subscriptions close
     /// their consumers, and storage is flushed.
     pub async fn close(&self) {
+        if let Err(e) = self.snapshot_txn().await {
+            warn!(topic = %self.name, error = %e, "transaction buffer snapshot failed");
+        }
         let subs: Vec<SubscriptionHandle> = {
             let mut st = self.state.lock();
             st.closed = true;
@@ -896,5 +913,13 @@ impl TopicView for Topic {
 
     fn subscription_ended(&self, name: &str) {
         Topic::subscription_ended(self, name)
+    }
+
+    fn txn_aborted(&self, t: strobe_model::TxnId) -> bool {
+        Topic::txn_aborted(self, t)
+    }
+
+    fn txn_context(&self) -> Option<Arc<crate::txn::TxnContext>> {
+        self.txn.lock().ctx.clone()
     }
 }

@@ -366,6 +366,11 @@ impl Connection {
                     Command::GetTopicsOfNamespaceResponse(c) => Some(c.request_id),
                     Command::GetSchemaResponse(c) => Some(c.request_id),
                     Command::GetOrCreateSchemaResponse(c) => Some(c.request_id),
+                    Command::TcClientConnectResponse(c) => Some(c.request_id),
+                    Command::NewTxnResponse(c) => Some(c.request_id),
+                    Command::AddPartitionToTxnResponse(c) => Some(c.request_id),
+                    Command::AddSubscriptionToTxnResponse(c) => Some(c.request_id),
+                    Command::EndTxnResponse(c) => Some(c.request_id),
                     _ => None,
                 };
                 match id.and_then(|id| routes.pending.remove(&id)) {

@@ -16,8 +16,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use strobe_model::{MessageId, Position, SubType};
 use strobe_wire::proto::{
-    self, CommandRedeliverUnacknowledgedMessages, CommandSeek, IntRange, KeySharedMeta,
-    KeySharedMode, MessageIdData, command_subscribe,
+    self, CommandRedeliverUnacknowledgedMessages, CommandSeek, KeySharedMeta, KeySharedMode,
+    MessageIdData, command_subscribe,
 };
 use strobe_wire::{Command, batch, commands, payload};
 use tokio::sync::mpsc;
@@ -64,26 +64,6 @@ pub struct Message {
     pub redelivery_count: u32,
     /// The entry's PIP-486 stamp, when the producer set one.
     pub entry_hash_range: Option<(u32, u32)>,
-}
-
-/// PIP-486 `equalWidth(N)`: the `N - 1` split points of `N` equal buckets.
-pub fn equal_width_splits(n: u32) -> Vec<u32> {
-    let n = n.max(1) as u64;
-    (1..n).map(|i| ((i * 65536) / n) as u32).collect()
-}
-
-/// PIP-486 `ranges(splits)`: `[0, s1-1], [s1, s2-1], .., [s_{N-1}, 0xFFFF]`.
-pub fn entry_bucket_ranges(splits: &[u32]) -> Vec<IntRange> {
-    let mut starts = vec![0u32];
-    starts.extend_from_slice(splits);
-    starts
-        .iter()
-        .enumerate()
-        .map(|(i, s)| IntRange {
-            start: *s as i32,
-            end: starts.get(i + 1).map_or(0xffff, |n| *n as i32 - 1),
-        })
-        .collect()
 }
 
 pub(crate) fn earliest_id() -> MessageIdData {
@@ -228,7 +208,7 @@ impl ConsumerBuilder {
         self.cfg.sub_type = SubType::KeyShared;
         self.cfg.key_shared = Some(KeySharedMeta {
             key_shared_mode: KeySharedMode::Sticky as i32,
-            hash_ranges: entry_bucket_ranges(splits),
+            hash_ranges: crate::entry_bucket_ranges(splits),
             allow_out_of_order_delivery: Some(false),
             entry_bucket_dispatch: Some(true),
         });
@@ -460,6 +440,11 @@ impl Consumer {
         self.connect(None).await?;
         self.needs_reconnect = false;
         Ok(())
+    }
+
+    /// The connection and consumer id, for requests made on the consumer's behalf.
+    pub(crate) fn wire(&self) -> (Arc<Connection>, u64) {
+        (self.conn.clone(), self.id)
     }
 
     pub fn topic(&self) -> &str {
@@ -881,20 +866,5 @@ fn from_data(d: &MessageIdData) -> MessageId {
         partition: d.partition.unwrap_or(-1),
         batch_index: d.batch_index.unwrap_or(-1),
         batch_size: d.batch_size.unwrap_or(0),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges_tile_the_ring() {
-        let r = entry_bucket_ranges(&equal_width_splits(4));
-        assert_eq!(r.len(), 4);
-        assert_eq!((r[0].start, r[0].end), (0, 16383));
-        assert_eq!((r[3].start, r[3].end), (49152, 65535));
-        let one = entry_bucket_ranges(&equal_width_splits(1));
-        assert_eq!((one[0].start, one[0].end), (0, 65535));
     }
 }

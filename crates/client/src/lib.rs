@@ -61,6 +61,7 @@ mod message;
 mod producer;
 mod reader;
 mod tc;
+mod txn;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,17 +74,16 @@ use strobe_wire::commands;
 use strobe_wire::proto::command_lookup_topic_response::LookupType;
 
 pub use compression::Compression;
-pub use consumer::{
-    Consumer, ConsumerBuilder, InitialPosition, Message, SeekTo, entry_bucket_ranges,
-    equal_width_splits,
-};
+pub use consumer::{Consumer, ConsumerBuilder, InitialPosition, Message, SeekTo};
 pub use error::{Error, Result};
 pub use message::{BatchingType, ProducerMessage, entry_bucket_of, entry_hash};
+pub use message::{entry_bucket_ranges, equal_width_splits};
 pub use producer::{Producer, ProducerBuilder, SendFuture};
 pub use reader::{Reader, ReaderBuilder};
 pub use strobe_model::{MessageId, Position, SubType};
 pub use strobe_wire::proto;
 pub use tc::{TcAssignment, TcAssignmentsWatcher};
+pub use txn::{TC_ASSIGN_TOPIC, TcDiscovery, Transaction};
 
 use connection::{ConnOptions, Connection, Pool, socket_addr};
 
@@ -120,15 +120,31 @@ impl ClientBuilder {
         self
     }
 
-    /// Connects to the service URL once, so that a wrong address fails here.
+    /// Connects to the service URL once, so that a wrong address fails here. A URL may name
+    /// several brokers (`pulsar://h1:6650,h2:6650`); the service connection moves to the next
+    /// one when the current one fails.
     pub async fn build(self) -> Result<Client> {
         let service_addr = socket_addr(&self.url)?;
+        let rest = self.url.strip_prefix("pulsar://").unwrap_or("");
+        let mut service_addrs: Vec<String> = rest
+            .trim_end_matches('/')
+            .split(',')
+            .skip(1)
+            .map(|h| socket_addr(&format!("pulsar://{}", h.trim_start_matches("pulsar://"))))
+            .collect::<Result<_>>()?;
+        service_addrs.insert(0, service_addr.clone());
         let inner = Arc::new(ClientInner {
             service_addr,
+            service_addrs,
+            current_service: std::sync::atomic::AtomicUsize::new(0),
             pool: Pool::default(),
             opts: self.opts,
             next_id: AtomicU64::new(1),
             max_lookup_redirects: self.max_lookup_redirects,
+            tc_conns: Default::default(),
+            next_tc: AtomicU64::new(0),
+            tc_parallelism: AtomicU64::new(0),
+            tc_lock: tokio::sync::Mutex::new(()),
         });
         inner.pool.get(&inner.service_addr, &inner.opts).await?;
         Ok(Client { inner })
@@ -138,10 +154,22 @@ impl ClientBuilder {
 #[derive(Debug)]
 struct ClientInner {
     service_addr: String,
+    /// Every broker the service URL names.
+    service_addrs: Vec<String>,
+    /// The one the service connection goes to now.
+    current_service: std::sync::atomic::AtomicUsize,
     pool: Pool,
     opts: ConnOptions,
     next_id: AtomicU64,
     max_lookup_redirects: u32,
+    /// Connections to coordinator leaders, by partition (TC_CLIENT_CONNECT done).
+    tc_conns: std::sync::Mutex<std::collections::HashMap<u64, Arc<connection::Connection>>>,
+    /// Round robin over coordinators for new transactions.
+    next_tc: AtomicU64,
+    /// The coordinator parallelism once discovered (0: not yet).
+    tc_parallelism: AtomicU64,
+    /// Serializes coordinator discovery and connection.
+    tc_lock: tokio::sync::Mutex<()>,
 }
 
 /// A handle on a set of connections to a Pulsar-protocol service. Cheap to clone.
@@ -193,10 +221,20 @@ impl Client {
     }
 
     pub(crate) async fn service_connection(&self) -> Result<Arc<Connection>> {
-        self.inner
-            .pool
-            .get(&self.inner.service_addr, &self.inner.opts)
-            .await
+        let addrs = &self.inner.service_addrs;
+        let first = self.inner.current_service.load(Ordering::Relaxed);
+        let mut last_err = None;
+        for i in 0..addrs.len() {
+            let k = (first + i) % addrs.len();
+            match self.inner.pool.get(&addrs[k], &self.inner.opts).await {
+                Ok(c) => {
+                    self.inner.current_service.store(k, Ordering::Relaxed);
+                    return Ok(c);
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or(Error::Closed))
     }
 
     /// The number of partitions of `topic` (0 for a non-partitioned topic).
@@ -216,6 +254,12 @@ impl Client {
             }
             other => Err(Error::Unexpected(format!("{:?}", other.kind()))),
         }
+    }
+
+    /// The broker that serves `topic`, as `pulsar://host:port`.
+    pub async fn lookup_url(&self, topic: &str) -> Result<String> {
+        let topic = full_topic_name(topic)?;
+        Ok(format!("pulsar://{}", self.lookup(&topic).await?.addr))
     }
 
     /// Finds the broker that serves `topic` (LOOKUP, following redirects) and

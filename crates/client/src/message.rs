@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use strobe_model::murmur3_32;
+use strobe_wire::proto::IntRange;
 
 /// One message to send.
 #[derive(Debug, Clone, Default)]
@@ -13,6 +14,8 @@ pub struct ProducerMessage {
     pub ordering_key: Option<Bytes>,
     pub properties: Vec<(String, String)>,
     pub event_time: Option<u64>,
+    /// The transaction (most, least bits) this message is sent in; set by [`crate::Transaction::send`].
+    pub txn: Option<(u64, u64)>,
 }
 
 impl ProducerMessage {
@@ -101,4 +104,39 @@ pub fn entry_hash(key: Option<&[u8]>) -> u32 {
 /// PIP-486 `bucketOf`: the number of split points at or below `hash`.
 pub fn entry_bucket_of(splits: &[u32], hash: u32) -> u32 {
     splits.partition_point(|s| *s <= hash) as u32
+}
+
+/// PIP-486 `equalWidth(N)`: the `N - 1` split points of `N` equal buckets.
+pub fn equal_width_splits(n: u32) -> Vec<u32> {
+    let n = n.max(1) as u64;
+    (1..n).map(|i| ((i * 65536) / n) as u32).collect()
+}
+
+/// PIP-486 `ranges(splits)`: `[0, s1-1], [s1, s2-1], .., [s_{N-1}, 0xFFFF]`.
+pub fn entry_bucket_ranges(splits: &[u32]) -> Vec<IntRange> {
+    let mut starts = vec![0u32];
+    starts.extend_from_slice(splits);
+    starts
+        .iter()
+        .enumerate()
+        .map(|(i, s)| IntRange {
+            start: *s as i32,
+            end: starts.get(i + 1).map_or(0xffff, |n| *n as i32 - 1),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_tile_the_ring() {
+        let r = entry_bucket_ranges(&equal_width_splits(4));
+        assert_eq!(r.len(), 4);
+        assert_eq!((r[0].start, r[0].end), (0, 16383));
+        assert_eq!((r[3].start, r[3].end), (49152, 65535));
+        let one = entry_bucket_ranges(&equal_width_splits(1));
+        assert_eq!((one[0].start, one[0].end), (0, 65535));
+    }
 }

@@ -339,6 +339,15 @@ impl Producer {
         }
         let seq = st.next_seq;
         st.next_seq += 1;
+        if msg.txn.is_some() {
+            // A transaction's message goes alone, after whatever is batched before it.
+            let keys: Vec<BatchKey> = st.batches.keys().cloned().collect();
+            for k in keys {
+                sh.flush_batch(&mut st, &k)?;
+            }
+            sh.send_single(&mut st, seq, msg, tx)?;
+            return Ok(SendFuture(rx));
+        }
         match sh.cfg.batching {
             None => sh.send_single(&mut st, seq, msg, tx)?,
             Some((_, max_messages, max_bytes)) => {
@@ -574,6 +583,8 @@ impl ProducerShared {
             sequence_id: seq,
             num_messages: (n != 1).then_some(n),
             highest_sequence_id: (highest != seq).then_some(highest),
+            txnid_most_bits: metadata.txnid_most_bits,
+            txnid_least_bits: metadata.txnid_least_bits,
             ..Default::default()
         };
         OutFrame::with_payload(cmd, &prefix, body)
@@ -626,6 +637,8 @@ impl ProducerShared {
             partition_key: msg.key.clone(),
             event_time: msg.event_time,
             ordering_key: msg.ordering_key.clone(),
+            txnid_most_bits: msg.txn.map(|t| t.0),
+            txnid_least_bits: msg.txn.map(|t| t.1),
             ..Default::default()
         };
         if let BatchingType::EntryBucket { .. } = self.cfg.batching_type {

@@ -88,7 +88,7 @@ impl ManagedCursor {
     /// Whether confirmed entries exist at or after the read position.
     pub fn has_more(&self) -> bool {
         self.with(|cs, st| {
-            st.lac
+            st.visible()
                 .is_some_and(|l| st.normalize(cs.read_pos.max(cs.floor)) <= l)
         })
     }

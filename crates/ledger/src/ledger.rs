@@ -69,6 +69,9 @@ pub(crate) struct State {
     /// Oldest first; the last one is the current (open) ledger.
     pub(crate) ledgers: Vec<LedgerInfo>,
     pub(crate) lac: Option<Position>,
+    /// Readers see nothing at or after this position (the oldest open transaction's first
+    /// entry: Pulsar's `maxReadPosition`), even once it is confirmed.
+    pub(crate) hold: Option<Position>,
     pub(crate) closed: bool,
     pub(crate) failed: Option<LedgerError>,
 }
@@ -83,9 +86,26 @@ impl State {
             .ok()
             .map(|i| &self.ledgers[i])
     }
-    /// The position after the last confirmed entry.
+    /// The last entry readers may see: the last confirmed one, or the last one before the hold.
+    pub(crate) fn visible(&self) -> Option<Position> {
+        match (self.lac, self.hold) {
+            (Some(l), Some(h)) if h <= l => {
+                if h.entry_id > 0 {
+                    return Some(Position::new(h.ledger_id, h.entry_id - 1));
+                }
+                self.ledgers
+                    .iter()
+                    .rev()
+                    .find(|x| x.id < h.ledger_id && x.confirmed > 0)
+                    .map(|x| Position::new(x.id, x.confirmed - 1))
+            }
+            (l, _) => l,
+        }
+    }
+
+    /// The position after the last entry readers may see.
     pub(crate) fn end(&self) -> Position {
-        match self.lac {
+        match self.visible() {
             Some(l) => self.normalize(Position::new(l.ledger_id, l.entry_id + 1)),
             None => self.normalize(Position::EARLIEST),
         }
@@ -109,7 +129,7 @@ impl LedgerView for State {
         Position::new(c.id, c.entries)
     }
     fn lac(&self) -> Option<Position> {
-        self.lac
+        self.visible()
     }
     fn exists(&self, p: Position) -> bool {
         self.find(p.ledger_id)
@@ -264,6 +284,7 @@ impl ManagedLedger {
             state: Mutex::new(State {
                 ledgers,
                 lac,
+                hold: None,
                 closed: false,
                 failed: None,
             }),
@@ -312,6 +333,18 @@ impl ManagedLedger {
     /// read the bytes once more. (A wrong `crc` would make the file backend's
     /// records fail their checks: the topic would refuse service as corrupt.)
     pub fn append_with_crc(&self, data: Bytes, crc: u32) -> AppendFuture {
+        self.append_inner(data, crc, false).1
+    }
+
+    /// [`ManagedLedger::append_with_crc`] of the first entry of a transaction: readers see
+    /// nothing from this entry on (the hold moves here unless it is already earlier) until the
+    /// transaction buffer releases it. Set atomically with the position, so no reader can see the
+    /// entry in between. Returns the entry's position (`None` if the append failed at once).
+    pub fn append_holding(&self, data: Bytes, crc: u32) -> (Option<Position>, AppendFuture) {
+        self.append_inner(data, crc, true)
+    }
+
+    fn append_inner(&self, data: Bytes, crc: u32, hold: bool) -> (Option<Position>, AppendFuture) {
         debug_assert_eq!(crc, crc32c::crc32c(&data), "the caller's CRC is the data's");
         let inner = &self.inner;
         let fail = |e| AppendFuture {
@@ -320,10 +353,13 @@ impl ManagedLedger {
             name: inner.name.clone(),
         };
         if data.len() > inner.config.max_entry_bytes {
-            return fail(LedgerError::EntryTooLarge {
-                size: data.len(),
-                max: inner.config.max_entry_bytes,
-            });
+            return (
+                None,
+                fail(LedgerError::EntryTooLarge {
+                    size: data.len(),
+                    max: inner.config.max_entry_bytes,
+                }),
+            );
         }
         let _order = inner.append_lock.lock();
         let now = inner.config.clock.now_ms();
@@ -331,10 +367,10 @@ impl ManagedLedger {
         let pos = {
             let mut st = inner.state.lock();
             if st.closed {
-                return fail(LedgerError::Closed(inner.name.clone()));
+                return (None, fail(LedgerError::Closed(inner.name.clone())));
             }
             if let Some(e) = &st.failed {
-                return fail(e.clone());
+                return (None, fail(e.clone()));
             }
             if Self::should_roll(&inner.config, st.current(), now) {
                 Self::roll(&mut st);
@@ -347,6 +383,9 @@ impl ManagedLedger {
             cur.entries += 1;
             cur.bytes += len;
             cur.last_ts = now;
+            if hold && st.hold.is_none_or(|h| pos < h) {
+                st.hold = Some(pos);
+            }
             pos
         };
         let (tx, rx) = oneshot::channel();
@@ -364,11 +403,14 @@ impl ManagedLedger {
                 let _ = tx.send(res.map(|()| pos));
             }),
         );
-        AppendFuture {
-            rx: Some(rx),
-            early: None,
-            name: inner.name.clone(),
-        }
+        (
+            Some(pos),
+            AppendFuture {
+                rx: Some(rx),
+                early: None,
+                name: inner.name.clone(),
+            },
+        )
     }
 
     pub(crate) fn should_roll(cfg: &LedgerConfig, cur: &LedgerInfo, now: u64) -> bool {
@@ -402,7 +444,33 @@ impl ManagedLedger {
 
     /// The last entry confirmed durable.
     pub fn last_confirmed(&self) -> Option<Position> {
+        self.inner.state.lock().visible()
+    }
+
+    /// The last durable entry, held or not (terminate and stats want the log's real end).
+    pub fn last_stored(&self) -> Option<Position> {
         self.inner.state.lock().lac
+    }
+
+    /// Withholds every entry from `hold` on from readers (`None`: nothing is withheld). The
+    /// transaction buffer moves it as transactions start and end; readers waiting for entries
+    /// wake when it releases some.
+    pub fn set_hold(&self, hold: Option<Position>) {
+        let mut st = self.inner.state.lock();
+        if st.hold == hold {
+            return;
+        }
+        let before = st.visible();
+        st.hold = hold;
+        let after = st.visible();
+        if before != after && self.inner.lac_tx.receiver_count() > 0 {
+            self.inner.lac_tx.send_replace(after);
+        }
+    }
+
+    /// The current hold.
+    pub fn hold(&self) -> Option<Position> {
+        self.inner.state.lock().hold
     }
 
     /// The oldest stored position (or the next to be written if none).
@@ -418,8 +486,8 @@ impl ManagedLedger {
         let st = self.inner.state.lock();
         let rx = self.inner.lac_tx.subscribe();
         self.inner.lac_tx.send_if_modified(|v| {
-            let stale = *v != st.lac;
-            *v = st.lac;
+            let stale = *v != st.visible();
+            *v = st.visible();
             stale
         });
         rx
@@ -433,7 +501,7 @@ impl ManagedLedger {
             if let Some(e) = &st.failed {
                 return Err(e.clone());
             }
-            let Some(lac) = st.lac else {
+            let Some(lac) = st.visible() else {
                 return Ok(Vec::new());
             };
             let mut runs = Vec::new();
@@ -441,7 +509,10 @@ impl ManagedLedger {
             let mut left = max as u64;
             while left > 0 && p <= lac {
                 let l = st.find(p.ledger_id).expect("normalized position");
-                let last = (l.confirmed - 1).min(p.entry_id + left - 1);
+                let mut last = (l.confirmed - 1).min(p.entry_id + left - 1);
+                if p.ledger_id == lac.ledger_id {
+                    last = last.min(lac.entry_id); // a hold may end the visible part early
+                }
                 if last < p.entry_id {
                     break;
                 }
@@ -640,7 +711,7 @@ impl Inner {
                     // with 1,000 topics and nobody reading. Unwatched, the
                     // value catches up in `watch_last_confirmed` instead.
                     if self.lac_tx.receiver_count() > 0 {
-                        self.lac_tx.send_replace(st.lac);
+                        self.lac_tx.send_replace(st.visible());
                     }
                 }
             }

@@ -31,6 +31,9 @@ type Case = for<'a> fn(&'a mut dyn Harness) -> BoxFuture<'a, ()>;
 pub fn cases() -> Vec<(&'static str, Case)> {
     vec![
         ("append_and_read", |h| Box::pin(append_and_read(h))),
+        ("hold_withholds_entries_from_readers", |h| {
+            Box::pin(hold_withholds(h))
+        }),
         ("rollover_by_entries_size_and_age", |h| {
             Box::pin(rollover(h))
         }),
@@ -627,6 +630,52 @@ async fn lac_watch(h: &mut dyn Harness) {
     assert_eq!(*w.borrow_and_update(), Some(ps[0]));
     let w2 = ml.watch_last_confirmed();
     assert_eq!(*w2.borrow(), Some(ps[0]));
+    ml.close().await.unwrap();
+}
+
+/// A hold (an open transaction's first entry) hides it and everything after it from every
+/// reader, confirmed or not, until it is released; releasing wakes the watchers.
+async fn hold_withholds(h: &mut dyn Harness) {
+    let ml = open(h, "suite/hold", cfg()).await;
+    let before = append_n(&ml, 0, 3).await;
+    let (held, f) = ml.append_holding(data(3), crc32c::crc32c(&data(3)));
+    let held = held.expect("a position");
+    assert_eq!(f.await.unwrap(), held);
+    let after = append_n(&ml, 4, 2).await;
+    assert_eq!(ml.last_confirmed(), Some(before[2]));
+    assert_eq!(ml.last_stored(), Some(after[1]));
+    assert_eq!(ml.read(Position::EARLIEST, 100).await.unwrap().len(), 3);
+    let c = ml
+        .open_cursor("held", InitialPosition::Earliest)
+        .await
+        .unwrap();
+    assert_eq!(c.read(100).await.unwrap().len(), 3);
+    assert!(!{
+        c.seek_read(held);
+        c.has_more()
+    });
+    let late = ml
+        .open_cursor("late", InitialPosition::Latest)
+        .await
+        .unwrap();
+    assert_eq!(
+        late.read_position(),
+        held,
+        "Latest starts at the first held entry"
+    );
+    // A second transaction starting later does not move the hold back.
+    let (_, f) = ml.append_holding(data(6), crc32c::crc32c(&data(6)));
+    f.await.unwrap();
+    assert_eq!(ml.hold(), Some(held));
+    let mut w = ml.watch_last_confirmed();
+    assert_eq!(*w.borrow_and_update(), Some(before[2]));
+    ml.set_hold(Some(after[0]));
+    woken(&mut w, "moving the hold wakes the watchers").await;
+    assert_eq!(*w.borrow_and_update(), Some(held));
+    ml.set_hold(None);
+    woken(&mut w, "releasing the hold wakes the watchers").await;
+    assert_eq!(ml.last_confirmed(), ml.last_stored());
+    assert_eq!(c.read(100).await.unwrap().len(), 4);
     ml.close().await.unwrap();
 }
 

@@ -125,6 +125,7 @@ fn member_config(id: &str) -> TcMemberConfig {
         },
         parallelism: 16,
         session: SessionOptions::with_ttl(Duration::from_secs(2)),
+        campaign: None,
     }
 }
 

@@ -58,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
             expiry_slack: Duration::from_millis(args.lease_slack_ms),
             ..SessionOptions::with_ttl(Duration::from_millis(args.ttl_ms))
         },
+        campaign: None,
     };
     let member = match TcMember::start(store, config).await {
         Ok(m) => m,

@@ -236,6 +236,9 @@ pub struct TcMemberConfig {
     pub parallelism: u32,
     /// The session used for all of this broker's elections.
     pub session: SessionOptions,
+    /// The partitions this broker campaigns for (`None`: all). A broker left out of a partition
+    /// never leads it: placement, or an operator keeping a partition off a broker.
+    pub campaign: Option<Vec<u32>>,
 }
 
 /// One broker's part in the TC elections: a session, one candidate per partition, and the view.
@@ -264,7 +267,9 @@ impl TcMember {
         let mut elections = Vec::with_capacity(parallelism as usize);
         for n in 0..parallelism {
             let e = LeaderElection::new(&session, &leader_path(n), config.leader.clone())?;
-            e.campaign();
+            if config.campaign.as_ref().is_none_or(|c| c.contains(&n)) {
+                e.campaign();
+            }
             elections.push(e);
         }
         Ok(TcMember {
@@ -310,6 +315,12 @@ impl TcMember {
 
     /// Resigns every partition and closes the session.
     pub async fn shutdown(self) -> Result<()> {
+        self.resign_all().await
+    }
+
+    /// [`TcMember::shutdown`] for a member that is shared: resigns every partition and closes
+    /// the session, so the others take over at once rather than after the session TTL.
+    pub async fn resign_all(&self) -> Result<()> {
         for e in &self.elections {
             e.resign().await?;
         }

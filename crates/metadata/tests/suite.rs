@@ -735,6 +735,7 @@ fn tc_config(id: &str, parallelism: u32) -> TcMemberConfig {
         },
         parallelism,
         session: session_opts(),
+        campaign: None,
     }
 }
 

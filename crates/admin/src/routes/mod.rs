@@ -9,3 +9,4 @@ pub(crate) mod namespaces;
 pub(crate) mod schemas;
 pub(crate) mod subscriptions;
 pub(crate) mod topics;
+pub(crate) mod transactions;

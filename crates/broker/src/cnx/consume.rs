@@ -226,12 +226,12 @@ impl ServerCnx {
         commands::success(c.request_id)
     }
 
-    pub(super) fn last_message_id(
+    pub(super) async fn last_message_id(
         &self,
         c: &proto::CommandGetLastMessageId,
     ) -> Result<Command, BrokerError> {
         let k = self.consumer(c.consumer_id)?;
-        let last = match k.topic.ledger.last_confirmed() {
+        let last = match k.topic.last_dispatchable().await? {
             Some(p) => commands::message_id(p.ledger_id, p.entry_id),
             // An empty topic: entry -1 of the current ledger, as Pulsar answers.
             None => commands::message_id(k.topic.ledger.stats().current_ledger_id, u64::MAX),

@@ -74,6 +74,7 @@ impl ServerCnx {
         }
         let flags = FeatureFlags {
             supports_get_partitioned_metadata_without_auto_creation: Some(true),
+            supports_tc_metadata_discovery: self.service.txn().is_some().then_some(true),
             ..Default::default()
         };
         let reply = commands::connected(

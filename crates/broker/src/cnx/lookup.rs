@@ -22,6 +22,15 @@ impl ServerCnx {
         c: &proto::CommandLookupTopic,
     ) -> Result<Command, BrokerError> {
         let topic = TopicName::parse(&c.topic)?;
+        if let Some(leader) = crate::txn::assign_lookup(&self.service, &topic) {
+            let (url, tls) = leader?;
+            return Ok(commands::lookup_connect(
+                c.request_id,
+                &url,
+                tls.as_deref(),
+                false,
+            ));
+        }
         let listener = c
             .advertised_listener_name
             .as_deref()
@@ -54,6 +63,9 @@ impl ServerCnx {
         c: &proto::CommandPartitionedTopicMetadata,
     ) -> Result<Command, BrokerError> {
         let topic = TopicName::parse(&c.topic)?;
+        if let Some(n) = crate::txn::assign_partitions(&self.service, &topic) {
+            return Ok(commands::partitioned_metadata(c.request_id, n));
+        }
         self.service
             .authorize(self.role(), Operation::Lookup(&topic))
             .await?;

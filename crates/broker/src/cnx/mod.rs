@@ -14,6 +14,7 @@ mod handshake;
 mod lookup;
 mod produce;
 mod schema;
+mod txn;
 mod writer;
 
 use std::collections::HashMap;
@@ -166,6 +167,7 @@ pub(crate) async fn serve<R, W>(
             peer_certs,
             auth: None,
             challenge_sent: None,
+            tc_watches: HashMap::new(),
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
@@ -201,6 +203,8 @@ struct ServerCnx {
     auth: Option<Authenticated>,
     /// When an AUTH_CHALLENGE for expired credentials went out, unanswered.
     challenge_sent: Option<Instant>,
+    /// Open WATCH_TC_ASSIGNMENTS watches.
+    tc_watches: HashMap<u64, CancellationToken>,
 }
 
 impl ServerCnx {
@@ -371,9 +375,10 @@ impl ServerCnx {
                 answer(ReplyTo::Request(c.request_id), self.unsubscribe(&c).await)
             }
             Command::CloseConsumer(c) => Outcome::Reply(self.close_consumer(&c).await),
-            Command::GetLastMessageId(c) => {
-                answer(ReplyTo::Request(c.request_id), self.last_message_id(&c))
-            }
+            Command::GetLastMessageId(c) => answer(
+                ReplyTo::Request(c.request_id),
+                self.last_message_id(&c).await,
+            ),
             Command::ConsumerStats(c) => answer(
                 ReplyTo::ConsumerStats(c.request_id),
                 self.consumer_stats(&c).await,
@@ -386,6 +391,13 @@ impl ServerCnx {
                 ReplyTo::GetOrCreateSchema(c.request_id),
                 self.get_or_create_schema_reply(&c).await,
             ),
+            Command::TcClientConnectRequest(c) => self.tc_client_connect(c),
+            Command::NewTxn(c) => self.new_txn(c),
+            Command::AddPartitionToTxn(c) => self.add_partition_to_txn(c),
+            Command::AddSubscriptionToTxn(c) => self.add_subscription_to_txn(c),
+            Command::EndTxn(c) => self.end_txn(c),
+            Command::WatchTcAssignments(c) => self.watch_tc_assignments(c),
+            Command::WatchTcAssignmentsClose(c) => self.watch_tc_assignments_close(c),
             command => self.unsupported(command),
         };
         match outcome {
@@ -399,6 +411,9 @@ impl ServerCnx {
     /// Releases everything the connection held: producers leave their
     /// topics and consumers' unacked messages go back to their subscriptions.
     async fn cleanup(&mut self) {
+        for (_, w) in self.tc_watches.drain() {
+            w.cancel();
+        }
         for (pid, p) in self.producers.drain() {
             p.topic.remove_producer((self.id, pid));
         }

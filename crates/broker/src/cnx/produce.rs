@@ -273,12 +273,20 @@ impl ServerCnx {
                 Ok(parsed) => {
                     let (stored, crc) = checksummed(section, &parsed);
                     let len = stored.len() as u64;
+                    let txn = match (c.txnid_most_bits, c.txnid_least_bits) {
+                        (Some(m), Some(l)) => Some(strobe_model::TxnId {
+                            most_sig_bits: m,
+                            least_sig_bits: l,
+                        }),
+                        _ => None,
+                    };
                     let r = p.topic.publish(
                         (self.id, c.producer_id),
                         &p.name,
                         highest as i64,
                         stored,
                         crc,
+                        txn,
                     );
                     if r.is_ok() {
                         p.topic

@@ -34,6 +34,9 @@ impl BrokerService {
                     for t in self.loaded_topics() {
                         t.counters.update_rates();
                         self.maybe_compact(&t).await;
+                        if let Err(e) = t.snapshot_txn().await {
+                            tracing::warn!(topic = %t.name, error = %e, "transaction buffer snapshot failed");
+                        }
                     }
                 }
                 _ = quota.tick() => {

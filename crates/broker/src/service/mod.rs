@@ -72,6 +72,8 @@ pub struct BrokerService {
     cluster: Option<Arc<Cluster>>,
     /// Lookups served and bundles moved, for `/metrics`.
     pub cluster_counters: ClusterCounters,
+    /// Transactions, once started (see [`crate::txn`]).
+    txn: std::sync::OnceLock<Arc<crate::txn::TxnService>>,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -116,6 +118,7 @@ impl BrokerService {
             next_fence: AtomicU64::new(1),
             cluster,
             cluster_counters: ClusterCounters::default(),
+            txn: std::sync::OnceLock::new(),
         }))
     }
 
@@ -125,6 +128,20 @@ impl BrokerService {
             fence,
             ..self.ledger_config.clone()
         }
+    }
+
+    /// The transaction services, when `transaction_coordinator_enabled`.
+    pub fn txn(&self) -> Option<&Arc<crate::txn::TxnService>> {
+        self.txn.get()
+    }
+
+    pub(crate) fn set_txn(&self, txn: Arc<crate::txn::TxnService>) {
+        let _ = self.txn.set(txn);
+    }
+
+    /// The metadata store.
+    pub fn metadata(&self) -> &Arc<dyn MetadataStore> {
+        self.resources.store()
     }
 
     /// A cluster broker's membership and ownership; `None` in standalone.
@@ -430,6 +447,12 @@ impl BrokerService {
             self.dispatch_settings(),
         )
         .await?;
+        if let Some(txn) = self.txn() {
+            topic.recover_txn(&txn.ctx).await?;
+            for t in topic.ongoing_txns() {
+                txn.ctx.check(t);
+            }
+        }
         topic.set_message_ttl(self.message_ttl_secs(name.namespace()));
         topic.set_backlog_quota(quotas_of(&policies));
         if let Some(t) = meta.terminated {
@@ -514,6 +537,10 @@ impl BrokerService {
     /// Closes every topic: producers and consumers get CLOSE_PRODUCER and
     /// CLOSE_CONSUMER, cursors and ledgers are flushed.
     pub async fn shutdown(&self) {
+        if let Some(txn) = self.txn() {
+            // Others take the coordinator partitions at once, not after the session TTL.
+            txn.coordinator.shutdown().await;
+        }
         let topics: Vec<Arc<Topic>> = self.topics.lock().drain().map(|(_, t)| t).collect();
         for t in topics {
             t.close().await;

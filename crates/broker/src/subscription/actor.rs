@@ -72,6 +72,8 @@ pub(crate) struct Subscription {
     pub(super) avg_msgs_per_entry: Option<f64>,
     /// The subscription reads the topic's compacted view (set by its first consumer).
     pub(super) read_compacted: bool,
+    /// Acks held by open transactions.
+    pub(super) pending: strobe_txn::pending_ack::PendingAcks,
 }
 
 impl Subscription {
@@ -113,6 +115,7 @@ impl Subscription {
             max_unacked: settings.max_unacked_messages,
             avg_msgs_per_entry: None,
             read_compacted: false,
+            pending: Default::default(),
         };
         tokio::spawn(
             async move {
@@ -128,6 +131,7 @@ impl Subscription {
     }
 
     async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        self.load_pending_acks().await;
         let mut lac = self.topic.ledger().watch_last_confirmed();
         // Message TTL is enforced on this period (Pulsar: messageExpiryCheckIntervalInMinutes).
         let mut ttl_tick = tokio::time::interval(Duration::from_secs(5));
@@ -204,6 +208,14 @@ impl Subscription {
                 ack,
                 reply,
             } => {
+                if let (Some(m), Some(l)) = (ack.txnid_most_bits, ack.txnid_least_bits) {
+                    let t = strobe_model::TxnId {
+                        most_sig_bits: m,
+                        least_sig_bits: l,
+                    };
+                    self.txn_ack(conn_id, consumer_id, ack, t, reply);
+                    return Continue(());
+                }
                 let r = self.ack(conn_id, consumer_id, ack);
                 if let Some(reply) = reply {
                     let _ = reply.send(r);
@@ -216,6 +228,14 @@ impl Subscription {
                 consumer_id,
                 ids,
             } => self.redeliver(conn_id, consumer_id, ids),
+            Cmd::EndTxn {
+                txn,
+                commit,
+                listed,
+                reply,
+            } => {
+                let _ = reply.send(self.end_txn(txn, commit, listed).await);
+            }
             Cmd::Seek {
                 conn_id,
                 consumer_id,

@@ -18,7 +18,7 @@ use crate::BrokerError;
 
 /// The sticky-key hash of an entry, as the Key_Shared dispatcher computes it
 /// (0 for the other kinds, which do not route by key).
-fn key_hash(kind: &Kind, meta: &MessageMetadata) -> u32 {
+pub(super) fn key_hash(kind: &Kind, meta: &MessageMetadata) -> u32 {
     let Some(ks) = kind.key_shared() else {
         return 0;
     };

@@ -1,7 +1,8 @@
 //! The one entry filter every entry passes before a dispatcher may send it
 //! (Pulsar's `filterEntriesForConsumer`): markers and unreadable entries are
 //! acknowledged and skipped, and an entry whose delivery time is ahead waits
-//! in the delayed-delivery tracker. Transaction visibility will sit here too.
+//! in the delayed-delivery tracker. Entries of aborted transactions are skipped
+//! like markers, and entries acked in an open transaction are not delivered.
 
 use strobe_dispatch::DelayedEntry;
 use strobe_ledger::Entry;
@@ -36,6 +37,16 @@ impl Subscription {
         };
         if meta.marker_type.is_some_and(|m| m != 0) {
             self.skip(e);
+            return None;
+        }
+        if let Some(t) = crate::topic::txn_of(&meta)
+            && self.topic.txn_aborted(t)
+        {
+            self.skip(e);
+            return None;
+        }
+        if self.pending.hides(e.position) {
+            // Acked in an open transaction: not delivered unless it aborts.
             return None;
         }
         if may_delay

@@ -58,6 +58,13 @@ pub(super) enum Cmd {
     },
     /// Something outside changed (the topic was terminated): look again.
     Wake,
+    /// A transaction's outcome.
+    EndTxn {
+        txn: strobe_model::TxnId,
+        commit: bool,
+        listed: bool,
+        reply: Reply<()>,
+    },
 }
 
 /// A consumer of a closed subscription, to be told later.
@@ -182,6 +189,27 @@ impl SubscriptionHandle {
                 reply: None,
             })
             .await;
+    }
+
+    /// Applies transaction `txn`'s outcome to the subscription's pending acks. A subscription
+    /// that has stopped has nothing to apply now: its next load restores and reconciles them.
+    pub async fn end_txn(
+        &self,
+        txn: strobe_model::TxnId,
+        commit: bool,
+        listed: bool,
+    ) -> Result<(), BrokerError> {
+        let (tx, rx) = oneshot::channel();
+        let cmd = Cmd::EndTxn {
+            txn,
+            commit,
+            listed,
+            reply: tx,
+        };
+        if self.tx.send(cmd).await.is_err() {
+            return Ok(());
+        }
+        rx.await.unwrap_or(Ok(()))
     }
 
     pub async fn redeliver(&self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {

@@ -20,6 +20,7 @@ mod dispatch;
 mod filter;
 mod handle;
 mod kind;
+mod txn;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -58,6 +59,14 @@ pub trait TopicView: Send + Sync + 'static {
     fn count_out(&self, messages: u64, bytes: u64);
     /// The subscription's actor stopped.
     fn subscription_ended(&self, name: &str);
+    /// Whether entries of transaction `t` are to be skipped (it aborted).
+    fn txn_aborted(&self, _t: strobe_model::TxnId) -> bool {
+        false
+    }
+    /// The transaction context, when the broker takes transactions (persistent topics).
+    fn txn_context(&self) -> Option<Arc<crate::txn::TxnContext>> {
+        None
+    }
 }
 
 /// How a subscription reads and dispatches, from the broker's settings.

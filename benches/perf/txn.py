@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Transactions, measured with `strobe perf txn` (our client: the official Python
+client has no transactions API):
+
+1. standalone, coordinator parallelism 1 and 16: transactions/s and the
+   latency of NEW_TXN -> send -> COMMIT, with 16 concurrent loops, and the
+   same loop without transactions (plain sends) against the same broker;
+2. a two-broker cluster on a private etcd where broker-1 may lead only
+   coordinator partition 0 and broker-0 the other fifteen: loops pinned one per
+   partition run for PHASE s, then broker-1 is SIGSTOPped (partition 0 has no
+   live leader) for PHASE s more. The figure: the other fifteen partitions'
+   throughput after, as a share of before (goal >= 90%; apache/pulsar#23039 is
+   the pain this answers: one coordinator down stops every transaction). Run
+   twice: 15 loops on partitions 1-15 (like for like), and 16 loops with one on
+   partition 0, which hangs when its leader stops.
+
+    STROBE_BIN=target/release/strobe .venv/bin/python benches/perf/txn.py
+    PHASE=15 DURATION=15 ...
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "conformance"))
+
+from cluster_harness import Cluster  # noqa: E402
+from conftest import strobe_binary, wait_ready  # noqa: E402
+
+PHASE = float(os.environ.get("PHASE", "15"))
+DURATION = float(os.environ.get("DURATION", "15"))
+WORKERS = int(os.environ.get("WORKERS", "16"))
+
+
+def perf(url, *args, duration=DURATION):
+    cmd = [strobe_binary(), "perf", "txn", "-u", url, "-w", str(WORKERS), "-d", str(duration), *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120)
+    if out.returncode != 0:
+        raise SystemExit(f"perf failed: {out.stderr}")
+    return out.stdout
+
+
+def standalone(parallelism):
+    with tempfile.TemporaryDirectory(prefix="strobe-txn-bench-") as d:
+        cfg = os.path.join(d, "strobe.toml")
+        with open(cfg, "w") as f:
+            f.write(f"transaction_coordinator_parallelism = {parallelism}\n")
+        log = open(os.path.join(d, "log"), "w")
+        p = subprocess.Popen([strobe_binary(), "standalone", "--config", cfg, "--data-dir", os.path.join(d, "data"),
+                              "--broker-port", "0", "--http-port", "0", "--bind-address", "127.0.0.1",
+                              "--advertised-address", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            port, _ = wait_ready(p, lambda: open(os.path.join(d, "log")).read(), "strobe standalone is ready", 0,
+                                 "standalone", timeout=30)
+            url = f"pulsar://127.0.0.1:{port}"
+            txn = perf(url, "--topic", "bench-txn").strip().splitlines()[-1]
+            plain = perf(url, "--plain", "--topic", "bench-plain").strip().splitlines()[-1]
+            print(f"standalone, parallelism {parallelism:>2}, {WORKERS} loops:\n  txn   {txn}\n  plain {plain}")
+        finally:
+            p.terminate()
+            p.wait()
+
+
+def one_partition_down(loops, offset):
+    c = Cluster(n=2, ttl=4, broker_config={0: 'transaction_coordinator_partitions = "1-15"\n',
+                                          1: 'transaction_coordinator_partitions = "0"\n'})
+    try:
+        a, b = c.brokers
+        # The topic must live on broker-0, or stopping broker-1 would stop it too.
+        topic = None
+        for i in range(50):
+            t = f"persistent://public/default/bench-txn-down-{i}"
+            if c.owner(t) is a:
+                topic = t
+                break
+        assert topic, "no topic owned by broker-0"
+        url = f"pulsar://127.0.0.1:{a.port}"
+        proc = subprocess.Popen([strobe_binary(), "perf", "txn", "-u", url, "-w", str(loops), "--pin",
+                                 "--pin-offset", str(offset), "-d", str(2 * PHASE), "--report-every", "2.5",
+                                 "--topic", topic],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(PHASE)
+        b.stop_signal()
+        stopped = time.time()
+        out, _ = proc.communicate(timeout=2 * PHASE + 120)
+        b.cont_signal()
+        before, after = [], []
+        for line in out.splitlines():
+            m = re.match(r"t=\s*([\d.]+)s .* per partition \[([\d ]+)\]", line)
+            if not m:
+                continue
+            t, rates = float(m.group(1)), [int(x) for x in m.group(2).split()]
+            others = sum(rates[1:])
+            if 2.5 < t <= PHASE:
+                before.append(others)
+            elif t > PHASE + 2.5:
+                after.append(others)
+        print(out.strip())
+        b_avg = sum(before) / max(1, len(before))
+        a_avg = sum(after) / max(1, len(after))
+        print(f"{loops} loops; partitions 1-15: {b_avg:.0f} txn/s before, {a_avg:.0f} txn/s with partition 0's "
+              f"leader stopped ({100 * a_avg / max(1, b_avg):.0f}%)")
+    finally:
+        try:
+            c.brokers[1].cont_signal()
+        except Exception:
+            pass
+        c.stop()
+
+
+if __name__ == "__main__":
+    for p in (1, 16):
+        standalone(p)
+    # Loops on partitions 1-15 only: the others' throughput like for like.
+    one_partition_down(15, 1)
+    # Plus a loop on partition 0, which hangs on the stopped leader: its load leaves with it.
+    one_partition_down(16, 0)

@@ -1,0 +1,231 @@
+//! A subscription's pending acks (see `strobe_txn::pending_ack`): a transactional ACK is checked
+//! for conflicts, hidden from delivery and persisted before its receipt; the outcome turns the
+//! acks into cursor acks (commit, flushed before the participant says it is done) or delivers
+//! the messages again (abort).
+
+use strobe_dispatch::DelayedEntry;
+use strobe_ledger::Position;
+use strobe_model::TxnId;
+use strobe_txn::participant;
+use strobe_txn::paths::Participant;
+use strobe_txn::pending_ack::AckedEntry;
+use strobe_wire::proto::{CommandAck, command_ack::AckType};
+use tracing::{debug, warn};
+
+use super::actor::Subscription;
+use super::handle::Reply;
+use super::kind::Kind;
+use crate::BrokerError;
+
+impl Subscription {
+    /// Restores the pending acks persisted for this subscription (before the first dispatch).
+    pub(super) async fn load_pending_acks(&mut self) {
+        let Some(ctx) = self.topic.txn_context() else {
+            return;
+        };
+        if !self.durable {
+            return;
+        }
+        let topic = self.topic.name().to_string();
+        match participant::load_pending_acks(&*ctx.store, &topic, &self.name).await {
+            Ok(records) => {
+                for (t, acks) in records {
+                    self.pending.restore(t, acks);
+                    ctx.hold(t, &topic);
+                    ctx.check(t);
+                }
+            }
+            Err(e) => warn!(error = %e, "pending acks could not be loaded"),
+        }
+    }
+
+    /// An ACK in transaction `t`: refused on a conflict, else held and persisted, and answered
+    /// once the record is durable.
+    pub(super) fn txn_ack(
+        &mut self,
+        conn_id: u64,
+        consumer_id: u64,
+        ack: CommandAck,
+        t: TxnId,
+        reply: Option<Reply<()>>,
+    ) {
+        let answer = |reply: Option<Reply<()>>, r: Result<(), BrokerError>| {
+            if let Some(reply) = reply {
+                let _ = reply.send(r);
+            } else if let Err(e) = r {
+                debug!(error = %e, "transactional ack without a request id refused");
+            }
+        };
+        let Some(ctx) = self.topic.txn_context().filter(|_| self.durable) else {
+            return answer(
+                reply,
+                Err(BrokerError::NotAllowed(format!(
+                    "subscription {} does not take transactional acks",
+                    self.name
+                ))),
+            );
+        };
+        if self.find_mut(conn_id, consumer_id).is_none() {
+            return answer(
+                reply,
+                Err(BrokerError::ConsumerNotFound(format!(
+                    "consumer {consumer_id} is not connected to subscription {}",
+                    self.name
+                ))),
+            );
+        }
+        let cumulative = ack.ack_type() == AckType::Cumulative;
+        if cumulative && !self.kind.allows_cumulative_ack() {
+            return answer(
+                reply,
+                Err(BrokerError::NotAllowed(format!(
+                    "cumulative acknowledgement is not allowed on Shared subscription {}",
+                    self.name
+                ))),
+            );
+        }
+        let entries: Vec<AckedEntry> = ack
+            .message_id
+            .iter()
+            .map(|id| {
+                let p = Position::new(id.ledger_id, id.entry_id);
+                let batch_size = self
+                    .consumers
+                    .iter()
+                    .find_map(|c| c.unacked.get(&p).copied())
+                    .or(id.batch_size.map(|b| b.max(0) as u32))
+                    .unwrap_or((id.ack_set.len() * 64) as u32);
+                AckedEntry::from_wire(p, batch_size, &id.ack_set)
+            })
+            .collect();
+        let cursor = self.cursor.clone();
+        if let Err(why) = self
+            .pending
+            .add(t, &entries, cumulative, |p| cursor.is_acked(p))
+        {
+            return answer(
+                reply,
+                Err(strobe_txn::TxnError::Conflict(format!(
+                    "transaction {t} cannot ack on subscription {}: {why}",
+                    self.name
+                ))
+                .into()),
+            );
+        }
+        // Held: no consumer gets these again while the transaction is open.
+        let held: Vec<Position> = if cumulative {
+            let upto = entries.last().map(AckedEntry::position);
+            self.consumers
+                .iter()
+                .flat_map(|c| c.unacked.keys().copied())
+                .filter(|p| upto.is_some_and(|u| *p <= u))
+                .collect()
+        } else {
+            entries
+                .iter()
+                .filter(|e| e.batch.is_none())
+                .map(AckedEntry::position)
+                .collect()
+        };
+        for p in held {
+            self.forget(p);
+        }
+        let topic = self.topic.name().to_string();
+        ctx.hold(t, &topic);
+        let record = self.pending.of(t).cloned().unwrap_or_default();
+        let sub = self.name.clone();
+        tokio::spawn(async move {
+            let r = participant::save_pending_acks(&*ctx.store, &topic, &sub, t, &record).await;
+            answer(reply, r.map_err(BrokerError::Txn));
+        });
+    }
+
+    /// `t`'s outcome: commit makes its acks real (and durable before saying so), abort delivers
+    /// its messages again. `listed`: this subscription is registered with the coordinator.
+    pub(super) async fn end_txn(
+        &mut self,
+        t: TxnId,
+        commit: bool,
+        listed: bool,
+    ) -> Result<(), BrokerError> {
+        let Some(ctx) = self.topic.txn_context() else {
+            return Ok(());
+        };
+        let topic = self.topic.name().to_string();
+        let Some(acks) = self.pending.take(t) else {
+            if listed {
+                let me = Participant::Subscription {
+                    topic,
+                    subscription: self.name.clone(),
+                };
+                participant::applied(&*ctx.store, t, &me).await?;
+            }
+            return Ok(());
+        };
+        if commit {
+            for e in &acks.individual {
+                let p = e.position();
+                match e.unacked_set() {
+                    None => self.cursor.delete(&[p]),
+                    Some((size, set)) => self.cursor.ack_batch_set(p, size, &set),
+                }
+                if self.cursor.is_acked(p) {
+                    self.forget(p);
+                }
+            }
+            if let Some((l, e)) = acks.cumulative {
+                self.cursor.mark_delete(Position::new(l, e));
+            }
+            self.cursor.flush().await?;
+        } else {
+            let whole: Vec<Position> = acks
+                .individual
+                .iter()
+                .filter(|e| e.batch.is_none())
+                .map(AckedEntry::position)
+                .collect();
+            self.release(whole).await;
+            if let Some((l, e)) = acks.cumulative {
+                self.give_back(vec![Position::new(l, e)]);
+            }
+        }
+        participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await?;
+        let me = Participant::Subscription {
+            topic,
+            subscription: self.name.clone(),
+        };
+        participant::applied(&*ctx.store, t, &me).await?;
+        Ok(())
+    }
+
+    /// Messages an aborted transaction had acked: delivered again.
+    async fn release(&mut self, positions: Vec<Position>) {
+        match &mut self.kind {
+            Kind::KeyShared { .. } => {
+                let mut due = Vec::new();
+                for p in positions {
+                    let Ok(entries) = self.topic.ledger().read(p, 1).await else {
+                        continue;
+                    };
+                    let Some(e) = entries.into_iter().next().filter(|e| e.position == p) else {
+                        continue;
+                    };
+                    let Ok(meta) = strobe_wire::payload::peek_metadata(&e.data) else {
+                        continue;
+                    };
+                    due.push(DelayedEntry {
+                        position: p,
+                        hash: super::dispatch::key_hash(&self.kind, &meta),
+                        messages: strobe_wire::batch::message_count(&meta),
+                    });
+                }
+                self.replay_due(due);
+            }
+            other => {
+                if let Some(replay) = other.replay_mut() {
+                    replay.extend(positions);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! Transactions in the broker: the coordinator partitions this broker leads (commands in
+//! `cnx::txn`), and the participants' side — which loaded topics and subscriptions hold which
+//! transaction, and applying an outcome to them when the decision watch reports it.
+//!
+//! The decisions themselves are made in `strobe-txn`; this module wires them to topics.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use strobe_metadata::MetadataStore;
+use strobe_metadata::SessionOptions;
+use strobe_metadata::tc::{TcLeader, TcMember, TcMemberConfig};
+use strobe_model::{TopicName, TxnId};
+use strobe_txn::participant::{self, DecisionEvent, DecisionWatch};
+use strobe_txn::paths::Participant;
+use strobe_txn::{CoordinatorConfig, TransactionCoordinator, TxnState};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use crate::BrokerError;
+use crate::service::BrokerService;
+
+/// What topics need to take part in transactions.
+#[derive(Debug)]
+pub struct TxnContext {
+    pub store: Arc<dyn MetadataStore>,
+    /// Which loaded topics hold each transaction (in their buffer or a subscription's pending
+    /// acks): where an outcome must go.
+    holders: Mutex<HashMap<TxnId, HashSet<String>>>,
+    /// Into the loop that applies outcomes (decisions from the watch, and checks asked here).
+    events: mpsc::Sender<DecisionEvent>,
+    receiver: Mutex<Option<mpsc::Receiver<DecisionEvent>>>,
+}
+
+/// Outcomes and checks queued for the applying loop; beyond it, checks wait for the periodic
+/// reconcile.
+const EVENT_QUEUE: usize = 4096;
+
+impl TxnContext {
+    pub fn new(store: Arc<dyn MetadataStore>) -> Arc<TxnContext> {
+        let (events, rx) = mpsc::channel(EVENT_QUEUE);
+        Arc::new(TxnContext {
+            store,
+            holders: Mutex::new(HashMap::new()),
+            events,
+            receiver: Mutex::new(Some(rx)),
+        })
+    }
+
+    /// Asks for `t`'s header to be read and a decided outcome applied (a participant restored
+    /// `t` and may have missed its decision).
+    pub fn check(&self, t: TxnId) {
+        let _ = self.events.try_send(DecisionEvent::Check(t));
+    }
+
+    /// `topic` holds `t` now.
+    pub fn hold(&self, t: TxnId, topic: &str) {
+        self.holders
+            .lock()
+            .entry(t)
+            .or_default()
+            .insert(topic.to_owned());
+    }
+
+    /// `topic` applied `t`'s outcome (or unloaded).
+    pub fn release(&self, t: TxnId, topic: &str) {
+        let mut h = self.holders.lock();
+        if let Some(set) = h.get_mut(&t) {
+            set.remove(topic);
+            if set.is_empty() {
+                h.remove(&t);
+            }
+        }
+    }
+
+    fn holders_of(&self, t: TxnId) -> Vec<String> {
+        self.holders
+            .lock()
+            .get(&t)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn all(&self) -> Vec<TxnId> {
+        self.holders.lock().keys().copied().collect()
+    }
+}
+
+/// The broker's transaction services.
+#[derive(Debug)]
+pub struct TxnService {
+    pub ctx: Arc<TxnContext>,
+    pub coordinator: Arc<TransactionCoordinator>,
+    _watch: DecisionWatch,
+}
+
+/// Outcomes being applied at once.
+const APPLYING: usize = 256;
+
+/// How often every held transaction's header is checked even without an event (a missed event
+/// costs at most this much delay).
+const RECONCILE_EVERY: Duration = Duration::from_secs(10);
+
+impl TxnService {
+    /// Starts the decision watch and the loop that applies outcomes to `service`'s topics.
+    pub async fn start(
+        service: &Arc<BrokerService>,
+        ctx: Arc<TxnContext>,
+        coordinator: Arc<TransactionCoordinator>,
+    ) -> Result<Arc<TxnService>, BrokerError> {
+        let mut rx = ctx
+            .receiver
+            .lock()
+            .take()
+            .ok_or_else(|| BrokerError::Config("transactions started twice".into()))?;
+        let watch = DecisionWatch::start(ctx.store.clone(), ctx.events.clone())
+            .await
+            .map_err(BrokerError::Txn)?;
+        let weak: Weak<BrokerService> = Arc::downgrade(service);
+        let loop_ctx = ctx.clone();
+        // Outcomes are applied concurrently (each waits for a marker's fsync and a metadata
+        // write; one at a time would cap every coordinator at one commit per round trip), at
+        // most APPLYING at once.
+        let permits = Arc::new(tokio::sync::Semaphore::new(APPLYING));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(RECONCILE_EVERY);
+            tick.tick().await;
+            loop {
+                let ev = tokio::select! {
+                    ev = rx.recv() => match ev {
+                        Some(ev) => ev,
+                        None => return,
+                    },
+                    _ = tick.tick() => DecisionEvent::Resync,
+                };
+                let Some(service) = weak.upgrade() else {
+                    return;
+                };
+                type Todo = (TxnId, Option<(TxnState, Vec<Participant>)>);
+                let todo: Vec<Todo> = match ev {
+                    DecisionEvent::Decided(t, state, who) => vec![(t, Some((state, who)))],
+                    DecisionEvent::Check(t) => vec![(t, None)],
+                    DecisionEvent::Resync => {
+                        loop_ctx.all().into_iter().map(|t| (t, None)).collect()
+                    }
+                };
+                for (t, decided) in todo {
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        return;
+                    };
+                    let (service, ctx) = (service.clone(), loop_ctx.clone());
+                    tokio::spawn(async move {
+                        match decided {
+                            Some((state, who)) => apply(&service, &ctx, t, state, Some(who)).await,
+                            None => reconcile(&service, &ctx, t).await,
+                        }
+                        drop(permit);
+                    });
+                }
+            }
+        });
+        Ok(Arc::new(TxnService {
+            ctx,
+            coordinator,
+            _watch: watch,
+        }))
+    }
+}
+
+/// Starts transactions on `service` (`transaction_coordinator_enabled`): campaigns for the
+/// coordinator partitions, starts the coordinator and the participants' loop. A standalone
+/// broker waits (briefly) until it leads every partition, so its first clients find them.
+pub async fn start(service: &Arc<BrokerService>) -> Result<(), BrokerError> {
+    let cfg = &service.config;
+    if !cfg.transaction_coordinator_enabled {
+        return Ok(());
+    }
+    let store = service.metadata().clone();
+    let broker_id = match service.cluster() {
+        Some(c) => c.broker_id().to_string(),
+        None => format!("{}:{}", cfg.advertised_address, service.broker_port),
+    };
+    let member = TcMember::start(
+        store.clone(),
+        TcMemberConfig {
+            leader: TcLeader {
+                broker_id: broker_id.clone(),
+                broker_service_url: service.service_url(),
+                broker_service_url_tls: service.service_url_tls(),
+            },
+            parallelism: cfg.transaction_coordinator_parallelism,
+            session: SessionOptions::with_ttl(Duration::from_secs(
+                cfg.metadata_session_timeout_secs.max(3),
+            )),
+            campaign: cfg
+                .coordinator_partitions()
+                .map_err(|e| BrokerError::Config(e.to_string()))?,
+        },
+    )
+    .await?;
+    if service.cluster().is_none()
+        && member
+            .view()
+            .wait_for(Duration::from_secs(10), |a| a.is_complete())
+            .await
+            .is_err()
+    {
+        warn!("not every transaction coordinator partition has a leader yet");
+    }
+    let coordinator = TransactionCoordinator::start(
+        store.clone(),
+        member,
+        CoordinatorConfig {
+            broker_id,
+            default_ttl_ms: cfg.transaction_default_timeout_ms,
+            max_ttl_ms: cfg.transaction_max_timeout_ms,
+            end_wait: Duration::from_millis(cfg.transaction_end_wait_ms),
+            retention: Duration::from_secs(cfg.transaction_retention_secs),
+            ..CoordinatorConfig::default()
+        },
+    );
+    let txn = TxnService::start(service, TxnContext::new(store), coordinator).await?;
+    service.set_txn(txn);
+    Ok(())
+}
+
+/// Checks `t`'s header and applies a decided outcome.
+pub(crate) async fn reconcile(service: &Arc<BrokerService>, ctx: &Arc<TxnContext>, t: TxnId) {
+    match participant::decision(&*ctx.store, t).await {
+        Ok(Some(TxnState::Open)) => {}
+        Ok(Some(state)) => apply(service, ctx, t, state, None).await,
+        // No header: it never existed (the client sent with an id no coordinator gave out), or
+        // it was collected after every registered participant applied it. Either way nothing
+        // will ever commit it here.
+        Ok(None) => apply(service, ctx, t, TxnState::Aborted, None).await,
+        Err(e) => debug!(txn_id = %t, error = %e, "could not read the transaction's header"),
+    }
+}
+
+/// Applies `t`'s outcome to every loaded topic holding it or registered as its participant
+/// (`listed`: the participants the header names; `None`: read the ones left from the store).
+async fn apply(
+    service: &Arc<BrokerService>,
+    ctx: &Arc<TxnContext>,
+    t: TxnId,
+    state: TxnState,
+    listed: Option<Vec<Participant>>,
+) {
+    let commit = state == TxnState::Committed;
+    let mut names: HashMap<String, Vec<Participant>> = ctx
+        .holders_of(t)
+        .into_iter()
+        .map(|n| (n, Vec::new()))
+        .collect();
+    // Participants registered with the coordinator that hold nothing in memory (a send that
+    // failed, an ack never made) still have to say they are done, or the header is never
+    // collected: the loaded ones do it now.
+    let registered = match listed {
+        Some(who) => who,
+        None => match ctx
+            .store
+            .list_keys(&strobe_txn::paths::part_prefix(t))
+            .await
+        {
+            Ok(keys) => keys
+                .iter()
+                .filter_map(|k| k.rsplit('/').next().and_then(Participant::parse))
+                .collect(),
+            Err(e) => {
+                debug!(txn_id = %t, error = %e, "listing the participants failed");
+                Vec::new()
+            }
+        },
+    };
+    for p in registered {
+        names.entry(p.topic().to_owned()).or_default().push(p);
+    }
+    for (name, listed) in names {
+        let Ok(topic_name) = TopicName::parse(&name) else {
+            ctx.release(t, &name);
+            continue;
+        };
+        let Some(topic) = service.loaded_topic(&topic_name) else {
+            // Unloaded: whoever loads it next replays its state and reconciles.
+            ctx.release(t, &name);
+            continue;
+        };
+        if let Err(e) = topic.end_txn(ctx, t, commit, &listed).await {
+            warn!(topic = %name, txn_id = %t, error = %e, "applying the outcome failed; retried on the next check");
+        }
+    }
+}
+
+/// Pulsar's `SystemTopicNames.TRANSACTION_COORDINATOR_ASSIGN`: v4 clients (Java, Go) find
+/// coordinator N by looking up this topic's partition N.
+pub const TC_ASSIGN_TOPIC: &str = "persistent://pulsar/system/transaction_coordinator_assign";
+
+/// PARTITIONED_METADATA of the assign topic: the coordinator's parallelism.
+pub fn assign_partitions(service: &BrokerService, topic: &TopicName) -> Option<u32> {
+    let txn = service.txn()?;
+    (topic.to_string() == TC_ASSIGN_TOPIC).then(|| txn.coordinator.parallelism())
+}
+
+/// LOOKUP of the assign topic's partition N: the broker elected leader of coordinator N
+/// (`pulsar://`, `pulsar+ssl://`), whoever owns the topic's bundle.
+pub fn assign_lookup(
+    service: &BrokerService,
+    topic: &TopicName,
+) -> Option<Result<(String, Option<String>), BrokerError>> {
+    let txn = service.txn()?;
+    let n = topic.partition()?;
+    if topic.partitioned_parent().to_string() != TC_ASSIGN_TOPIC {
+        return None;
+    }
+    let table = txn.coordinator.member().view().current();
+    Some(match table.leaders.get(n as usize) {
+        None => Err(BrokerError::TopicNotFound(format!(
+            "transaction coordinator {n} does not exist: the cluster has {} partitions",
+            table.parallelism
+        ))),
+        Some(None) => Err(BrokerError::ServiceNotReady(format!(
+            "transaction coordinator {n} has no leader yet: its election is under way"
+        ))),
+        Some(Some(l)) => Ok((
+            l.broker_service_url.clone(),
+            l.broker_service_url_tls.clone(),
+        )),
+    })
+}
+
+/// One coordinator partition as the admin API shows it (Pulsar's
+/// `TransactionCoordinatorStats`), read from the metadata store, so any broker answers for all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordinatorSummary {
+    pub tc_id: u32,
+    /// The leader's service URL, if the partition has one.
+    pub leader: Option<String>,
+    /// The next unreserved sequence (Pulsar's `leastSigBits`).
+    pub next_sequence: u64,
+    /// Transactions OPEN now.
+    pub ongoing: u64,
+}
+
+/// Every coordinator partition's summary.
+pub async fn coordinator_stats(
+    service: &BrokerService,
+) -> Result<Vec<CoordinatorSummary>, BrokerError> {
+    let txn = service.txn().ok_or_else(|| {
+        BrokerError::NotAllowed("transactions are not enabled on this broker".into())
+    })?;
+    let store = &txn.ctx.store;
+    let table = txn.coordinator.member().view().current();
+    let mut out = Vec::with_capacity(table.leaders.len());
+    for (n, leader) in table.leaders.iter().enumerate() {
+        let next_sequence = match store.get(&strobe_txn::paths::seq_path(n as u64)).await? {
+            Some(v) => std::str::from_utf8(&v.value)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(0),
+            None => 0,
+        };
+        let scan = store
+            .scan_prefix(&strobe_txn::paths::header_prefix_of(n as u64))
+            .await?;
+        let ongoing = scan
+            .entries
+            .iter()
+            .filter(|kv| kv.value.starts_with(br#"{"state":"OPEN""#))
+            .count() as u64;
+        out.push(CoordinatorSummary {
+            tc_id: n as u32,
+            leader: leader.as_ref().map(|l| l.broker_service_url.clone()),
+            next_sequence,
+            ongoing,
+        });
+    }
+    Ok(out)
+}
+
+/// A transaction's header (Pulsar's `TransactionMetadata`), from any broker.
+pub async fn txn_metadata(
+    service: &BrokerService,
+    t: TxnId,
+) -> Result<Option<strobe_txn::TxnHeader>, BrokerError> {
+    let txn = service.txn().ok_or_else(|| {
+        BrokerError::NotAllowed("transactions are not enabled on this broker".into())
+    })?;
+    Ok(txn.coordinator.header(t).await?)
+}
+
+/// What `t` holds in pending acks on `topic`'s subscription `sub`, from the store.
+pub async fn pending_ack_of(
+    service: &BrokerService,
+    topic: &str,
+    sub: &str,
+    t: TxnId,
+) -> Result<Option<strobe_txn::pending_ack::TxnAcks>, BrokerError> {
+    let txn = service.txn().ok_or_else(|| {
+        BrokerError::NotAllowed("transactions are not enabled on this broker".into())
+    })?;
+    let records = participant::load_pending_acks(&*txn.ctx.store, topic, sub).await?;
+    Ok(records.into_iter().find(|(x, _)| *x == t).map(|(_, a)| a))
+}

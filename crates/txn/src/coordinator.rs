@@ -1,0 +1,646 @@
+//! The transaction coordinator (Pulsar's `TransactionMetadataStoreService` and PIP-473's
+//! `TransactionCoordinatorV5`): one [`TransactionCoordinator`] per broker serves the partitions
+//! this broker leads right now.
+//!
+//! Nothing but the sequence reservation is remembered between requests: every header lives in
+//! the metadata store and every write is fenced by the partition's leader key, so a broker that
+//! lost its leadership (session gone, SIGSTOP, cut off) cannot write, and the new leader continues
+//! where the old one stopped. TxnIds come from blocks reserved by CAS on `/txn/tc-seq/<N>`, so an
+//! id is never given twice, even across leaders.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use strobe_metadata::tc::TcMember;
+use strobe_metadata::{EventKind, Expect, LeaderState, MetadataError, MetadataStore, Op};
+use strobe_model::TxnId;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::{debug, info, warn};
+
+use crate::header::{EndAction, EndDecision, SubRef, TxnHeader, TxnState, decide_end, may_add};
+use crate::paths::{self, Participant};
+use crate::{Result, TxnError};
+
+/// The coordinator's settings.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// This broker's id (recorded as a header's owner).
+    pub broker_id: String,
+    /// TTL of a NEW_TXN that asks for none (Pulsar's client default is 60 s).
+    pub default_ttl_ms: u64,
+    /// Longest TTL granted (Pulsar: `transactionCoordinatorMaxTimeout`... larger asks are cut).
+    pub max_ttl_ms: u64,
+    /// TxnIds reserved per metadata write.
+    pub seq_block: u64,
+    /// How long END_TXN waits for the participants to apply the outcome before it answers.
+    pub end_wait: Duration,
+    /// How often the timeout sweep runs.
+    pub sweep_interval: Duration,
+    /// How long a decided header stays (for retried END_TXNs and the admin API) once every
+    /// participant applied it.
+    pub retention: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            broker_id: String::new(),
+            default_ttl_ms: 60_000,
+            max_ttl_ms: 3_600_000,
+            seq_block: 1000,
+            end_wait: Duration::from_secs(5),
+            sweep_interval: Duration::from_secs(1),
+            retention: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Counters of one coordinator partition (while led here).
+#[derive(Debug, Default)]
+pub struct TcCounters {
+    pub created: AtomicU64,
+    pub committed: AtomicU64,
+    pub aborted: AtomicU64,
+    pub timed_out: AtomicU64,
+}
+
+/// One partition's stats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionStats {
+    pub tc_id: u32,
+    pub leader: bool,
+    pub open: u64,
+    pub created: u64,
+    pub committed: u64,
+    pub aborted: u64,
+    pub timed_out: u64,
+}
+
+#[derive(Debug, Default)]
+struct Part {
+    /// The leader-key version this state was recovered under.
+    led: Option<u64>,
+    seq_next: u64,
+    seq_end: u64,
+}
+
+/// The coordinator partitions this broker leads.
+pub struct TransactionCoordinator {
+    store: Arc<dyn MetadataStore>,
+    member: TcMember,
+    cfg: CoordinatorConfig,
+    parts: Vec<tokio::sync::Mutex<Part>>,
+    /// Open transactions per partition: least bits → header as last written here and its
+    /// version (a CAS on it skips the read; a stale one fails its CAS and is read again).
+    open: Vec<parking_lot::Mutex<HashMap<u64, (TxnHeader, u64)>>>,
+    counters: Vec<TcCounters>,
+    /// Topics known to have a buffer record (so the topic replays its log for transactions).
+    buffers_known: parking_lot::Mutex<HashSet<String>>,
+    _tasks: parking_lot::Mutex<Option<DropGuard>>,
+}
+
+impl std::fmt::Debug for TransactionCoordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransactionCoordinator")
+            .field("member", &self.member)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn decode(key: &str, bytes: &[u8]) -> Result<TxnHeader> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        TxnError::Metadata(MetadataError::Codec {
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })
+    })
+}
+
+fn encode(h: &TxnHeader) -> Vec<u8> {
+    serde_json::to_vec(h).expect("a header serializes")
+}
+
+impl TransactionCoordinator {
+    /// Serves the partitions `member` wins; runs the timeout sweep and the collection of old
+    /// headers until dropped.
+    pub fn start(
+        store: Arc<dyn MetadataStore>,
+        member: TcMember,
+        cfg: CoordinatorConfig,
+    ) -> Arc<TransactionCoordinator> {
+        let n = member.view().current().parallelism as usize;
+        let tc = Arc::new(TransactionCoordinator {
+            store,
+            member,
+            cfg,
+            parts: (0..n).map(|_| Default::default()).collect(),
+            open: (0..n).map(|_| Default::default()).collect(),
+            counters: (0..n).map(|_| TcCounters::default()).collect(),
+            buffers_known: Default::default(),
+            _tasks: parking_lot::Mutex::new(None),
+        });
+        let cancel = CancellationToken::new();
+        let weak = Arc::downgrade(&tc);
+        let stop = cancel.clone();
+        let every = tc.cfg.sweep_interval;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            let mut rounds = 0u64;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let Some(tc) = weak.upgrade() else { return };
+                tc.sweep_timeouts().await;
+                rounds += 1;
+                if rounds.is_multiple_of(60) {
+                    tc.collect().await;
+                }
+            }
+        });
+        *tc._tasks.lock() = Some(cancel.drop_guard());
+        tc
+    }
+
+    /// The number of coordinator partitions.
+    pub fn parallelism(&self) -> u32 {
+        self.parts.len() as u32
+    }
+
+    /// The elections behind it.
+    pub fn member(&self) -> &TcMember {
+        &self.member
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.cfg
+    }
+
+    /// True if this broker leads partition `n` now.
+    pub fn leads(&self, n: u64) -> bool {
+        n < self.parts.len() as u64 && self.member.is_leader(n as u32)
+    }
+
+    fn not_leader(&self, n: u64) -> TxnError {
+        if n >= self.parts.len() as u64 {
+            return TxnError::CoordinatorNotFound(format!(
+                "transaction coordinator {n} does not exist: the cluster has {} partitions",
+                self.parts.len()
+            ));
+        }
+        TxnError::CoordinatorNotFound(format!(
+            "transaction coordinator {n} is not served by this broker"
+        ))
+    }
+
+    /// Checks that this broker leads `n` and that its state is recovered for this leadership;
+    /// returns the fence to put into every write.
+    async fn leadership(&self, n: u64) -> Result<Op> {
+        if n >= self.parts.len() as u64 {
+            return Err(self.not_leader(n));
+        }
+        let Some(election) = self.member.election(n as u32) else {
+            return Err(self.not_leader(n));
+        };
+        let LeaderState::Leading { version, .. } = election.state() else {
+            return Err(self.not_leader(n));
+        };
+        let fence = election.fence().map_err(|_| self.not_leader(n))?;
+        let mut part = self.parts[n as usize].lock().await;
+        if part.led != Some(version) {
+            self.recover(n).await?;
+            *part = Part {
+                led: Some(version),
+                seq_next: 0,
+                seq_end: 0,
+            };
+            info!(tc_id = n, "transaction coordinator partition recovered");
+        }
+        Ok(fence)
+    }
+
+    /// Reloads partition `n`'s open transactions (a new leadership).
+    async fn recover(&self, n: u64) -> Result<()> {
+        let scan = self.store.scan_prefix(&paths::header_prefix_of(n)).await?;
+        let mut open = HashMap::new();
+        for kv in scan.entries {
+            let Some(t) = paths::txn_of_header(&kv.key) else {
+                continue;
+            };
+            match decode(&kv.key, &kv.value) {
+                Ok(h) if h.state == TxnState::Open => {
+                    open.insert(t.least_sig_bits, (h, kv.stat.version));
+                }
+                Ok(_) => {}
+                Err(e) => warn!(key = %kv.key, error = %e, "undecodable transaction header"),
+            }
+        }
+        *self.open[n as usize].lock() = open;
+        Ok(())
+    }
+
+    /// TC_CLIENT_CONNECT: succeeds when this broker leads `n`.
+    pub async fn connect(&self, n: u64) -> Result<()> {
+        self.leadership(n).await.map(|_| ())
+    }
+
+    /// The next sequence of partition `n`, reserving a block when the last one is used up.
+    async fn next_seq(&self, n: u64, fence: &Op) -> Result<u64> {
+        let mut part = self.parts[n as usize].lock().await;
+        if part.seq_next >= part.seq_end {
+            let path = paths::seq_path(n);
+            let (start, expect) = match self.store.get(&path).await? {
+                None => (0, Expect::Absent),
+                Some(v) => {
+                    let s = std::str::from_utf8(&v.value)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            TxnError::Metadata(MetadataError::Codec {
+                                key: path.clone(),
+                                reason: "not a number".into(),
+                            })
+                        })?;
+                    (s, Expect::Version(v.stat.version))
+                }
+            };
+            let end = start + self.cfg.seq_block.max(1);
+            self.store
+                .txn(vec![
+                    fence.clone(),
+                    Op::put_if(path, end.to_string().into_bytes(), expect),
+                ])
+                .await
+                .map_err(|e| self.fenced(n, e))?;
+            part.seq_next = start;
+            part.seq_end = end;
+        }
+        let s = part.seq_next;
+        part.seq_next += 1;
+        Ok(s)
+    }
+
+    /// A write refused by the fence means leadership moved: the client must find the new leader.
+    fn fenced(&self, n: u64, e: MetadataError) -> TxnError {
+        match e {
+            MetadataError::BadVersion { ref key, .. } | MetadataError::NotFound(ref key)
+                if key.starts_with(strobe_metadata::tc::LEADER_PREFIX) =>
+            {
+                self.not_leader(n)
+            }
+            e => TxnError::Metadata(e),
+        }
+    }
+
+    /// NEW_TXN on partition `n` with the client's TTL (0: the default).
+    pub async fn new_txn(&self, n: u64, ttl_ms: u64) -> Result<TxnId> {
+        let fence = self.leadership(n).await?;
+        let ttl = match ttl_ms {
+            0 => self.cfg.default_ttl_ms,
+            t => t.min(self.cfg.max_ttl_ms),
+        };
+        let least = self.next_seq(n, &fence).await?;
+        let t = TxnId {
+            most_sig_bits: n,
+            least_sig_bits: least,
+        };
+        let h = TxnHeader::open(&self.cfg.broker_id, now_ms(), ttl);
+        let resp = self
+            .store
+            .txn(vec![
+                fence,
+                Op::put_if(paths::header_path(t), encode(&h), Expect::Absent),
+            ])
+            .await
+            .map_err(|e| self.fenced(n, e))?;
+        self.remember(t, h, &resp);
+        self.counters[n as usize]
+            .created
+            .fetch_add(1, Ordering::Relaxed);
+        debug!(txn_id = %t, ttl, "transaction opened");
+        Ok(t)
+    }
+
+    /// The header of an open `t` as last written here, and its version.
+    fn cached(&self, t: TxnId) -> Option<(TxnHeader, u64)> {
+        self.open
+            .get(t.most_sig_bits as usize)?
+            .lock()
+            .get(&t.least_sig_bits)
+            .cloned()
+    }
+
+    /// Keeps the header just written (the put after the fence, second in `resp`).
+    fn remember(&self, t: TxnId, h: TxnHeader, resp: &strobe_metadata::TxnResponse) {
+        if let Some(strobe_metadata::OpResult::Put(stat)) = resp.results.get(1)
+            && let Some(open) = self.open.get(t.most_sig_bits as usize)
+        {
+            open.lock().insert(t.least_sig_bits, (h, stat.version));
+        }
+    }
+
+    /// The header of `t` and its version.
+    async fn read(&self, t: TxnId) -> Result<(TxnHeader, u64)> {
+        let path = paths::header_path(t);
+        match self.store.get(&path).await? {
+            None => Err(TxnError::NotFound(format!("transaction {t} not found"))),
+            Some(v) => Ok((decode(&path, &v.value)?, v.stat.version)),
+        }
+    }
+
+    /// ADD_PARTITION_TO_TXN / ADD_SUBSCRIPTION_TO_TXN.
+    pub async fn add_participants(
+        &self,
+        t: TxnId,
+        partitions: &[String],
+        subscriptions: &[SubRef],
+    ) -> Result<()> {
+        let n = t.most_sig_bits;
+        let fence = self.leadership(n).await?;
+        for topic in partitions {
+            self.ensure_buffer_record(topic).await?;
+        }
+        let mut cached = self.cached(t);
+        loop {
+            let (mut h, version) = match cached.take() {
+                Some(c) => c,
+                None => self.read(t).await?,
+            };
+            if !may_add(h.state) {
+                return Err(TxnError::InvalidStatus(format!(
+                    "transaction {t} is {}; nothing can be added to it",
+                    h.state.pulsar_name()
+                )));
+            }
+            if !h.add(partitions, subscriptions) {
+                return Ok(());
+            }
+            let mut ops = vec![
+                fence.clone(),
+                Op::put_if(paths::header_path(t), encode(&h), Expect::Version(version)),
+            ];
+            let parts = partitions
+                .iter()
+                .map(|p| Participant::Partition(p.clone()))
+                .chain(subscriptions.iter().map(|s| Participant::Subscription {
+                    topic: s.topic.clone(),
+                    subscription: s.subscription.clone(),
+                }));
+            for p in parts {
+                ops.push(Op::put(paths::part_path(t, &p), Vec::new()));
+            }
+            match self.store.txn(ops).await {
+                Ok(resp) => {
+                    self.remember(t, h, &resp);
+                    return Ok(());
+                }
+                Err(MetadataError::BadVersion { ref key, .. }) if key.starts_with("/txn/id/") => {
+                    continue;
+                }
+                Err(e) => return Err(self.fenced(n, e)),
+            }
+        }
+    }
+
+    /// A topic written in a transaction keeps a buffer record, so that whoever loads it later
+    /// replays its log for transactions (topics never written in one skip that replay).
+    async fn ensure_buffer_record(&self, topic: &str) -> Result<()> {
+        if self.buffers_known.lock().contains(topic) {
+            return Ok(());
+        }
+        let empty = crate::buffer::TxnBuffer::default().snapshot(None);
+        let bytes = serde_json::to_vec(&empty).expect("a snapshot serializes");
+        match self
+            .store
+            .put(&paths::buffer_path(topic), &bytes, Expect::Absent)
+            .await
+        {
+            Ok(_) | Err(MetadataError::AlreadyExists(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut known = self.buffers_known.lock();
+        if known.len() >= 100_000 {
+            known.clear();
+        }
+        known.insert(topic.to_owned());
+        Ok(())
+    }
+
+    /// END_TXN: decides (or finds decided) the outcome, then waits, at most `end_wait`, for the
+    /// participants to apply it, so that what a commit made visible is visible when it returns.
+    pub async fn end_txn(&self, t: TxnId, action: EndAction) -> Result<()> {
+        self.end(t, action, false).await?;
+        self.wait_participants(t, self.cfg.end_wait).await;
+        Ok(())
+    }
+
+    async fn end(&self, t: TxnId, action: EndAction, timed_out: bool) -> Result<()> {
+        let n = t.most_sig_bits;
+        let fence = self.leadership(n).await?;
+        let mut cached = self.cached(t);
+        loop {
+            let (h, version) = match cached.take() {
+                Some(c) => c,
+                None => self.read(t).await?,
+            };
+            match decide_end(h.state, action) {
+                EndDecision::AlreadyDecided => return Ok(()),
+                EndDecision::Conflict(s) => {
+                    return Err(TxnError::InvalidStatus(format!(
+                        "transaction {t} is already {}; it cannot be {}",
+                        s.pulsar_name(),
+                        match action {
+                            EndAction::Commit => "committed",
+                            EndAction::Abort => "aborted",
+                        }
+                    )));
+                }
+                EndDecision::Write(state) => {
+                    let next = h.decided(state, now_ms(), timed_out);
+                    let ops = vec![
+                        fence.clone(),
+                        Op::put_if(
+                            paths::header_path(t),
+                            encode(&next),
+                            Expect::Version(version),
+                        ),
+                    ];
+                    match self.store.txn(ops).await {
+                        Ok(_) => {
+                            self.open[n as usize].lock().remove(&t.least_sig_bits);
+                            let c = &self.counters[n as usize];
+                            match (state, timed_out) {
+                                (TxnState::Committed, _) => &c.committed,
+                                (_, true) => &c.timed_out,
+                                _ => &c.aborted,
+                            }
+                            .fetch_add(1, Ordering::Relaxed);
+                            debug!(txn_id = %t, state = state.pulsar_name(), "transaction decided");
+                            return Ok(());
+                        }
+                        Err(MetadataError::BadVersion { ref key, .. })
+                            if key.starts_with("/txn/id/") =>
+                        {
+                            continue;
+                        }
+                        Err(e) => return Err(self.fenced(n, e)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until no participant of `t` is left to apply its outcome, at most `limit`.
+    pub async fn wait_participants(&self, t: TxnId, limit: Duration) -> bool {
+        let prefix = paths::part_prefix(t);
+        let wait = async {
+            let scan = self.store.scan_prefix(&prefix).await?;
+            let mut left: HashSet<String> = scan.entries.into_iter().map(|kv| kv.key).collect();
+            if left.is_empty() {
+                return Ok::<bool, TxnError>(true);
+            }
+            let mut watch = self.store.watch(&prefix, scan.revision + 1).await?;
+            while let Some(batch) = watch.next().await {
+                for ev in batch?.events {
+                    match ev.kind {
+                        EventKind::Deleted => left.remove(&ev.key),
+                        _ => left.insert(ev.key),
+                    };
+                }
+                if left.is_empty() {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => {
+                warn!(txn_id = %t, error = %e, "waiting for the participants failed");
+                false
+            }
+            Err(_) => {
+                warn!(txn_id = %t, "participants did not apply the outcome in time; answering anyway");
+                false
+            }
+        }
+    }
+
+    /// The header of `t`, if any (admin).
+    pub async fn header(&self, t: TxnId) -> Result<Option<TxnHeader>> {
+        match self.read(t).await {
+            Ok((h, _)) => Ok(Some(h)),
+            Err(TxnError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Aborts the open transactions past their timeout on the partitions led here.
+    async fn sweep_timeouts(&self) {
+        let now = now_ms();
+        for n in 0..self.parts.len() as u64 {
+            if !self.leads(n) {
+                continue;
+            }
+            if let Err(e) = self.leadership(n).await {
+                debug!(tc_id = n, error = %e, "not sweeping");
+                continue;
+            }
+            let expired: Vec<u64> = self.open[n as usize]
+                .lock()
+                .iter()
+                .filter(|(_, (h, _))| h.timeout_at <= now)
+                .map(|(l, _)| *l)
+                .collect();
+            for least in expired {
+                let t = TxnId {
+                    most_sig_bits: n,
+                    least_sig_bits: least,
+                };
+                match self.end(t, EndAction::Abort, true).await {
+                    Ok(()) => info!(txn_id = %t, "transaction timed out and was aborted"),
+                    Err(TxnError::InvalidStatus(_)) | Err(TxnError::NotFound(_)) => {
+                        self.open[n as usize].lock().remove(&least);
+                    }
+                    Err(e) => warn!(txn_id = %t, error = %e, "timeout abort failed"),
+                }
+            }
+        }
+    }
+
+    /// Deletes decided headers older than the retention whose participants all applied them.
+    async fn collect(&self) {
+        let horizon = now_ms().saturating_sub(self.cfg.retention.as_millis() as u64);
+        for n in 0..self.parts.len() as u64 {
+            let Ok(fence) = self.leadership(n).await else {
+                continue;
+            };
+            let Ok(scan) = self.store.scan_prefix(&paths::header_prefix_of(n)).await else {
+                continue;
+            };
+            for kv in scan.entries {
+                let Some(t) = paths::txn_of_header(&kv.key) else {
+                    continue;
+                };
+                let Ok(h) = decode(&kv.key, &kv.value) else {
+                    continue;
+                };
+                if h.finalized_at.is_none_or(|f| f >= horizon) {
+                    continue;
+                }
+                match self.store.list_keys(&paths::part_prefix(t)).await {
+                    Ok(left) if left.is_empty() => {}
+                    _ => continue,
+                }
+                let ops = vec![
+                    fence.clone(),
+                    Op::delete(kv.key.clone(), Some(kv.stat.version)),
+                ];
+                if let Err(e) = self.store.txn(ops).await {
+                    debug!(txn_id = %t, error = %e, "header not collected");
+                }
+            }
+        }
+    }
+
+    /// Per-partition stats (admin `coordinatorStats`, metrics).
+    pub fn stats(&self) -> Vec<PartitionStats> {
+        (0..self.parts.len())
+            .map(|n| {
+                let c = &self.counters[n];
+                let leader = self.member.is_leader(n as u32);
+                PartitionStats {
+                    tc_id: n as u32,
+                    leader,
+                    open: if leader {
+                        self.open[n].lock().len() as u64
+                    } else {
+                        0
+                    },
+                    created: c.created.load(Ordering::Relaxed),
+                    committed: c.committed.load(Ordering::Relaxed),
+                    aborted: c.aborted.load(Ordering::Relaxed),
+                    timed_out: c.timed_out.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+
+    /// Resigns every partition (shutdown).
+    pub async fn shutdown(&self) {
+        self._tasks.lock().take();
+        if let Err(e) = self.member.resign_all().await {
+            warn!(error = %e, "resigning the coordinator partitions failed");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The coordinator against a real metadata store: the embedded one, and etcd when
+//! `ETCD_ENDPOINTS` is set (tests/run-all.sh always sets it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use strobe_metadata::tc::{TcLeader, TcMember, TcMemberConfig};
+use strobe_metadata::{EmbeddedStore, MetadataStore, SessionOptions};
+use strobe_model::TxnId;
+use strobe_txn::header::SubRef;
+use strobe_txn::participant::{self, DecisionEvent, DecisionWatch};
+use strobe_txn::paths::Participant;
+use strobe_txn::{CoordinatorConfig, EndAction, TransactionCoordinator, TxnError, TxnState};
+
+async fn coordinator(
+    store: Arc<dyn MetadataStore>,
+    id: &str,
+    parallelism: u32,
+    cfg: CoordinatorConfig,
+) -> Arc<TransactionCoordinator> {
+    let member = TcMember::start(
+        store.clone(),
+        TcMemberConfig {
+            leader: TcLeader {
+                broker_id: id.into(),
+                broker_service_url: format!("pulsar://{id}:6650"),
+                broker_service_url_tls: None,
+            },
+            parallelism,
+            session: SessionOptions::with_ttl(Duration::from_secs(3)),
+            campaign: None,
+        },
+    )
+    .await
+    .unwrap();
+    member
+        .view()
+        .wait_for(Duration::from_secs(10), |a| a.is_complete())
+        .await
+        .unwrap();
+    TransactionCoordinator::start(
+        store,
+        member,
+        CoordinatorConfig {
+            broker_id: id.into(),
+            ..cfg
+        },
+    )
+}
+
+fn quick() -> CoordinatorConfig {
+    CoordinatorConfig {
+        end_wait: Duration::from_millis(200),
+        sweep_interval: Duration::from_millis(100),
+        seq_block: 3,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn lifecycle_on_the_embedded_store() {
+    let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+    lifecycle(store).await;
+}
+
+async fn lifecycle(store: Arc<dyn MetadataStore>) {
+    let tc = coordinator(store.clone(), "b1", 2, quick()).await;
+    let (tx, mut events) = tokio::sync::mpsc::channel(64);
+    let _watch = DecisionWatch::start(store.clone(), tx).await.unwrap();
+    tc.connect(0).await.unwrap();
+    tc.connect(1).await.unwrap();
+    assert!(matches!(
+        tc.connect(2).await,
+        Err(TxnError::CoordinatorNotFound(_))
+    ));
+
+    // Ids are unique and come from blocks (of 3 here): more than a block's worth.
+    let mut ids = Vec::new();
+    for _ in 0..7 {
+        ids.push(tc.new_txn(1, 0).await.unwrap());
+    }
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), 7);
+    assert!(ids.iter().all(|t| t.most_sig_bits == 1));
+
+    let t = ids[0];
+    let topic = "persistent://public/default/t".to_string();
+    let sub = SubRef {
+        topic: topic.clone(),
+        subscription: "s".into(),
+    };
+    tc.add_participants(t, std::slice::from_ref(&topic), &[])
+        .await
+        .unwrap();
+    tc.add_participants(t, &[], std::slice::from_ref(&sub))
+        .await
+        .unwrap();
+    let h = tc.header(t).await.unwrap().unwrap();
+    assert_eq!(h.partitions, vec![topic.clone()]);
+    assert_eq!(h.subscriptions, vec![sub.clone()]);
+    assert!(
+        participant::load_buffer(&*store, &topic)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // Commit; retried commit is fine; abort after commit is InvalidTxnStatus.
+    tc.end_txn(t, EndAction::Commit).await.unwrap();
+    tc.end_txn(t, EndAction::Commit).await.unwrap();
+    assert!(matches!(
+        tc.end_txn(t, EndAction::Abort).await,
+        Err(TxnError::InvalidStatus(_))
+    ));
+    assert!(matches!(
+        tc.add_participants(t, std::slice::from_ref(&topic), &[])
+            .await,
+        Err(TxnError::InvalidStatus(_))
+    ));
+    let ev = tokio::time::timeout(Duration::from_secs(5), events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    match ev {
+        DecisionEvent::Decided(x, TxnState::Committed, who) => {
+            assert_eq!(x, t);
+            assert_eq!(who.len(), 2, "{who:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        participant::decision(&*store, t).await.unwrap(),
+        Some(TxnState::Committed)
+    );
+    // The participants apply it; END_TXN waits for exactly that.
+    for p in [
+        Participant::Partition(topic.clone()),
+        Participant::Subscription {
+            topic: topic.clone(),
+            subscription: "s".into(),
+        },
+    ] {
+        participant::applied(&*store, t, &p).await.unwrap();
+    }
+    assert!(tc.wait_participants(t, Duration::from_secs(1)).await);
+
+    // Unknown transaction.
+    let ghost = TxnId {
+        most_sig_bits: 0,
+        least_sig_bits: 999_999,
+    };
+    assert!(matches!(
+        tc.end_txn(ghost, EndAction::Commit).await,
+        Err(TxnError::NotFound(_))
+    ));
+
+    // A timeout aborts, and the watch reports it.
+    let short = tc.new_txn(0, 150).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let ev = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .expect("the timeout abort is reported")
+            .unwrap();
+        if matches!(ev, DecisionEvent::Decided(x, TxnState::Aborted, _) if x == short) {
+            break;
+        }
+    }
+    let h = tc.header(short).await.unwrap().unwrap();
+    assert!(h.timed_out && h.state == TxnState::Aborted);
+    assert!(matches!(
+        tc.end_txn(short, EndAction::Commit).await,
+        Err(TxnError::InvalidStatus(_))
+    ));
+    let stats = tc.stats();
+    assert_eq!(stats[0].timed_out, 1);
+    assert_eq!(stats[1].committed, 1);
+    assert_eq!(stats[1].open, 6);
+}
+
+/// A second coordinator takes over a partition whose leader resigned: it continues the open
+/// transactions, never reuses an id, and the old one can no longer write.
+#[tokio::test]
+async fn a_new_leader_continues_where_the_old_one_stopped() {
+    let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+    let a = coordinator(store.clone(), "a", 1, quick()).await;
+    let t1 = a.new_txn(0, 60_000).await.unwrap();
+    let t2 = a.new_txn(0, 60_000).await.unwrap();
+    let b = coordinator(store.clone(), "b", 1, quick()).await;
+    assert!(matches!(
+        b.new_txn(0, 0).await,
+        Err(TxnError::CoordinatorNotFound(_))
+    ));
+    a.shutdown().await;
+    b.member()
+        .view()
+        .wait_for(Duration::from_secs(10), |v| {
+            v.leaders[0].as_ref().is_some_and(|l| l.broker_id == "b")
+        })
+        .await
+        .unwrap();
+    // Wait for b's own election state to say it leads.
+    for _ in 0..100 {
+        if b.leads(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let t3 = b.new_txn(0, 0).await.unwrap();
+    assert!(t3.least_sig_bits > t2.least_sig_bits, "{t3} after {t2}");
+    b.end_txn(t1, EndAction::Abort).await.unwrap();
+    b.end_txn(t2, EndAction::Commit).await.unwrap();
+    assert_eq!(
+        b.stats()[0].open,
+        1,
+        "t3 is open; t1 and t2 were recovered and ended"
+    );
+    assert!(matches!(
+        a.new_txn(0, 0).await,
+        Err(TxnError::CoordinatorNotFound(_))
+    ));
+}

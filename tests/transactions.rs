@@ -1,0 +1,270 @@
+//! Transactions against a real `strobe standalone`, driven by our client (the official Python
+//! client has no transactions API): visibility and Pulsar's ordering rule, abort, transactional
+//! acks and their conflicts, timeouts, both discovery paths, and a kill -9 in the middle of a
+//! transaction.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Strobe;
+use strobe_client::proto::ServerError;
+use strobe_client::{
+    Client, Consumer, Error, InitialPosition, Producer, SubType, TC_ASSIGN_TOPIC, TcDiscovery,
+};
+
+const TTL: Duration = Duration::from_secs(60);
+const QUIET: Duration = Duration::from_millis(700);
+
+async fn client(s: &Strobe) -> Client {
+    Client::builder(&format!("pulsar://127.0.0.1:{}", s.port))
+        .operation_timeout(Duration::from_secs(15))
+        .build()
+        .await
+        .expect("connect")
+}
+
+async fn producer(c: &Client, topic: &str) -> Producer {
+    c.producer(topic).no_batching().create().await.unwrap()
+}
+
+async fn consumer(c: &Client, topic: &str, sub: &str, t: SubType) -> Consumer {
+    c.consumer(topic, sub)
+        .sub_type(t)
+        .initial_position(InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap()
+}
+
+async fn send(p: &Producer, body: &str) {
+    p.send_and_wait(body.as_bytes().to_vec()).await.unwrap();
+}
+
+/// The payloads received until nothing comes for `QUIET`.
+async fn drain(c: &mut Consumer) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(m) = c.recv_timeout(QUIET).await.unwrap() {
+        out.push(String::from_utf8_lossy(&m.payload).into_owned());
+        c.ack(&m).unwrap();
+    }
+    out
+}
+
+fn server_code(e: &Error) -> Option<ServerError> {
+    match e {
+        Error::Server { code, .. } => Some(*code),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn commit_makes_sends_visible_in_log_order() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-commit";
+    let p = producer(&c, topic).await;
+    let mut k = consumer(&c, topic, "s", SubType::Shared).await;
+    send(&p, "m0").await;
+    let txn = c.new_transaction(TTL).await.unwrap();
+    txn.send(&p, "a").await.unwrap().await.unwrap();
+    txn.send(&p, "b").await.unwrap().await.unwrap();
+    // Sent after the open transaction's first message: withheld with it (Pulsar's
+    // maxReadPosition), so the log's order stays the delivery order.
+    send(&p, "m1").await;
+    assert_eq!(drain(&mut k).await, ["m0"]);
+    txn.commit().await.unwrap();
+    assert_eq!(drain(&mut k).await, ["a", "b", "m1"]);
+    // A retried commit answers the same; an abort after it is refused.
+    txn.commit().await.unwrap();
+    let e = txn.abort().await.unwrap_err();
+    assert_eq!(server_code(&e), Some(ServerError::InvalidTxnStatus), "{e}");
+
+    // The admin API and metrics see it.
+    let (most, least) = txn.id();
+    let (code, body) = s.http(
+        "GET",
+        &format!("/admin/v3/transactions/transactionMetadata/{most}/{least}"),
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    let meta: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(meta["status"], "COMMITTED");
+    assert!(meta["producedPartitions"].get(topic).is_some(), "{body}");
+    let (code, body) = s.http("GET", "/admin/v3/transactions/coordinatorStats", "");
+    assert_eq!(code, 200, "{body}");
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stats.as_object().unwrap().len(), 16);
+    assert!(
+        stats
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|c| c["state"] == "Ready")
+    );
+    let (code, body) = s.http(
+        "GET",
+        "/admin/v3/transactions/transactionBufferStats/public/default/txn-commit",
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    let buffer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(buffer["committedTxnCount"], 1, "{body}");
+    assert_eq!(buffer["ongoingTxnSize"], 0, "{body}");
+    let (_, metrics) = s.http("GET", "/metrics", "");
+    let committed: u64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("pulsar_txn_committed_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(committed, 1, "{metrics}");
+    assert!(metrics.contains("pulsar_txn_tb_committed_total{"));
+}
+
+#[tokio::test]
+async fn abort_hides_messages_from_consumers_and_readers() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-abort";
+    let p = producer(&c, topic).await;
+    let mut k = consumer(&c, topic, "s", SubType::Exclusive).await;
+    let txn = c.new_transaction(TTL).await.unwrap();
+    txn.send(&p, "x").await.unwrap().await.unwrap();
+    send(&p, "z0").await;
+    txn.send(&p, "y").await.unwrap().await.unwrap();
+    txn.abort().await.unwrap();
+    send(&p, "z1").await;
+    assert_eq!(drain(&mut k).await, ["z0", "z1"]);
+    let mut r = c.reader(topic).start_earliest().create().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(m) = r.recv_timeout(QUIET).await.unwrap() {
+        seen.push(String::from_utf8_lossy(&m.payload).into_owned());
+    }
+    assert_eq!(seen, ["z0", "z1"]);
+    // With an aborted transaction's entry and its marker last in the log, the reader has
+    // nothing more to read, and says so.
+    let t2 = c.new_transaction(TTL).await.unwrap();
+    t2.send(&p, "gone").await.unwrap().await.unwrap();
+    t2.abort().await.unwrap();
+    assert!(!r.has_message_available().await.unwrap());
+    // A send in an ended transaction is refused.
+    let e = txn.send(&p, "late").await.unwrap().await.unwrap_err();
+    assert!(
+        matches!(
+            server_code(&e),
+            Some(ServerError::InvalidTxnStatus | ServerError::TransactionConflict)
+        ),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn transactional_acks_conflict_commit_and_abort() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-acks";
+    let p = producer(&c, topic).await;
+    for i in 0..3 {
+        send(&p, &format!("m{i}")).await;
+    }
+    let mut k = consumer(&c, topic, "s", SubType::Shared).await;
+    let m0 = k.recv().await.unwrap();
+    let m1 = k.recv().await.unwrap();
+    let m2 = k.recv().await.unwrap();
+    let t1 = c.new_transaction(TTL).await.unwrap();
+    let t2 = c.new_transaction(TTL).await.unwrap();
+    t1.ack(&k, &m0, false).await.unwrap();
+    let e = t2.ack(&k, &m0, false).await.unwrap_err();
+    assert_eq!(
+        server_code(&e),
+        Some(ServerError::TransactionConflict),
+        "{e}"
+    );
+    t2.ack(&k, &m1, false).await.unwrap();
+    k.ack(&m2).unwrap();
+    k.flush_acks();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Acking a message the subscription already acked is a conflict too.
+    let t3 = c.new_transaction(TTL).await.unwrap();
+    let e = t3.ack(&k, &m2, false).await.unwrap_err();
+    assert_eq!(
+        server_code(&e),
+        Some(ServerError::TransactionConflict),
+        "{e}"
+    );
+    t3.abort().await.unwrap();
+    // Commit t1 (m0 acked for good), abort t2 (m1 delivered again).
+    t1.commit().await.unwrap();
+    t2.abort().await.unwrap();
+    let again = k.recv_timeout(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        again.map(|m| String::from_utf8_lossy(&m.payload).into_owned()),
+        Some("m1".to_string())
+    );
+    assert!(k.recv_timeout(QUIET).await.unwrap().is_none());
+    // After a reconnect only m1 (acked by nobody) comes back.
+    drop(k);
+    let mut k = consumer(&c, topic, "s", SubType::Shared).await;
+    assert_eq!(drain(&mut k).await, ["m1"]);
+}
+
+#[tokio::test]
+async fn a_transaction_past_its_timeout_is_aborted() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-timeout";
+    let p = producer(&c, topic).await;
+    let mut k = consumer(&c, topic, "s", SubType::Exclusive).await;
+    let txn = c.new_transaction(Duration::from_millis(500)).await.unwrap();
+    txn.send(&p, "never").await.unwrap().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let e = txn.commit().await.unwrap_err();
+    assert_eq!(server_code(&e), Some(ServerError::InvalidTxnStatus), "{e}");
+    send(&p, "after").await;
+    assert_eq!(drain(&mut k).await, ["after"]);
+}
+
+#[tokio::test]
+async fn coordinators_are_found_by_watch_and_by_the_assign_topic() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    assert_eq!(c.tc_discovery().await.unwrap(), TcDiscovery::Watch);
+    let leaders = c.tc_leaders().await.unwrap();
+    assert_eq!(leaders.len(), 16);
+    assert!(leaders.iter().all(Option::is_some), "{leaders:?}");
+    // The legacy path: the assign topic's partitions, each looked up to its leader.
+    assert_eq!(c.partitions(TC_ASSIGN_TOPIC).await.unwrap(), 16);
+    let legacy = c.tc_leaders_via(TcDiscovery::AssignTopic).await.unwrap();
+    assert_eq!(legacy, leaders);
+    // Every partition serves transactions.
+    for _ in 0..16 {
+        let t = c.new_transaction(TTL).await.unwrap();
+        t.commit().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_kill_9_in_the_middle_of_a_transaction_loses_nothing() {
+    let mut s = Strobe::start();
+    let topic = "persistent://public/default/txn-kill";
+    let (txn_id, c) = {
+        let c = client(&s).await;
+        let p = producer(&c, topic).await;
+        let _k = consumer(&c, topic, "s", SubType::Exclusive).await;
+        let txn = c.new_transaction(TTL).await.unwrap();
+        txn.send(&p, "t0").await.unwrap().await.unwrap();
+        txn.send(&p, "t1").await.unwrap().await.unwrap();
+        send(&p, "plain").await;
+        (txn, c)
+    };
+    s.signal("KILL");
+    s.restart();
+    // The transaction is still open on the restarted broker: nothing of it (and nothing
+    // after it) is visible until it commits.
+    let c2 = client(&s).await;
+    let mut k = consumer(&c2, topic, "s", SubType::Exclusive).await;
+    assert!(k.recv_timeout(QUIET).await.unwrap().is_none());
+    txn_id.commit().await.unwrap();
+    assert_eq!(drain(&mut k).await, ["t0", "t1", "plain"]);
+    drop(c);
+}
