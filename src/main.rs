@@ -68,6 +68,13 @@ struct CommonArgs {
     /// Address to listen on [default: 0.0.0.0]
     #[arg(long, value_name = "ADDR")]
     bind_address: Option<String>,
+    /// Named addresses for clients on other networks, as Pulsar's advertisedListeners:
+    /// internal:pulsar://broker-1:6650,external:pulsar://localhost:6652
+    #[arg(long, value_name = "LISTENERS")]
+    advertised_listeners: Option<String>,
+    /// The listener other brokers and clients that name none get [default: the first]
+    #[arg(long, value_name = "NAME")]
+    internal_listener_name: Option<String>,
 }
 
 impl CommonArgs {
@@ -86,6 +93,12 @@ impl CommonArgs {
         }
         if let Some(v) = self.bind_address {
             cfg.bind_address = v;
+        }
+        if let Some(v) = self.advertised_listeners {
+            cfg.advertised_listeners = v;
+        }
+        if let Some(v) = self.internal_listener_name {
+            cfg.internal_listener_name = v;
         }
     }
 }
@@ -262,6 +275,7 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
             web_service_url: format!("http://{}:{}", cfg.advertised_address, cfg.http_port),
             web_service_url_tls: (cfg.http_port_tls != 0)
                 .then(|| format!("https://{}:{}", cfg.advertised_address, cfg.http_port_tls)),
+            advertised_listeners: cfg.listeners()?,
             bundles: 0,
             topics: 0,
         };

@@ -9,6 +9,7 @@
 #   - a Python venv in .venv with the official client, pulsar-client[avro]==3.13.0
 #   - starts a private etcd on a free port and exports ETCD_ENDPOINTS
 #   - cargo fmt --check, clippy (warnings are errors), cargo test, pytest
+#   - with a Docker engine: tests/docker/run.sh (the images and the compose cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -103,3 +104,14 @@ say "conformance: the official Python client against strobe"
 cargo build --release --locked --features cluster --bin strobe
 export STROBE_BIN="$ROOT/target/release/strobe"
 .venv/bin/python -m pytest -q tests/conformance
+
+# The image and the compose cluster, built and driven for real (tests/docker/run.sh,
+# docs/docker.md). Needs a Docker engine; on this project's machines there is one.
+if docker info >/dev/null 2>&1; then
+    say "docker: the images (built without a registry) and the etcd + 3-broker compose cluster"
+    # docker/build-local.sh puts the host's curl into the images (their health checks).
+    command -v curl >/dev/null || { as_root apt-get update -qq; as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
+    STROBE_BIN="$STROBE_BIN" PYTHON="$ROOT/.venv/bin/python" tests/docker/run.sh
+else
+    say "SKIPPED the docker tests (tests/docker/run.sh): no Docker engine answers 'docker info'"
+fi

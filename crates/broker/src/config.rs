@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -17,6 +17,15 @@ pub struct BrokerConfig {
     pub bind_address: String,
     /// Host name clients are told to connect to (lookups, PIP-307 redirects).
     pub advertised_address: String,
+    /// Named addresses this broker is reached at from different networks
+    /// (Pulsar: advertisedListeners), e.g.
+    /// `"internal:pulsar://broker-1:6650,external:pulsar://localhost:6652"`;
+    /// a name may carry a `pulsar://` and a `pulsar+ssl://` URL. A client
+    /// picks one by name (`listenerName`); empty: only `advertised_address`.
+    pub advertised_listeners: String,
+    /// The listener other brokers and clients that name none are given
+    /// (Pulsar: internalListenerName); empty: the first one.
+    pub internal_listener_name: String,
     /// Binary protocol port (Pulsar: brokerServicePort).
     pub broker_port: u16,
     /// HTTP port: admin API, lookups, metrics (Pulsar: webServicePort).
@@ -212,6 +221,8 @@ impl Default for BrokerConfig {
             cluster_name: "standalone".into(),
             bind_address: "0.0.0.0".into(),
             advertised_address: "localhost".into(),
+            advertised_listeners: String::new(),
+            internal_listener_name: String::new(),
             broker_port: 6650,
             http_port: 8080,
             data_dir: PathBuf::from("data"),
@@ -272,6 +283,74 @@ impl Default for BrokerConfig {
             auth_refresh_check_secs: 60,
         }
     }
+}
+
+/// One named listener of `advertised_listeners` (Pulsar's `AdvertisedListener`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdvertisedListener {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_service_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_service_url_tls: Option<String>,
+}
+
+/// Parses Pulsar's `advertisedListeners` syntax: `name:url` pairs separated
+/// by commas, a name at most once per scheme (`pulsar://`, `pulsar+ssl://`).
+pub fn parse_advertised_listeners(text: &str) -> Result<Vec<AdvertisedListener>, ConfigError> {
+    let bad = |m: String| ConfigError::Invalid(format!("advertised_listeners: {m}"));
+    let mut out: Vec<AdvertisedListener> = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, url) = item
+            .split_once(':')
+            .ok_or_else(|| bad(format!("{item:?} is not name:url")))?;
+        let name = name.trim();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(bad(format!("{name:?} is not a listener name")));
+        }
+        let (tls, rest) = if let Some(r) = url.strip_prefix("pulsar+ssl://") {
+            (true, r)
+        } else if let Some(r) = url.strip_prefix("pulsar://") {
+            (false, r)
+        } else {
+            return Err(bad(format!(
+                "{url:?} (listener {name}) is not a pulsar:// or pulsar+ssl:// URL"
+            )));
+        };
+        match rest.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
+            _ => return Err(bad(format!("{url:?} (listener {name}) needs host:port"))),
+        }
+        let idx = match out.iter().position(|l| l.name == name) {
+            Some(i) => i,
+            None => {
+                out.push(AdvertisedListener {
+                    name: name.to_string(),
+                    broker_service_url: None,
+                    broker_service_url_tls: None,
+                });
+                out.len() - 1
+            }
+        };
+        let slot = if tls {
+            &mut out[idx].broker_service_url_tls
+        } else {
+            &mut out[idx].broker_service_url
+        };
+        if slot.is_some() {
+            return Err(bad(format!(
+                "listener {name} has two {} URLs",
+                if tls { "pulsar+ssl://" } else { "pulsar://" }
+            )));
+        }
+        *slot = Some(url.to_string());
+    }
+    Ok(out)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -449,7 +528,43 @@ impl BrokerConfig {
                 "advertised_address must not be empty".into(),
             ));
         }
+        let listeners = self.listeners()?;
+        if !self.internal_listener_name.is_empty()
+            && !listeners
+                .iter()
+                .any(|l| l.name == self.internal_listener_name)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "internal_listener_name {:?} is not one of advertised_listeners",
+                self.internal_listener_name
+            )));
+        }
+        if let Some(l) = self.internal_listener()
+            && l.broker_service_url.is_none()
+        {
+            return Err(ConfigError::Invalid(format!(
+                "the internal listener {:?} needs a pulsar:// URL (other brokers use it)",
+                l.name
+            )));
+        }
         Ok(())
+    }
+
+    /// The listeners of `advertised_listeners` (empty when it is).
+    pub fn listeners(&self) -> Result<Vec<AdvertisedListener>, ConfigError> {
+        parse_advertised_listeners(&self.advertised_listeners)
+    }
+
+    /// The listener brokers and clients that name none get: the one
+    /// `internal_listener_name` names, else the first; `None` without listeners.
+    pub fn internal_listener(&self) -> Option<AdvertisedListener> {
+        let listeners = self.listeners().ok()?;
+        let name = &self.internal_listener_name;
+        listeners
+            .iter()
+            .find(|l| !name.is_empty() && &l.name == name)
+            .or(listeners.first())
+            .cloned()
     }
 
     /// The storage the `storage` key names: "file" is the file backend
@@ -500,15 +615,24 @@ impl BrokerConfig {
         Duration::from_secs(self.keepalive_interval_secs)
     }
 
-    /// `pulsar+ssl://host:port` when the TLS listener is on.
+    /// `pulsar+ssl://host:port` when the TLS listener is on (the internal
+    /// advertised listener's TLS URL if it has one).
     pub fn broker_service_url_tls(&self, port: u16) -> Option<String> {
-        (self.broker_port_tls != 0)
-            .then(|| format!("pulsar+ssl://{}:{port}", self.advertised_address))
+        self.internal_listener()
+            .and_then(|l| l.broker_service_url_tls)
+            .or_else(|| {
+                (self.broker_port_tls != 0)
+                    .then(|| format!("pulsar+ssl://{}:{port}", self.advertised_address))
+            })
     }
 
-    /// `pulsar://host:port` as clients should reach this broker.
+    /// `pulsar://host:port` as clients that name no listener (and other
+    /// brokers) should reach this broker: the internal advertised listener's
+    /// URL, else the advertised address.
     pub fn broker_service_url(&self, port: u16) -> String {
-        format!("pulsar://{}:{}", self.advertised_address, port)
+        self.internal_listener()
+            .and_then(|l| l.broker_service_url)
+            .unwrap_or_else(|| format!("pulsar://{}:{}", self.advertised_address, port))
     }
 }
 
@@ -584,6 +708,78 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("page_cache_budget_mb"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod listeners {
+    use super::*;
+
+    fn cfg(text: &str) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_toml_str(text, Path::new("x.toml"))
+    }
+
+    #[test]
+    fn listeners_parse_and_pick_the_internal_one() {
+        let c = cfg(r#"advertised_listeners = "internal:pulsar://b1:6650, internal:pulsar+ssl://b1:6651,external:pulsar://localhost:6652"
+"#)
+        .unwrap();
+        let ls = c.listeners().unwrap();
+        assert_eq!(ls.len(), 2);
+        assert_eq!(
+            ls[0].broker_service_url_tls.as_deref(),
+            Some("pulsar+ssl://b1:6651")
+        );
+        assert_eq!(ls[1].name, "external");
+        assert_eq!(c.broker_service_url(1), "pulsar://b1:6650");
+        assert_eq!(
+            c.broker_service_url_tls(1).as_deref(),
+            Some("pulsar+ssl://b1:6651")
+        );
+        let c = cfg(
+            r#"advertised_listeners = "internal:pulsar://b1:6650,external:pulsar://localhost:6652"
+internal_listener_name = "external"
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.broker_service_url(1), "pulsar://localhost:6652");
+        assert_eq!(c.broker_service_url_tls(1), None);
+        // Without listeners: the advertised address.
+        assert_eq!(
+            cfg("").unwrap().broker_service_url(7),
+            "pulsar://localhost:7"
+        );
+    }
+
+    #[test]
+    fn bad_listeners_are_refused() {
+        for (text, needle) in [
+            (r#"advertised_listeners = "internal""#, "name:url"),
+            (
+                r#"advertised_listeners = "internal:http://a:1""#,
+                "pulsar://",
+            ),
+            (
+                r#"advertised_listeners = "internal:pulsar://a""#,
+                "host:port",
+            ),
+            (
+                r#"advertised_listeners = "a b:pulsar://a:1""#,
+                "listener name",
+            ),
+            (
+                r#"advertised_listeners = "x:pulsar://a:1,x:pulsar://b:1""#,
+                "two pulsar:// URLs",
+            ),
+            (r#"internal_listener_name = "x""#, "internal_listener_name"),
+            (
+                "advertised_listeners = \"x:pulsar+ssl://a:1\"",
+                "needs a pulsar:// URL",
+            ),
+        ] {
+            let err = cfg(&format!("{text}\n")).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
     }
 }
 

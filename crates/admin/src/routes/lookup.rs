@@ -15,14 +15,36 @@ pub(crate) fn routes() -> Router<Svc> {
         )
 }
 
-async fn lookup(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<axum::Json<Value>> {
+/// Pulsar's `?listenerName=` (or the `X-Pulsar-ListenerName` header): which
+/// advertised listener's URLs the answer carries.
+#[derive(Deserialize)]
+struct ListenerQuery {
+    #[serde(rename = "listenerName")]
+    listener_name: Option<String>,
+}
+
+async fn lookup(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    Query(q): Query<ListenerQuery>,
+    headers: axum::http::HeaderMap,
+) -> ApiResult<axum::Json<Value>> {
+    let listener = q
+        .listener_name
+        .or_else(|| {
+            headers
+                .get("X-Pulsar-ListenerName")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+        .filter(|l| !l.is_empty());
     if !s.namespace_exists(name.namespace()) {
         return Err(ApiError(
             404,
             format!("namespace {} does not exist", name.namespace()),
         ));
     }
-    let t = s.lookup_target(&name).await?;
+    let t = s.lookup_target_for(&name, listener.as_deref()).await?;
     // The C++ client wants brokerUrl and one of brokerUrlTls / brokerUrlSsl.
     Ok(axum::Json(json!({
         "brokerUrl": t.service_url,

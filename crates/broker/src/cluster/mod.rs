@@ -35,6 +35,7 @@ use strobe_metadata::{
 use tracing::{info, warn};
 
 use crate::BrokerError;
+use crate::config::AdvertisedListener;
 
 pub mod balance;
 mod ownership;
@@ -61,6 +62,9 @@ pub struct BrokerInfo {
     pub web_service_url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub web_service_url_tls: Option<String>,
+    /// Its named addresses (`advertised_listeners`); `service_url` is the internal one's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advertised_listeners: Vec<AdvertisedListener>,
     /// Bundles owned when the registration was last written.
     #[serde(default)]
     pub bundles: u32,
@@ -78,6 +82,8 @@ pub struct BrokerRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_url_tls: Option<String>,
     pub web_service_url: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advertised_listeners: Vec<AdvertisedListener>,
 }
 
 impl From<&BrokerInfo> for BrokerRef {
@@ -87,7 +93,57 @@ impl From<&BrokerInfo> for BrokerRef {
             service_url: b.service_url.clone(),
             service_url_tls: b.service_url_tls.clone(),
             web_service_url: b.web_service_url.clone(),
+            advertised_listeners: b.advertised_listeners.clone(),
         }
+    }
+}
+
+impl BrokerRef {
+    /// The broker's binary URLs (plain, TLS) for a client that named
+    /// `listener` (`None`: the internal ones). A name the broker does not
+    /// advertise is refused as Pulsar refuses it.
+    pub fn urls_for(
+        &self,
+        listener: Option<&str>,
+    ) -> Result<(String, Option<String>), BrokerError> {
+        listener_urls(
+            &self.advertised_listeners,
+            listener,
+            (&self.service_url, self.service_url_tls.as_deref()),
+        )
+    }
+}
+
+/// `listener`'s URLs among `listeners`, or `default` when `listener` is `None`.
+pub fn listener_urls(
+    listeners: &[AdvertisedListener],
+    listener: Option<&str>,
+    default: (&str, Option<&str>),
+) -> Result<(String, Option<String>), BrokerError> {
+    let Some(name) = listener else {
+        return Ok((default.0.to_string(), default.1.map(str::to_string)));
+    };
+    match listeners.iter().find(|l| l.name == name) {
+        // A TLS-only listener answers its TLS URL in both fields, as Pulsar does.
+        Some(l) => Ok((
+            l.broker_service_url
+                .clone()
+                .or_else(|| l.broker_service_url_tls.clone())
+                .unwrap_or_default(),
+            l.broker_service_url_tls.clone(),
+        )),
+        None => Err(BrokerError::ServiceNotReady(format!(
+            "the broker do not have {name} listener (advertised listeners: {})",
+            if listeners.is_empty() {
+                "none".to_string()
+            } else {
+                listeners
+                    .iter()
+                    .map(|l| l.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ))),
     }
 }
 
@@ -166,6 +222,25 @@ pub struct Cluster {
     /// Set when the broker starts shutting down: lookups send clients to the
     /// other brokers while this one closes its topics and releases them.
     leaving: std::sync::atomic::AtomicBool,
+    /// The advertised listener each connection's lookups named, by
+    /// connection id, so a handoff tells its clients the destination's URL
+    /// on their network (see [`Cluster::remember_listener`]).
+    conn_listeners: Mutex<ConnListeners>,
+}
+
+/// Connection id → listener name, with the connection's queue held weakly
+/// so that entries of closed connections can be dropped.
+#[derive(Default)]
+struct ConnListeners {
+    by_conn: HashMap<
+        u64,
+        (
+            Arc<str>,
+            tokio::sync::mpsc::WeakSender<strobe_wire::OutFrame>,
+        ),
+    >,
+    /// Size at which closed connections are swept next.
+    sweep_at: usize,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -202,6 +277,7 @@ impl Cluster {
             acquiring: tokio::sync::Mutex::new(()),
             registration: tokio::sync::Mutex::new(None),
             leaving: std::sync::atomic::AtomicBool::new(false),
+            conn_listeners: Mutex::new(ConnListeners::default()),
         });
         let deadline = tokio::time::Instant::now() + ttl * 2;
         loop {
@@ -399,6 +475,35 @@ impl Cluster {
         info!("left the cluster");
     }
 
+    /// Remembers that connection `conn` named `listener` in a lookup (the C++
+    /// client names the same one in every lookup): a handoff then sends its
+    /// producers and consumers the destination's URL for that listener.
+    pub fn remember_listener(
+        &self,
+        conn: u64,
+        queue: &tokio::sync::mpsc::Sender<strobe_wire::OutFrame>,
+        listener: &str,
+    ) {
+        let mut m = self.conn_listeners.lock();
+        if m.by_conn.get(&conn).is_some_and(|(l, _)| &**l == listener) {
+            return;
+        }
+        m.by_conn.insert(conn, (listener.into(), queue.downgrade()));
+        if m.by_conn.len() >= m.sweep_at {
+            m.by_conn.retain(|_, (_, q)| q.upgrade().is_some());
+            m.sweep_at = (m.by_conn.len() * 2).max(64);
+        }
+    }
+
+    /// The listener connection `conn` named in its lookups, if it did.
+    pub fn listener_of(&self, conn: u64) -> Option<Arc<str>> {
+        self.conn_listeners
+            .lock()
+            .by_conn
+            .get(&conn)
+            .map(|(l, _)| l.clone())
+    }
+
     /// Waits until the session loses its lease; returns the epoch that ended.
     pub async fn lost(&self) -> Option<u64> {
         let mut rx = self.session.subscribe();
@@ -467,9 +572,34 @@ mod tests {
             service_url_tls: None,
             web_service_url: format!("http://{id}"),
             web_service_url_tls: None,
+            advertised_listeners: Vec::new(),
             bundles: 0,
             topics: 0,
         }
+    }
+
+    #[test]
+    fn listeners_are_chosen_by_name_and_old_records_still_decode() {
+        let mut b = broker("a");
+        b.advertised_listeners = crate::config::parse_advertised_listeners(
+            "internal:pulsar://a:6650,external:pulsar://h:7000",
+        )
+        .unwrap();
+        let r = BrokerRef::from(&b);
+        assert_eq!(r.urls_for(None).unwrap().0, "pulsar://a");
+        assert_eq!(r.urls_for(Some("external")).unwrap().0, "pulsar://h:7000");
+        let err = r.urls_for(Some("nope")).unwrap_err().to_string();
+        assert!(err.contains("do not have nope listener"), "{err}");
+        // Registrations and ownership records written before listeners existed.
+        let old = r#"{"brokerId":"a","serviceUrl":"pulsar://a","webServiceUrl":"http://a"}"#;
+        let info: BrokerInfo = serde_json::from_str(old).unwrap();
+        assert!(info.advertised_listeners.is_empty());
+        let owner: OwnerInfo = serde_json::from_str(old).unwrap();
+        assert!(owner.broker.advertised_listeners.is_empty());
+        // And a record with listeners round-trips.
+        let json = serde_json::to_string(&OwnerInfo::owned_by(&b)).unwrap();
+        let back: OwnerInfo = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.broker, r);
     }
 
     #[test]

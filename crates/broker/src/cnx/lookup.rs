@@ -12,7 +12,11 @@ use crate::security::Operation;
 
 impl ServerCnx {
     /// LOOKUP: `Connect` to the broker that serves the topic (this one in
-    /// standalone; the bundle's owner in a cluster).
+    /// standalone; the bundle's owner in a cluster). A client that names an
+    /// advertised listener gets that listener's URLs, and a `Redirect` when
+    /// another broker serves the topic: it then looks up again there, on the
+    /// connection its producers and consumers will use, so that broker
+    /// knows the connection's listener when it hands the topic off.
     pub(super) async fn lookup(
         &self,
         c: &proto::CommandLookupTopic,
@@ -27,15 +31,10 @@ impl ServerCnx {
                 false,
             ));
         }
-        if let Some(listener) = c
+        let listener = c
             .advertised_listener_name
             .as_deref()
-            .filter(|l| !l.is_empty())
-        {
-            return Err(BrokerError::NotAllowed(format!(
-                "this broker has no advertised listener named {listener:?}"
-            )));
-        }
+            .filter(|l| !l.is_empty());
         if !self.service.namespace_exists(topic.namespace()) {
             return Err(BrokerError::TopicNotFound(format!(
                 "namespace {} does not exist",
@@ -45,13 +44,16 @@ impl ServerCnx {
         self.service
             .authorize(self.role(), Operation::Lookup(&topic))
             .await?;
-        let target = self.service.lookup_target(&topic).await?;
-        Ok(commands::lookup_connect(
-            c.request_id,
-            &target.service_url,
-            target.service_url_tls.as_deref(),
-            false,
-        ))
+        let target = self.service.lookup_target_for(&topic, listener).await?;
+        if let (Some(l), Some(cluster)) = (listener, self.service.cluster()) {
+            cluster.remember_listener(self.id, &self.tx, l);
+        }
+        let (url, tls) = (&target.service_url, target.service_url_tls.as_deref());
+        Ok(if listener.is_some() && !target.local {
+            commands::lookup_redirect(c.request_id, url, tls, true)
+        } else {
+            commands::lookup_connect(c.request_id, url, tls, false)
+        })
     }
 
     /// PARTITIONED_METADATA, creating the topic when the client allows it

@@ -114,10 +114,10 @@ impl BrokerService {
         let assigned = c.assign(&path).await;
         let taken = assigned.is_ok() && c.wait_taken(&path, &dst.broker_id, TAKE_TIMEOUT).await;
         let took = started.elapsed() - closed;
-        let target = taken.then_some((dst.service_url.as_str(), dst.service_url_tls.as_deref()));
+        let urls = |conns: &[u64]| taken.then(|| self.assigned_urls(&dst, conns)).flatten();
         let topics = handoffs.len();
         for h in handoffs {
-            h.disconnect(target).await;
+            h.disconnect(&urls).await;
         }
         let counters = &self.cluster_counters;
         if !taken {
@@ -149,7 +149,7 @@ impl BrokerService {
         };
         self.bundles(ns)?.range_of(bundle)?;
         for h in self.close_bundle_topics(ns, bundle).await? {
-            h.disconnect(None).await;
+            h.disconnect(&|_| None).await;
         }
         c.release(&bundle_path(ns, bundle)).await;
         self.cluster_counters

@@ -9,30 +9,47 @@ use super::Topic;
 use crate::BrokerError;
 use crate::subscription::SubscriptionHandle;
 
+/// The URLs (plain, TLS) a handoff names to the clients on some connections
+/// (their ids); `None`: they look the topic up again.
+pub type AssignedUrls<'a> = &'a (dyn Fn(&[u64]) -> Option<(String, Option<String>)> + Sync);
+
 /// A topic closed for a move to another broker, its clients not yet told.
 #[derive(Debug, Default)]
 pub struct Handoff {
-    producers: Vec<(u64, mpsc::Sender<OutFrame>)>,
-    consumers: Vec<crate::subscription::ClosingConsumer>,
+    /// (connection id, producer id, the connection's queue).
+    producers: Vec<(u64, u64, mpsc::Sender<OutFrame>)>,
+    /// Per subscription: the connections its consumers were on, and the
+    /// consumers (the subscription does not say which is on which).
+    consumers: Vec<(Vec<u64>, Vec<crate::subscription::ClosingConsumer>)>,
 }
 
 impl Handoff {
     /// Closes the producers and consumers, naming the broker they should
-    /// reconnect to (`None`: they look the topic up again). Protocol v5+
-    /// clients reconnect there at once; older ones ignore the fields.
-    pub async fn disconnect(self, assigned: Option<(&str, Option<&str>)>) {
-        let (url, tls) = match assigned {
-            Some((u, t)) => (Some(u), t),
-            None => (None, None),
-        };
-        for (pid, tx) in self.producers {
+    /// reconnect to as `assigned` gives it for their connections (the
+    /// address on the network they came from). Protocol v5+ clients
+    /// reconnect there at once; older ones ignore the fields.
+    pub async fn disconnect(self, assigned: AssignedUrls<'_>) {
+        for (conn, pid, tx) in self.producers {
+            let urls = assigned(&[conn]);
+            let (url, tls) = split(&urls);
             let _ = tx
                 .send(OutFrame::command(commands::close_producer(pid, url, tls)))
                 .await;
         }
-        for c in self.consumers {
-            c.close(url, tls).await;
+        for (conns, consumers) in self.consumers {
+            let urls = assigned(&conns);
+            let (url, tls) = split(&urls);
+            for c in consumers {
+                c.close(url, tls).await;
+            }
         }
+    }
+}
+
+fn split(urls: &Option<(String, Option<String>)>) -> (Option<&str>, Option<&str>) {
+    match urls {
+        Some((u, t)) => (Some(u), t.as_deref()),
+        None => (None, None),
     }
 }
 
@@ -47,10 +64,10 @@ impl Topic {
             let mut st = self.state.lock();
             st.closed = true;
             st.handing_off = true;
-            let producers: Vec<(u64, mpsc::Sender<OutFrame>)> = st
+            let producers: Vec<(u64, u64, mpsc::Sender<OutFrame>)> = st
                 .producers
                 .drain()
-                .map(|((_, pid), p)| (pid, p.tx))
+                .map(|((conn, pid), p)| (conn, pid, p.tx))
                 .collect();
             for (_, _, w) in st.waiting.drain(..) {
                 let _ = w.send(Err(BrokerError::ServiceNotReady(
@@ -62,7 +79,13 @@ impl Topic {
         };
         let mut consumers = Vec::new();
         for s in subs {
-            consumers.extend(s.close_quietly().await);
+            let conns = match s.admin(crate::subscription::AdminOp::Info).await {
+                Ok(crate::subscription::AdminReply::Info(i)) => {
+                    i.consumers.iter().map(|c| c.conn_id).collect()
+                }
+                _ => Vec::new(),
+            };
+            consumers.push((conns, s.close_quietly().await));
         }
         if let Err(e) = self.ledger.close().await {
             warn!(topic = %self.name, error = %e, "closing the ledger failed");
