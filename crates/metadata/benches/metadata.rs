@@ -122,6 +122,7 @@ fn member_config(id: &str) -> TcMemberConfig {
             broker_id: id.into(),
             broker_service_url: format!("pulsar://{id}:6650"),
             broker_service_url_tls: None,
+            listeners: Vec::new(),
         },
         parallelism: 16,
         session: SessionOptions::with_ttl(Duration::from_secs(2)),

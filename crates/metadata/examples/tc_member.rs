@@ -52,6 +52,7 @@ async fn main() -> anyhow::Result<()> {
             broker_id: args.broker_id.clone(),
             broker_service_url: format!("pulsar://{}:6650", args.broker_id),
             broker_service_url_tls: Some(format!("pulsar+ssl://{}:6651", args.broker_id)),
+            listeners: Vec::new(),
         },
         parallelism: args.parallelism,
         session: SessionOptions {

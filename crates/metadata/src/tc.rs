@@ -40,7 +40,7 @@ pub fn leader_path(n: u32) -> String {
 }
 
 /// The election value: who leads a partition and where to reach it (Pulsar's `TcLeader`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TcLeader {
     /// The broker's id.
@@ -50,6 +50,37 @@ pub struct TcLeader {
     /// `pulsar+ssl://host:port`, if the broker serves TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker_service_url_tls: Option<String>,
+    /// The broker's advertised listeners (Pulsar's `advertisedListeners`), for clients that name
+    /// one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<TcListener>,
+}
+
+/// One named listener of a coordinator leader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcListener {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_service_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker_service_url_tls: Option<String>,
+}
+
+impl TcLeader {
+    /// The URLs a client of `listener` reaches this leader at (`None`: the default ones).
+    /// A listener this leader does not have gives its default URLs too.
+    pub fn urls_for(&self, listener: Option<&str>) -> (String, Option<String>) {
+        if let Some(l) = listener.and_then(|n| self.listeners.iter().find(|l| l.name == n))
+            && let Some(url) = &l.broker_service_url
+        {
+            return (url.clone(), l.broker_service_url_tls.clone());
+        }
+        (
+            self.broker_service_url.clone(),
+            self.broker_service_url_tls.clone(),
+        )
+    }
 }
 
 /// Fixes the parallelism at [`PARALLELISM_PATH`] if unset, or checks that the fixed value equals
@@ -325,5 +356,35 @@ impl TcMember {
             e.resign().await?;
         }
         self.session.close().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_is_reached_on_the_clients_listener() {
+        let l = TcLeader {
+            broker_id: "b1".into(),
+            broker_service_url: "pulsar://b1:6650".into(),
+            broker_service_url_tls: None,
+            listeners: vec![TcListener {
+                name: "external".into(),
+                broker_service_url: Some("pulsar://localhost:6652".into()),
+                broker_service_url_tls: None,
+            }],
+        };
+        assert_eq!(l.urls_for(None).0, "pulsar://b1:6650");
+        assert_eq!(l.urls_for(Some("external")).0, "pulsar://localhost:6652");
+        assert_eq!(l.urls_for(Some("other")).0, "pulsar://b1:6650");
+        // Values written before listeners existed still decode.
+        let old = br#"{"brokerId":"b1","brokerServiceUrl":"pulsar://b1:6650"}"#;
+        let back: TcLeader = serde_json::from_slice(old).unwrap();
+        assert!(back.listeners.is_empty());
+        assert_eq!(
+            serde_json::from_slice::<TcLeader>(&serde_json::to_vec(&l).unwrap()).unwrap(),
+            l
+        );
     }
 }

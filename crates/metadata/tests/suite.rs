@@ -732,6 +732,7 @@ fn tc_config(id: &str, parallelism: u32) -> TcMemberConfig {
             broker_id: id.into(),
             broker_service_url: format!("pulsar://{id}:6650"),
             broker_service_url_tls: Some(format!("pulsar+ssl://{id}:6651")),
+            listeners: Vec::new(),
         },
         parallelism,
         session: session_opts(),

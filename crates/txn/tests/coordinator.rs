@@ -25,6 +25,7 @@ async fn coordinator(
                 broker_id: id.into(),
                 broker_service_url: format!("pulsar://{id}:6650"),
                 broker_service_url_tls: None,
+                listeners: Vec::new(),
             },
             parallelism,
             session: SessionOptions::with_ttl(Duration::from_secs(3)),

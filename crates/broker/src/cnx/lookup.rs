@@ -22,7 +22,13 @@ impl ServerCnx {
         c: &proto::CommandLookupTopic,
     ) -> Result<Command, BrokerError> {
         let topic = TopicName::parse(&c.topic)?;
-        if let Some(leader) = crate::txn::assign_lookup(&self.service, &topic) {
+        if let Some(leader) = crate::txn::assign_lookup(
+            &self.service,
+            &topic,
+            c.advertised_listener_name
+                .as_deref()
+                .filter(|l| !l.is_empty()),
+        ) {
             let (url, tls) = leader?;
             return Ok(commands::lookup_connect(
                 c.request_id,

@@ -228,6 +228,9 @@ impl ServerCnx {
         }
         let tx = self.tx.clone();
         let mut rx = svc.coordinator.member().view().subscribe();
+        // The listener this connection's lookups named, if any: its clients reach the leaders
+        // there (a connection that named none gets the default URLs).
+        let listener = self.service.cluster().and_then(|c| c.listener_of(self.id));
         tokio::spawn(
             async move {
                 loop {
@@ -237,10 +240,11 @@ impl ServerCnx {
                         .iter()
                         .enumerate()
                         .filter_map(|(n, l)| {
-                            l.as_ref().map(|l| TcAssignment {
+                            let (url, tls) = l.as_ref()?.urls_for(listener.as_deref());
+                            Some(TcAssignment {
                                 tc_id: n as u64,
-                                broker_service_url: Some(l.broker_service_url.clone()),
-                                broker_service_url_tls: l.broker_service_url_tls.clone(),
+                                broker_service_url: Some(url),
+                                broker_service_url_tls: tls,
                             })
                         })
                         .collect();

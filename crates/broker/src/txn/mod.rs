@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use strobe_metadata::MetadataStore;
 use strobe_metadata::SessionOptions;
-use strobe_metadata::tc::{TcLeader, TcMember, TcMemberConfig};
+use strobe_metadata::tc::{TcLeader, TcListener, TcMember, TcMemberConfig};
 use strobe_model::{TopicName, TxnId};
 use strobe_txn::participant::{self, DecisionEvent, DecisionWatch};
 use strobe_txn::paths::Participant;
@@ -189,6 +189,16 @@ pub async fn start(service: &Arc<BrokerService>) -> Result<(), BrokerError> {
                 broker_id: broker_id.clone(),
                 broker_service_url: service.service_url(),
                 broker_service_url_tls: service.service_url_tls(),
+                listeners: cfg
+                    .listeners()
+                    .map_err(|e| BrokerError::Config(e.to_string()))?
+                    .into_iter()
+                    .map(|l| TcListener {
+                        name: l.name,
+                        broker_service_url: l.broker_service_url,
+                        broker_service_url_tls: l.broker_service_url_tls,
+                    })
+                    .collect(),
             },
             parallelism: cfg.transaction_coordinator_parallelism,
             session: SessionOptions::with_ttl(Duration::from_secs(
@@ -304,10 +314,11 @@ pub fn assign_partitions(service: &BrokerService, topic: &TopicName) -> Option<u
 }
 
 /// LOOKUP of the assign topic's partition N: the broker elected leader of coordinator N
-/// (`pulsar://`, `pulsar+ssl://`), whoever owns the topic's bundle.
+/// (`pulsar://`, `pulsar+ssl://`, of the client's `listener`), whoever owns the topic's bundle.
 pub fn assign_lookup(
     service: &BrokerService,
     topic: &TopicName,
+    listener: Option<&str>,
 ) -> Option<Result<(String, Option<String>), BrokerError>> {
     let txn = service.txn()?;
     let n = topic.partition()?;
@@ -323,10 +334,7 @@ pub fn assign_lookup(
         Some(None) => Err(BrokerError::ServiceNotReady(format!(
             "transaction coordinator {n} has no leader yet: its election is under way"
         ))),
-        Some(Some(l)) => Ok((
-            l.broker_service_url.clone(),
-            l.broker_service_url_tls.clone(),
-        )),
+        Some(Some(l)) => Ok(l.urls_for(listener)),
     })
 }
 
