@@ -105,6 +105,27 @@ cargo build --release --locked --features cluster --bin strobe
 export STROBE_BIN="$ROOT/target/release/strobe"
 .venv/bin/python -m pytest -q tests/conformance
 
+say "interop: magnetar-driver (an independent Rust client with transactions) against strobe standalone"
+# Its own workspace and target dir: its dependencies stay out of strobe's build.
+CARGO_TARGET_DIR="$ROOT/target/interop" cargo build --release --locked -q \
+    --manifest-path tests/interop/magnetar/Cargo.toml
+INTEROP_DIR=$(mktemp -d)
+"$STROBE_BIN" standalone --data-dir "$INTEROP_DIR/data" --broker-port 0 --http-port 0 \
+    --bind-address 127.0.0.1 --advertised-address 127.0.0.1 >"$INTEROP_DIR/log" 2>&1 &
+INTEROP_PID=$!
+INTEROP_PORT=
+for _ in $(seq 1 200); do
+    INTEROP_PORT=$(grep -m1 "strobe standalone is ready" "$INTEROP_DIR/log" | sed -n 's/.* addr=[^ ]*:\([0-9]*\).*/\1/p' || true)
+    [ -n "$INTEROP_PORT" ] && break
+    sleep 0.1
+done
+[ -n "$INTEROP_PORT" ] || { cat "$INTEROP_DIR/log"; echo "tests/run-all.sh: strobe did not start for the interop test" >&2; exit 1; }
+interop_rc=0
+"$ROOT/target/interop/release/strobe-interop-magnetar" "pulsar://127.0.0.1:$INTEROP_PORT" || interop_rc=$?
+kill "$INTEROP_PID"; wait "$INTEROP_PID" 2>/dev/null || true
+rm -rf "$INTEROP_DIR"
+[ "$interop_rc" = 0 ] || { echo "tests/run-all.sh: the magnetar-driver interop test failed" >&2; exit 1; }
+
 # The image and the compose cluster, built and driven for real (tests/docker/run.sh,
 # docs/docker.md). Needs a Docker engine; on this project's machines there is one.
 if docker info >/dev/null 2>&1; then
