@@ -33,12 +33,7 @@ impl Subscription {
         }
         for id in &ack.message_id {
             let p = Position::new(id.ledger_id, id.entry_id);
-            let batch_size = self
-                .consumers
-                .iter()
-                .find_map(|c| c.unacked.get(&p).copied())
-                .or(id.batch_size.map(|b| b.max(0) as u32))
-                .unwrap_or((id.ack_set.len() * 64) as u32);
+            let batch_size = self.batch_size_of(id);
             if cumulative {
                 if id.ack_set.is_empty() {
                     self.cursor.mark_delete(p);
@@ -74,6 +69,17 @@ impl Subscription {
             }
         }
         Ok(())
+    }
+
+    /// The messages in the entry an ack names: as delivered, else as the client says, else as
+    /// many as its ack set has bits.
+    pub(super) fn batch_size_of(&self, id: &strobe_wire::proto::MessageIdData) -> u32 {
+        let p = Position::new(id.ledger_id, id.entry_id);
+        self.consumers
+            .iter()
+            .find_map(|c| c.unacked.get(&p).copied())
+            .or(id.batch_size.map(|b| b.max(0) as u32))
+            .unwrap_or((id.ack_set.len() * 64) as u32)
     }
 
     /// `p` is acknowledged: it leaves the consumers' unacked messages, the

@@ -89,13 +89,7 @@ impl Subscription {
             .iter()
             .map(|id| {
                 let p = Position::new(id.ledger_id, id.entry_id);
-                let batch_size = self
-                    .consumers
-                    .iter()
-                    .find_map(|c| c.unacked.get(&p).copied())
-                    .or(id.batch_size.map(|b| b.max(0) as u32))
-                    .unwrap_or((id.ack_set.len() * 64) as u32);
-                AckedEntry::from_wire(p, batch_size, &id.ack_set)
+                AckedEntry::from_wire(p, self.batch_size_of(id), &id.ack_set)
             })
             .collect();
         let cursor = self.cursor.clone();
