@@ -108,7 +108,7 @@ struct Opts {
     /// Pending (unacknowledged) messages per producer.
     #[arg(long = "max-pending", default_value_t = 1000)]
     max_pending: usize,
-    /// none, lz4 or zstd.
+    /// none, lz4, zlib, zstd or snappy.
     #[arg(long, default_value = "none")]
     compression: String,
     /// Consumer receiver queue size (permits).

@@ -8,9 +8,12 @@
 //! `null_value` message deletes its key, and messages without a key are left
 //! out, as in Pulsar. Phase two reads the same entries again and writes those
 //! that hold a latest message: unchanged when every message of the entry is
-//! kept, re-batched with only the kept messages otherwise. Compressed or
-//! encrypted batches cannot be looked into and are kept whole (never losing a
-//! latest value; their older values may then be seen before newer ones).
+//! kept, re-batched with only the kept messages otherwise. Compressed batches
+//! (any of Pulsar's four codecs) are decompressed to be looked into, and a
+//! re-batch is compressed again with the batch's own codec, as Pulsar's
+//! `RawBatchConverter` does. Encrypted batches cannot be looked into and are kept
+//! whole (never losing a latest value; their older values may then be seen
+//! before newer ones).
 //!
 //! A compacted ledger entry is the original position (ledger id and entry id,
 //! big-endian u64 each) followed by the entry's bytes as stored. The horizon
@@ -171,6 +174,8 @@ type Slot = (Position, i32);
 struct Latest {
     by_key: HashMap<String, Slot>,
     whole: std::collections::HashSet<Position>,
+    /// The largest uncompressed batch looked into (the broker's max message size).
+    max_batch: usize,
 }
 
 impl Latest {
@@ -188,7 +193,7 @@ impl Latest {
             return;
         }
         if strobe_wire::batch::is_batch(m) {
-            match strobe_wire::batch::messages(m, &parsed.payload) {
+            match strobe_wire::batch::decompressed_messages(m, &parsed.payload, self.max_batch) {
                 Ok(iter) => {
                     for (i, msg) in iter.enumerate() {
                         let Ok(msg) = msg else { return };
@@ -204,7 +209,8 @@ impl Latest {
                 }
             }
         } else if let Some(k) = m.partition_key.clone() {
-            let tomb = m.null_value.unwrap_or(false) || parsed.payload.is_empty();
+            let tomb = m.null_value.unwrap_or(false)
+                || strobe_wire::batch::is_empty_value(m, &parsed.payload);
             self.set(k, (e.position, -1), tomb);
         }
     }
@@ -228,10 +234,11 @@ impl Latest {
             let k = m.partition_key.as_deref()?;
             return self.is_latest(k, (e.position, -1)).then(|| e.data.clone());
         }
-        let msgs: Vec<_> = strobe_wire::batch::messages(m, &parsed.payload)
-            .ok()?
-            .filter_map(Result::ok)
-            .collect();
+        let msgs: Vec<_> =
+            strobe_wire::batch::decompressed_messages(m, &parsed.payload, self.max_batch)
+                .ok()?
+                .filter_map(Result::ok)
+                .collect();
         let keep: Vec<usize> = msgs
             .iter()
             .enumerate()
@@ -249,7 +256,7 @@ impl Latest {
         if keep.len() == msgs.len() {
             return Some(e.data.clone());
         }
-        // Re-batch with the kept messages only.
+        // Re-batch with the kept messages only, in the batch's own codec.
         let body = strobe_wire::batch::encode(
             &keep
                 .iter()
@@ -261,7 +268,8 @@ impl Latest {
             uncompressed_size: Some(body.len() as u32),
             ..m.clone()
         };
-        Some(payload::encode(&meta, &body, true))
+        let compressed = strobe_wire::compression::compress(m.compression(), &body, 3).ok()?;
+        Some(payload::encode(&meta, &compressed, true))
     }
 }
 
@@ -275,6 +283,7 @@ pub async fn compact(
     config: LedgerConfig,
     name: &str,
     aborted: &(dyn Fn(&MessageMetadata) -> bool + Sync),
+    max_batch: usize,
 ) -> Result<Option<CompactedView>, BrokerError> {
     let Some(horizon) = ledger.last_confirmed() else {
         return Ok(None);
@@ -284,7 +293,10 @@ pub async fn compact(
         None => Position::EARLIEST,
     };
     // Phase one.
-    let mut latest = Latest::default();
+    let mut latest = Latest {
+        max_batch,
+        ..Latest::default()
+    };
     for_each(ledger, previous, start, horizon, |e| {
         latest.note(e, aborted);
         Ok(())

@@ -1,11 +1,14 @@
 //! PROTOBUF_NATIVE definitions: `{"fileDescriptorSet": <base64 of a
 //! FileDescriptorSet>, "rootMessageTypeName": ..., "rootFileDescriptorName": ...}`
 //! (`ProtobufNativeSchemaData`). The broker only needs the root message's full
-//! name (`ProtobufNativeSchemaUtils.deserialize` then `getFullName()`), so this
-//! reads just enough of the descriptor set to find it: file names, packages,
-//! dependencies and (nested) message names.
+//! name (`ProtobufNativeSchemaUtils.deserialize` then `getFullName()`): the set is
+//! decoded with `prost-types` and checked for the root file, its dependencies and
+//! the (nested) root message.
 
 use std::collections::HashMap;
+
+use prost::Message as _;
+use prost_types::{DescriptorProto, FileDescriptorProto, FileDescriptorSet};
 
 /// A decoded PROTOBUF_NATIVE definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,9 +42,10 @@ impl ProtobufNativeDefinition {
 /// the descriptor set.
 pub fn protobuf_native_root_message(data: &[u8]) -> Result<String, String> {
     let def = ProtobufNativeDefinition::parse(data)?;
-    let files = parse_descriptor_set(&def.file_descriptor_set)
-        .ok_or("fileDescriptorSet is not a FileDescriptorSet")?;
-    let by_name: HashMap<&str, &FileInfo> = files.iter().map(|f| (f.name.as_str(), f)).collect();
+    let set = FileDescriptorSet::decode(def.file_descriptor_set.as_slice())
+        .map_err(|e| format!("fileDescriptorSet is not a FileDescriptorSet: {e}"))?;
+    let by_name: HashMap<&str, &FileDescriptorProto> =
+        set.file.iter().map(|f| (f.name(), f)).collect();
     let root = by_name
         .get(def.root_file_descriptor_name.as_str())
         .ok_or_else(|| {
@@ -51,13 +55,13 @@ pub fn protobuf_native_root_message(data: &[u8]) -> Result<String, String> {
             )
         })?;
     let mut stack = vec![*root];
-    let mut visited = vec![root.name.as_str()];
+    let mut visited = vec![root.name()];
     while let Some(file) = stack.pop() {
-        for dep in &file.dependencies {
+        for dep in &file.dependency {
             let dep_file = by_name.get(dep.as_str()).ok_or_else(|| {
                 format!(
                     "dependency '{dep}' of '{}' is not in the descriptor set",
-                    file.name
+                    file.name()
                 )
             })?;
             if !visited.contains(&dep.as_str()) {
@@ -69,10 +73,11 @@ pub fn protobuf_native_root_message(data: &[u8]) -> Result<String, String> {
     // Pulsar removes the first occurrence of the package, then the first dot,
     // and walks the remaining dotted names from the root file's messages.
     let mut relative = def.root_message_type_name.clone();
-    if !root.package.is_empty()
-        && let Some(at) = relative.find(root.package.as_str())
+    let package = root.package();
+    if !package.is_empty()
+        && let Some(at) = relative.find(package)
     {
-        relative.replace_range(at..at + root.package.len(), "");
+        relative.replace_range(at..at + package.len(), "");
     }
     if let Some(dot) = relative.find('.') {
         relative.remove(dot);
@@ -80,133 +85,29 @@ pub fn protobuf_native_root_message(data: &[u8]) -> Result<String, String> {
     walk(root, &relative)
 }
 
-fn walk(root: &FileInfo, relative: &str) -> Result<String, String> {
+fn walk(root: &FileDescriptorProto, relative: &str) -> Result<String, String> {
     let mut parts = relative.split('.');
     let first = parts.next().unwrap_or_default();
-    let mut message = root
-        .messages
+    let mut message: &DescriptorProto = root
+        .message_type
         .iter()
-        .find(|m| m.name == first)
-        .ok_or_else(|| format!("no message '{first}' in '{}'", root.name))?;
-    let mut path = vec![message.name.clone()];
+        .find(|m| m.name() == first)
+        .ok_or_else(|| format!("no message '{first}' in '{}'", root.name()))?;
+    let mut path = vec![message.name()];
     for part in parts {
         message = message
-            .nested
+            .nested_type
             .iter()
-            .find(|m| m.name == part)
+            .find(|m| m.name() == part)
             .ok_or_else(|| format!("no nested message '{part}' in '{}'", path.join(".")))?;
-        path.push(message.name.clone());
+        path.push(message.name());
     }
     let path = path.join(".");
-    Ok(if root.package.is_empty() {
+    Ok(if root.package().is_empty() {
         path
     } else {
-        format!("{}.{path}", root.package)
+        format!("{}.{path}", root.package())
     })
-}
-
-#[derive(Debug, Default)]
-struct FileInfo {
-    name: String,
-    package: String,
-    dependencies: Vec<String>,
-    messages: Vec<MessageInfo>,
-}
-
-#[derive(Debug, Default)]
-struct MessageInfo {
-    name: String,
-    nested: Vec<MessageInfo>,
-}
-
-fn parse_descriptor_set(buf: &[u8]) -> Option<Vec<FileInfo>> {
-    let mut files = Vec::new();
-    for (number, payload) in fields(buf)? {
-        if number == 1 {
-            files.push(parse_file(payload?)?);
-        }
-    }
-    Some(files)
-}
-
-fn parse_file(buf: &[u8]) -> Option<FileInfo> {
-    let mut file = FileInfo::default();
-    for (number, payload) in fields(buf)? {
-        match number {
-            1 => file.name = utf8(payload?)?,
-            2 => file.package = utf8(payload?)?,
-            3 => file.dependencies.push(utf8(payload?)?),
-            4 => file.messages.push(parse_message(payload?, 0)?),
-            _ => {}
-        }
-    }
-    Some(file)
-}
-
-fn parse_message(buf: &[u8], depth: usize) -> Option<MessageInfo> {
-    if depth > 100 {
-        return None;
-    }
-    let mut message = MessageInfo::default();
-    for (number, payload) in fields(buf)? {
-        match number {
-            1 => message.name = utf8(payload?)?,
-            3 => message.nested.push(parse_message(payload?, depth + 1)?),
-            _ => {}
-        }
-    }
-    Some(message)
-}
-
-fn utf8(bytes: &[u8]) -> Option<String> {
-    String::from_utf8(bytes.to_vec()).ok()
-}
-
-/// The fields of a protobuf message: (number, payload of length-delimited
-/// fields, `None` for other wire types). `None` if the bytes are malformed.
-#[allow(clippy::type_complexity)]
-fn fields(buf: &[u8]) -> Option<Vec<(u64, Option<&[u8]>)>> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < buf.len() {
-        let key = varint(buf, &mut pos)?;
-        let number = key >> 3;
-        match key & 7 {
-            0 => {
-                varint(buf, &mut pos)?;
-                out.push((number, None));
-            }
-            1 => {
-                pos = pos.checked_add(8).filter(|&p| p <= buf.len())?;
-                out.push((number, None));
-            }
-            2 => {
-                let len = usize::try_from(varint(buf, &mut pos)?).ok()?;
-                let end = pos.checked_add(len).filter(|&e| e <= buf.len())?;
-                out.push((number, Some(&buf[pos..end])));
-                pos = end;
-            }
-            5 => {
-                pos = pos.checked_add(4).filter(|&p| p <= buf.len())?;
-                out.push((number, None));
-            }
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *buf.get(*pos)?;
-        *pos += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
 }
 
 /// Standard base64, padding optional, whitespace ignored.

@@ -41,6 +41,43 @@ pub fn messages(metadata: &MessageMetadata, payload: &Bytes) -> Result<BatchIter
     })
 }
 
+/// Iterates the messages of an unencrypted batch, decompressing it first: the
+/// metadata's `uncompressed_size` must not exceed `max` (checked before anything
+/// is allocated). For the broker's own readers of batches (compaction).
+pub fn decompressed_messages(
+    metadata: &MessageMetadata,
+    payload: &Bytes,
+    max: usize,
+) -> Result<BatchIter, WireError> {
+    if !metadata.encryption_keys.is_empty() {
+        return Err(WireError::EncryptedBatch);
+    }
+    let rest = match metadata.compression() {
+        CompressionType::None => payload.clone(),
+        kind => {
+            let size = metadata
+                .uncompressed_size
+                .ok_or(WireError::Compression(format!(
+                    "{kind:?}: the metadata has no uncompressed_size"
+                )))?;
+            crate::compression::decompress(kind, payload, size as usize, max)?
+        }
+    };
+    Ok(BatchIter {
+        rest,
+        remaining: message_count(metadata),
+    })
+}
+
+/// Whether a message's value is empty (a tombstone to compaction), looking at its
+/// uncompressed size when it is compressed: an empty value compresses to a few bytes.
+pub fn is_empty_value(metadata: &MessageMetadata, payload: &[u8]) -> bool {
+    match metadata.compression() {
+        CompressionType::None => payload.is_empty(),
+        _ => metadata.uncompressed_size == Some(0),
+    }
+}
+
 /// See [`messages`].
 #[derive(Debug, Clone)]
 pub struct BatchIter {

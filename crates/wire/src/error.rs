@@ -27,6 +27,8 @@ pub enum WireError {
     InvalidMetadata(#[source] prost::DecodeError),
     #[error("the batch is compressed ({0:?}); it cannot be read without decompressing")]
     CompressedBatch(CompressionType),
+    #[error("compression: {0}")]
+    Compression(String),
     #[error("the batch is encrypted; it cannot be read")]
     EncryptedBatch,
     #[error("message metadata of {size} bytes exceeds the limit of {max} bytes")]

@@ -22,6 +22,7 @@ pub mod batch;
 #[cfg(feature = "codec")]
 mod codec;
 pub mod commands;
+pub mod compression;
 mod error;
 mod frame;
 pub mod payload;

@@ -67,6 +67,7 @@ impl BrokerService {
             self.fenced_ledger_config(topic.ledger.config().fence),
             &ledger_name,
             &|m| crate::topic::txn_of(m).is_some_and(|t| topic.txn_aborted(t)),
+            self.config.max_message_size,
         )
         .await?
         else {
