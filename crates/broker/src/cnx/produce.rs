@@ -128,7 +128,7 @@ impl ServerCnx {
                 ))
                 .await;
                 let tx = self.tx.clone();
-                let (rid, pid, last) = (c.request_id, c.producer_id, grant.last_sequence_id);
+                let (rid, last) = (c.request_id, grant.last_sequence_id);
                 tokio::spawn(async move {
                     let reply = match wait.await {
                         Ok(Ok(epoch)) => commands::producer_success(
@@ -140,7 +140,12 @@ impl ServerCnx {
                             true,
                         ),
                         Ok(Err(e)) => commands::error(rid, e.server_error(), e.to_string()),
-                        Err(_) => commands::close_producer(pid, None, None),
+                        // The waiter was dropped without an answer: only `remove_producer`
+                        // does that, when the client closed this producer (or its
+                        // connection). Telling it CLOSE_PRODUCER now would be about a
+                        // handle it no longer has (the topic's own ends answer with an
+                        // error instead).
+                        Err(_) => return,
                     };
                     let _ = tx.send(OutFrame::command(reply)).await;
                 });

@@ -1,0 +1,149 @@
+//! The broker sends CLOSE_PRODUCER / CLOSE_CONSUMER only for handles the client
+//! holds: never for one the client closed itself or was refused. (The C++ client
+//! logs "Got invalid producer Id in closeProducer command" for a stray one, and
+//! reconnects a consumer on one; with PIP-307 these frames carry a destination.)
+
+mod common;
+
+use std::time::Duration;
+
+use common::{RawClient, Strobe};
+use strobe_wire::proto::{ProducerAccessMode, ServerError, command_subscribe::SubType};
+use strobe_wire::{Command as Cmd, Frame, commands};
+
+/// Every frame the broker sends within `d`; none may be a close.
+async fn no_close_within(c: &mut RawClient, d: Duration, what: &str) {
+    let deadline = tokio::time::Instant::now() + d;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match c.recv_within(left).await {
+            Err(()) => return,
+            Ok(None) => panic!("{what}: the broker closed the connection"),
+            Ok(Some(Frame {
+                command: cmd @ (Cmd::CloseProducer(_) | Cmd::CloseConsumer(_)),
+                ..
+            })) => panic!("{what}: a stray {cmd:?}"),
+            Ok(Some(_)) => {}
+        }
+    }
+}
+
+fn producer(rid: u64, pid: u64, topic: &str, mode: ProducerAccessMode) -> Cmd {
+    let mut cmd = commands::producer(rid, pid, topic, None);
+    if let Cmd::Producer(ref mut p) = cmd {
+        p.set_producer_access_mode(mode);
+    }
+    cmd
+}
+
+async fn expect_success(c: &mut RawClient, rid: u64) {
+    match c.recv().await {
+        Some(Frame {
+            command: Cmd::Success(s),
+            ..
+        }) if s.request_id == rid => {}
+        other => panic!("expected SUCCESS for request {rid}, got {other:?}"),
+    }
+}
+
+async fn expect_error(c: &mut RawClient, rid: u64, code: ServerError) {
+    match c.recv().await {
+        Some(Frame {
+            command: Cmd::Error(e),
+            ..
+        }) if e.request_id == rid => assert_eq!(e.error(), code, "{}", e.message),
+        other => panic!("expected ERROR {code:?} for request {rid}, got {other:?}"),
+    }
+}
+
+async fn expect_producer_success(c: &mut RawClient, rid: u64, ready: bool) {
+    match c.recv().await {
+        Some(Frame {
+            command: Cmd::ProducerSuccess(s),
+            ..
+        }) if s.request_id == rid => {
+            assert_eq!(s.producer_ready.unwrap_or(true), ready, "{s:?}")
+        }
+        other => panic!("expected PRODUCER_SUCCESS for request {rid}, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_waiting_producer_closed_by_its_client_gets_no_close() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::handshake(strobe.port).await;
+    let topic = "persistent://public/default/stray-wait-for-exclusive";
+    c.send(producer(1, 1, topic, ProducerAccessMode::Exclusive))
+        .await;
+    expect_producer_success(&mut c, 1, true).await;
+    c.send(producer(2, 2, topic, ProducerAccessMode::WaitForExclusive))
+        .await;
+    expect_producer_success(&mut c, 2, false).await;
+    // The client gives up waiting: its producer 2 is gone.
+    c.send(commands::close_producer_request(3, 2)).await;
+    expect_success(&mut c, 3).await;
+    no_close_within(&mut c, Duration::from_millis(500), "after closing the waiter").await;
+    // The exclusive producer leaves; nobody is waiting any more.
+    c.send(commands::close_producer_request(4, 1)).await;
+    expect_success(&mut c, 4).await;
+    no_close_within(&mut c, Duration::from_millis(500), "after closing the owner").await;
+}
+
+#[tokio::test]
+async fn a_refused_producer_gets_no_close() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::handshake(strobe.port).await;
+    let topic = "persistent://public/default/stray-refused-producer";
+    c.send(producer(1, 1, topic, ProducerAccessMode::Exclusive))
+        .await;
+    expect_producer_success(&mut c, 1, true).await;
+    c.send(producer(2, 2, topic, ProducerAccessMode::Shared))
+        .await;
+    expect_error(&mut c, 2, ServerError::ProducerBusy).await;
+    // As the C++ client does after a failed PRODUCER: close it on the broker too.
+    c.send(commands::close_producer_request(3, 2)).await;
+    expect_success(&mut c, 3).await;
+    // A hostile topic name: refused, closed by the client, never closed by the broker.
+    c.send(producer(
+        4,
+        3,
+        "persistent://public/default/bad\"name\nx",
+        ProducerAccessMode::Shared,
+    ))
+    .await;
+    match c.recv().await {
+        Some(Frame {
+            command: Cmd::Error(e),
+            ..
+        }) if e.request_id == 4 => {}
+        other => panic!("expected an ERROR for the hostile name, got {other:?}"),
+    }
+    c.send(commands::close_producer_request(5, 3)).await;
+    expect_success(&mut c, 5).await;
+    no_close_within(&mut c, Duration::from_millis(500), "after refused producers").await;
+    c.send(commands::close_producer_request(6, 1)).await;
+    expect_success(&mut c, 6).await;
+    no_close_within(&mut c, Duration::from_millis(300), "after the last close").await;
+}
+
+#[tokio::test]
+async fn a_refused_exclusive_subscriber_closes_nobody() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::handshake(strobe.port).await;
+    let topic = "persistent://public/default/stray-exclusive";
+    c.send(commands::subscribe(1, 0, topic, "sub", SubType::Exclusive).into())
+        .await;
+    expect_success(&mut c, 1).await;
+    for (rid, cid, kind) in [(2, 1, SubType::Exclusive), (4, 2, SubType::Shared)] {
+        c.send(commands::subscribe(rid, cid, topic, "sub", kind).into())
+            .await;
+        expect_error(&mut c, rid, ServerError::ConsumerBusy).await;
+        // The C++ client closes a consumer whose SUBSCRIBE failed.
+        c.send(commands::close_consumer_request(rid + 1, cid)).await;
+        expect_success(&mut c, rid + 1).await;
+    }
+    no_close_within(&mut c, Duration::from_millis(700), "after refused subscribers").await;
+    c.send(commands::close_consumer_request(9, 0)).await;
+    expect_success(&mut c, 9).await;
+    no_close_within(&mut c, Duration::from_millis(300), "after the last close").await;
+}
