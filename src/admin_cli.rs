@@ -1,19 +1,16 @@
 //! `strobe admin`: pulsar-admin's common verbs over Strobe's admin HTTP API.
 //! Readable output by default, JSON with `--json`.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use crate::admin_http::{Http, HttpArgs, seg, segs};
+
 #[derive(Debug, Args)]
 pub struct AdminArgs {
-    /// The broker's HTTP address.
-    #[arg(long, default_value = "http://localhost:8080", global = true)]
-    url: String,
+    #[command(flatten)]
+    http: HttpArgs,
     /// Print the API's JSON instead of tables.
     #[arg(long, global = true)]
     json: bool,
@@ -298,11 +295,11 @@ fn topic_path(topic: &str) -> anyhow::Result<String> {
             "topic {topic:?}: expected <topic>, <tenant>/<ns>/<topic> or <domain>://<tenant>/<ns>/<topic>"
         ),
     };
-    Ok(format!("{domain}/{rest}"))
+    Ok(format!("{}/{}", seg(domain), segs(&rest)))
 }
 
 pub fn run(args: AdminArgs) -> anyhow::Result<()> {
-    let http = Http::new(&args.url)?;
+    let http = Http::new(&args.http)?;
     use AdminCommand as A;
     let out: Output = match args.command {
         A::Clusters {
@@ -310,7 +307,12 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
         } => http.get("/admin/v2/clusters")?.into(),
         A::Tenants { cmd } => match cmd {
             TenantsCmd::List => http.get("/admin/v2/tenants")?.into(),
-            TenantsCmd::Get { tenant } => http.get(&format!("/admin/v2/tenants/{tenant}"))?.into(),
+            TenantsCmd::Get { tenant } => http
+                .get(&format!(
+                    "/admin/v2/tenants/{tenant}",
+                    tenant = seg(&tenant)
+                ))?
+                .into(),
             TenantsCmd::Create {
                 tenant,
                 admin_roles,
@@ -319,30 +321,54 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 let body = serde_json::json!({ "adminRoles": roles, "allowedClusters": [] });
                 http.send(
                     "PUT",
-                    &format!("/admin/v2/tenants/{tenant}"),
+                    &format!("/admin/v2/tenants/{tenant}", tenant = seg(&tenant)),
                     &body.to_string(),
                 )?;
                 Output::Done(format!("created tenant {tenant}"))
             }
             TenantsCmd::Delete { tenant } => {
-                http.send("DELETE", &format!("/admin/v2/tenants/{tenant}"), "")?;
+                http.send(
+                    "DELETE",
+                    &format!("/admin/v2/tenants/{tenant}", tenant = seg(&tenant)),
+                    "",
+                )?;
                 Output::Done(format!("deleted tenant {tenant}"))
             }
         },
         A::Namespaces { cmd } => match cmd {
-            NamespacesCmd::List { tenant } => {
-                http.get(&format!("/admin/v2/namespaces/{tenant}"))?.into()
-            }
+            NamespacesCmd::List { tenant } => http
+                .get(&format!(
+                    "/admin/v2/namespaces/{tenant}",
+                    tenant = seg(&tenant)
+                ))?
+                .into(),
             NamespacesCmd::Create { namespace } => {
-                http.send("PUT", &format!("/admin/v2/namespaces/{namespace}"), "")?;
+                http.send(
+                    "PUT",
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}",
+                        namespace = segs(&namespace)
+                    ),
+                    "",
+                )?;
                 Output::Done(format!("created namespace {namespace}"))
             }
             NamespacesCmd::Delete { namespace } => {
-                http.send("DELETE", &format!("/admin/v2/namespaces/{namespace}"), "")?;
+                http.send(
+                    "DELETE",
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}",
+                        namespace = segs(&namespace)
+                    ),
+                    "",
+                )?;
                 Output::Done(format!("deleted namespace {namespace}"))
             }
             NamespacesCmd::Policies { namespace } => http
-                .get(&format!("/admin/v2/namespaces/{namespace}"))?
+                .get(&format!(
+                    "/admin/v2/namespaces/{namespace}",
+                    namespace = segs(&namespace)
+                ))?
                 .into(),
             NamespacesCmd::SetDeduplication {
                 namespace,
@@ -354,7 +380,10 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 }
                 http.send(
                     "POST",
-                    &format!("/admin/v2/namespaces/{namespace}/deduplication"),
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/deduplication",
+                        namespace = segs(&namespace)
+                    ),
                     &enable.to_string(),
                 )?;
                 Output::Done(format!(
@@ -365,7 +394,10 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
             NamespacesCmd::SetMessageTtl { namespace, ttl } => {
                 http.send(
                     "POST",
-                    &format!("/admin/v2/namespaces/{namespace}/messageTTL"),
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/messageTTL",
+                        namespace = segs(&namespace)
+                    ),
                     &ttl.to_string(),
                 )?;
                 Output::Done(format!("message TTL of {namespace} set to {ttl} s"))
@@ -378,7 +410,10 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 let body = serde_json::json!({ "retentionTimeInMinutes": time, "retentionSizeInMB": size });
                 http.send(
                     "POST",
-                    &format!("/admin/v2/namespaces/{namespace}/retention"),
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/retention",
+                        namespace = segs(&namespace)
+                    ),
                     &body.to_string(),
                 )?;
                 Output::Done(format!(
@@ -386,7 +421,10 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 ))
             }
             NamespacesCmd::GetBacklogQuotas { namespace } => http
-                .get(&format!("/admin/v2/namespaces/{namespace}/backlogQuotaMap"))?
+                .get(&format!(
+                    "/admin/v2/namespaces/{namespace}/backlogQuotaMap",
+                    namespace = segs(&namespace)
+                ))?
                 .into(),
             NamespacesCmd::SetBacklogQuota {
                 namespace,
@@ -408,7 +446,8 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 http.send(
                     "POST",
                     &format!(
-                        "/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType={kind}"
+                        "/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType={kind}",
+                        namespace = segs(&namespace)
                     ),
                     &body.to_string(),
                 )?;
@@ -421,14 +460,16 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 http.send(
                     "DELETE",
                     &format!(
-                        "/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType={backlog_quota_type}"
-                    ),
+                        "/admin/v2/namespaces/{namespace}/backlogQuota?backlogQuotaType={backlog_quota_type}", namespace = segs(&namespace)),
                     "",
                 )?;
                 Output::Done(format!("{backlog_quota_type} quota of {namespace} removed"))
             }
             NamespacesCmd::Permissions { namespace } => http
-                .get(&format!("/admin/v2/namespaces/{namespace}/permissions"))?
+                .get(&format!(
+                    "/admin/v2/namespaces/{namespace}/permissions",
+                    namespace = segs(&namespace)
+                ))?
                 .into(),
             NamespacesCmd::GrantPermission {
                 namespace,
@@ -438,7 +479,11 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 let list: Vec<&str> = actions.split(',').filter(|a| !a.is_empty()).collect();
                 http.send(
                     "POST",
-                    &format!("/admin/v2/namespaces/{namespace}/permissions/{role}"),
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/permissions/{role}",
+                        namespace = segs(&namespace),
+                        role = seg(&role)
+                    ),
                     &serde_json::json!(list).to_string(),
                 )?;
                 Output::Done(format!("granted {actions} on {namespace} to {role}"))
@@ -446,13 +491,20 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
             NamespacesCmd::RevokePermission { namespace, role } => {
                 http.send(
                     "DELETE",
-                    &format!("/admin/v2/namespaces/{namespace}/permissions/{role}"),
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/permissions/{role}",
+                        namespace = segs(&namespace),
+                        role = seg(&role)
+                    ),
                     "",
                 )?;
                 Output::Done(format!("revoked the permissions of {role} on {namespace}"))
             }
             NamespacesCmd::Bundles { namespace } => http
-                .get(&format!("/admin/v2/namespaces/{namespace}/bundles"))?
+                .get(&format!(
+                    "/admin/v2/namespaces/{namespace}/bundles",
+                    namespace = segs(&namespace)
+                ))?
                 .into(),
             NamespacesCmd::Unload {
                 namespace,
@@ -461,10 +513,22 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
             } => {
                 let path = match (&bundle, &destination_broker) {
                     (Some(b), Some(d)) => {
-                        format!("/admin/v2/namespaces/{namespace}/{b}/unload?destinationBroker={d}")
+                        format!(
+                            "/admin/v2/namespaces/{namespace}/{b}/unload?destinationBroker={d}",
+                            namespace = segs(&namespace),
+                            b = seg(&b),
+                            d = seg(&d)
+                        )
                     }
-                    (Some(b), None) => format!("/admin/v2/namespaces/{namespace}/{b}/unload"),
-                    (None, _) => format!("/admin/v2/namespaces/{namespace}/unload"),
+                    (Some(b), None) => format!(
+                        "/admin/v2/namespaces/{namespace}/{b}/unload",
+                        namespace = segs(&namespace),
+                        b = seg(&b)
+                    ),
+                    (None, _) => format!(
+                        "/admin/v2/namespaces/{namespace}/unload",
+                        namespace = segs(&namespace)
+                    ),
                 };
                 http.send("PUT", &path, "")?;
                 Output::Done(format!("unloaded {namespace}"))
@@ -472,7 +536,11 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
             NamespacesCmd::SplitBundle { namespace, bundle } => {
                 http.send(
                     "PUT",
-                    &format!("/admin/v2/namespaces/{namespace}/{bundle}/split"),
+                    &format!(
+                        "/admin/v2/namespaces/{namespace}/{bundle}/split",
+                        namespace = segs(&namespace),
+                        bundle = seg(&bundle)
+                    ),
                     "",
                 )?;
                 Output::Done(format!("split bundle {bundle} of {namespace}"))
@@ -513,7 +581,10 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
     let base = |t: &str| -> anyhow::Result<String> { Ok(format!("/admin/v2/{}", topic_path(t)?)) };
     Ok(match cmd {
         T::List { namespace } => http
-            .get(&format!("/admin/v2/namespaces/{namespace}/topics?mode=ALL"))?
+            .get(&format!(
+                "/admin/v2/namespaces/{namespace}/topics?mode=ALL",
+                namespace = segs(&namespace)
+            ))?
             .into(),
         T::Create { topic } => {
             http.send("PUT", &base(&topic)?, "")?;
@@ -582,7 +653,11 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
         } => {
             http.send(
                 "PUT",
-                &format!("{}/subscription/{subscription}", base(&topic)?),
+                &format!(
+                    "{}/subscription/{subscription}",
+                    base(&topic)?,
+                    subscription = seg(&subscription)
+                ),
                 "",
             )?;
             Output::Done(format!("created subscription {subscription} on {topic}"))
@@ -593,7 +668,11 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
         } => {
             http.send(
                 "DELETE",
-                &format!("{}/subscription/{subscription}", base(&topic)?),
+                &format!(
+                    "{}/subscription/{subscription}",
+                    base(&topic)?,
+                    subscription = seg(&subscription)
+                ),
                 "",
             )?;
             Output::Done(format!("deleted subscription {subscription} of {topic}"))
@@ -605,7 +684,11 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
         } => {
             http.send(
                 "POST",
-                &format!("{}/subscription/{subscription}/skip/{count}", base(&topic)?),
+                &format!(
+                    "{}/subscription/{subscription}/skip/{count}",
+                    base(&topic)?,
+                    subscription = seg(&subscription)
+                ),
                 "",
             )?;
             Output::Done(format!("skipped {count} messages on {subscription}"))
@@ -616,9 +699,13 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
             time,
             message_id,
         } => {
-            let path = format!("{}/subscription/{subscription}/resetcursor", base(&topic)?);
+            let path = format!(
+                "{}/subscription/{subscription}/resetcursor",
+                base(&topic)?,
+                subscription = seg(&subscription)
+            );
             match (time, message_id) {
-                (Some(t), None) => http.send("POST", &format!("{path}/{t}"), "")?,
+                (Some(t), None) => http.send("POST", &format!("{path}/{t}", t = seg(&t)), "")?,
                 (None, Some(id)) => {
                     let (l, e) = id.split_once(':').context("--message-id is LEDGER:ENTRY")?;
                     let body = serde_json::json!({ "ledgerId": l.parse::<i64>()?, "entryId": e.parse::<i64>()? });
@@ -635,7 +722,8 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
         } => {
             let path = format!(
                 "{}/subscription/{subscription}/expireMessages/{expire_time}",
-                base(&topic)?
+                base(&topic)?,
+                subscription = seg(&subscription)
             );
             http.send("POST", &path, "")?;
             Output::Done(format!(
@@ -649,7 +737,12 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
         } => {
             let mut shown = Vec::new();
             for n in 1..=count {
-                let path = format!("{}/subscription/{subscription}/position/{n}", base(&topic)?);
+                let path = format!(
+                    "{}/subscription/{subscription}/position/{n}",
+                    base(&topic)?,
+                    subscription = seg(&subscription),
+                    n = seg(&n)
+                );
                 match http.request("GET", &path, "") {
                     Ok((200, headers, body)) => shown.push(serde_json::json!({
                         "messageId": header(&headers, "x-pulsar-message-id"),
@@ -719,104 +812,6 @@ impl Output {
         }
         Ok(())
     }
-}
-
-/// Status, headers and body.
-type HttpResponse = (u16, Vec<(String, String)>, Vec<u8>);
-
-/// A small HTTP/1.1 client: one request per connection, enough for the admin API.
-struct Http {
-    host: String,
-    port: u16,
-}
-
-impl Http {
-    fn new(url: &str) -> anyhow::Result<Http> {
-        let rest = url
-            .strip_prefix("http://")
-            .with_context(|| format!("{url}: only http:// URLs are supported"))?;
-        let hostport = rest.trim_end_matches('/');
-        let (host, port) = match hostport.rsplit_once(':') {
-            Some((h, p)) => (
-                h.to_owned(),
-                p.parse().with_context(|| format!("port in {url}"))?,
-            ),
-            None => (hostport.to_owned(), 80),
-        };
-        Ok(Http { host, port })
-    }
-
-    fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let body = self.send("GET", path, "")?;
-        if body.is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&body).with_context(|| format!("GET {path}: the answer is not JSON"))
-    }
-
-    /// Sends and checks for a 2xx status; the body on success.
-    fn send(&self, method: &str, path: &str, body: &str) -> anyhow::Result<Vec<u8>> {
-        let (code, _, resp) = self.request(method, path, body)?;
-        if !(200..300).contains(&code) {
-            let reason = serde_json::from_slice::<Value>(&resp)
-                .ok()
-                .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned))
-                .unwrap_or_else(|| String::from_utf8_lossy(&resp).into_owned());
-            bail!("{method} {path}: HTTP {code}: {reason}");
-        }
-        Ok(resp)
-    }
-
-    fn request(&self, method: &str, path: &str, body: &str) -> anyhow::Result<HttpResponse> {
-        let mut s = TcpStream::connect((self.host.as_str(), self.port))
-            .with_context(|| format!("connecting to {}:{}", self.host, self.port))?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.host,
-            self.port,
-            body.len()
-        )?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw)?;
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .context("malformed HTTP answer")?;
-        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-        let mut lines = head.lines();
-        let status: u16 = lines
-            .next()
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|c| c.parse().ok())
-            .context("malformed HTTP status line")?;
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| {
-                l.split_once(':')
-                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-            })
-            .collect();
-        let mut body = raw[split + 4..].to_vec();
-        if header(&headers, "transfer-encoding").eq_ignore_ascii_case("chunked") {
-            body = dechunk(&body);
-        }
-        Ok((status, headers, body))
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
-        if size == 0 || b.len() < eol + 2 + size {
-            break;
-        }
-        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
-        b = &b[(eol + 2 + size + 2).min(b.len())..];
-    }
-    out
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use strobe_broker::{Broker, BrokerConfig};
 use tracing::info;
 
 mod admin_cli;
+mod admin_http;
 mod perf;
 mod perf_txn;
 mod tokens_cli;

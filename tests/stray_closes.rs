@@ -82,11 +82,21 @@ async fn a_waiting_producer_closed_by_its_client_gets_no_close() {
     // The client gives up waiting: its producer 2 is gone.
     c.send(commands::close_producer_request(3, 2)).await;
     expect_success(&mut c, 3).await;
-    no_close_within(&mut c, Duration::from_millis(500), "after closing the waiter").await;
+    no_close_within(
+        &mut c,
+        Duration::from_millis(500),
+        "after closing the waiter",
+    )
+    .await;
     // The exclusive producer leaves; nobody is waiting any more.
     c.send(commands::close_producer_request(4, 1)).await;
     expect_success(&mut c, 4).await;
-    no_close_within(&mut c, Duration::from_millis(500), "after closing the owner").await;
+    no_close_within(
+        &mut c,
+        Duration::from_millis(500),
+        "after closing the owner",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -120,7 +130,12 @@ async fn a_refused_producer_gets_no_close() {
     }
     c.send(commands::close_producer_request(5, 3)).await;
     expect_success(&mut c, 5).await;
-    no_close_within(&mut c, Duration::from_millis(500), "after refused producers").await;
+    no_close_within(
+        &mut c,
+        Duration::from_millis(500),
+        "after refused producers",
+    )
+    .await;
     c.send(commands::close_producer_request(6, 1)).await;
     expect_success(&mut c, 6).await;
     no_close_within(&mut c, Duration::from_millis(300), "after the last close").await;
@@ -142,7 +157,12 @@ async fn a_refused_exclusive_subscriber_closes_nobody() {
         c.send(commands::close_consumer_request(rid + 1, cid)).await;
         expect_success(&mut c, rid + 1).await;
     }
-    no_close_within(&mut c, Duration::from_millis(700), "after refused subscribers").await;
+    no_close_within(
+        &mut c,
+        Duration::from_millis(700),
+        "after refused subscribers",
+    )
+    .await;
     c.send(commands::close_consumer_request(9, 0)).await;
     expect_success(&mut c, 9).await;
     no_close_within(&mut c, Duration::from_millis(300), "after the last close").await;
