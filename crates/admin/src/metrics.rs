@@ -399,8 +399,23 @@ fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>
     }
 }
 
-/// Resident memory and CPU time, read from /proc (Linux).
+/// Resident memory, CPU time and open files, read from /proc (Linux), and the
+/// runtime's live tasks: what a soak compares before and after (tests/soak/).
 fn process_metrics(out: &mut String) {
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        let _ = writeln!(
+            out,
+            "# TYPE process_open_fds gauge\nprocess_open_fds {}",
+            fds.count()
+        );
+    }
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let _ = writeln!(
+            out,
+            "# HELP strobe_runtime_alive_tasks Tasks alive in the broker's runtime.\n# TYPE strobe_runtime_alive_tasks gauge\nstrobe_runtime_alive_tasks {}",
+            rt.metrics().num_alive_tasks()
+        );
+    }
     if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
         for line in status.lines() {
             if let Some(kb) = line.strip_prefix("VmRSS:") {
