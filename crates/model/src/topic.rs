@@ -88,6 +88,12 @@ impl TopicName {
         if local.is_empty() {
             return Err(invalid("empty topic"));
         }
+        // The metadata store's paths hold the name (ZooKeeper's and etcd's refuse
+        // control characters too): refused here, as a name, not later as a
+        // metadata error that a client takes for a transient one and retries.
+        if local.chars().any(char::is_control) {
+            return Err(invalid("the topic may not hold control characters"));
+        }
         let partition = local
             .rfind(PARTITION_SUFFIX)
             .and_then(|i| local[i + PARTITION_SUFFIX.len()..].parse::<u32>().ok());
@@ -214,6 +220,10 @@ mod tests {
             "persistent://a/b/",
             "persistent://a b/c/d",
             "persistent:///b/c",
+            "persistent://a/b/line\nbreak",
+            "a\u{0}b",
+            "persistent://a/b/del\u{7f}",
+            "persistent://a/b/c1\u{85}",
         ] {
             assert!(TopicName::parse(bad).is_err(), "{bad:?} should be refused");
         }
