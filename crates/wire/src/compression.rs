@@ -135,17 +135,17 @@ mod tests {
     #[test]
     fn reads_the_standard_formats() {
         // zlib.compress(b"hello hello hello") in CPython.
-        let zlib = [
+        static ZLIB: [u8; 16] = [
             0x78, 0x9c, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x57, 0xc8, 0x40, 0x90, 0x00, 0x3a, 0x2e,
             0x06, 0x7d,
         ];
-        let out = decompress(CompressionType::Zlib, &Bytes::from_static(&zlib), 17, 100).unwrap();
+        let out = decompress(CompressionType::Zlib, &Bytes::from_static(&ZLIB), 17, 100).unwrap();
         assert_eq!(&out[..], b"hello hello hello");
         // A raw Snappy block: varint length 5, then a literal of 5 bytes.
-        let snappy = [0x05, 0x10, b'h', b'e', b'l', b'l', b'o'];
+        static SNAPPY: [u8; 7] = [0x05, 0x10, b'h', b'e', b'l', b'l', b'o'];
         let out = decompress(
             CompressionType::Snappy,
-            &Bytes::from_static(&snappy),
+            &Bytes::from_static(&SNAPPY),
             5,
             100,
         )
