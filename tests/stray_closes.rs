@@ -109,7 +109,7 @@ async fn a_refused_producer_gets_no_close() {
     expect_producer_success(&mut c, 1, true).await;
     c.send(producer(2, 2, topic, ProducerAccessMode::Shared))
         .await;
-    expect_error(&mut c, 2, ServerError::ProducerBusy).await;
+    expect_error(&mut c, 2, ServerError::ProducerFenced).await;
     // As the C++ client does after a failed PRODUCER: close it on the broker too.
     c.send(commands::close_producer_request(3, 2)).await;
     expect_success(&mut c, 3).await;
