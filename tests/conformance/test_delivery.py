@@ -119,13 +119,3 @@ def test_producer_name_in_use_is_busy(client, topic):
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, producer_name="same")
 
-
-def test_a_topic_name_with_control_characters_is_refused_at_once(client):
-    # Refused as a name (InvalidTopicName), not as a metadata error that the client
-    # would take for a transient one and retry until its operation timeout.
-    started = time.time()
-    with pytest.raises(pulsar.InvalidTopicName):
-        client.create_producer("persistent://public/default/line\nbreak")
-    with pytest.raises(pulsar.InvalidTopicName):
-        client.subscribe("persistent://public/default/bell\x07", "s")
-    assert time.time() - started < 5
