@@ -593,24 +593,23 @@ mod tests {
         let locals = [
             "q\"uote",
             "back\\slash",
-            "new\nline",
-            "x\"} 1\nfake_series 2",
-            "y\\\"} 1\nfake_series{a=\"b\"} 2\n# HELP",
+            "x\"} 1 fake_series 2",
+            "y\\\"} 1 fake_series{a=\"b\"} 2 # HELP",
         ];
-        // The metadata store refuses control characters in the paths of
-        // persistent topics; non-persistent topics take any name, so every
-        // hostile name is loaded in at least one domain.
+        // Names with control characters (a newline that would start a series) are
+        // refused before they get here; the cluster name above still carries one.
+        for hostile in ["new\nline", "x\"} 1\nfake_series 2"] {
+            assert!(
+                TopicName::parse(&format!("non-persistent://public/default/{hostile}")).is_err()
+            );
+        }
         let mut names = Vec::new();
         for local in locals {
-            let mut loaded = false;
             for domain in ["persistent", "non-persistent"] {
                 let name = TopicName::parse(&format!("{domain}://public/default/{local}")).unwrap();
-                if service.topic(&name, true).await.is_ok() {
-                    names.push(name.to_string());
-                    loaded = true;
-                }
+                service.topic(&name, true).await.unwrap();
+                names.push(name.to_string());
             }
-            assert!(loaded, "{local:?} loads in no domain");
         }
 
         let page = render(&service);
