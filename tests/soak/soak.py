@@ -36,6 +36,8 @@ SOAK_SECS = int(os.environ.get("SOAK_SECS", "600"))
 TOPICS = int(os.environ.get("TOPICS", "1000"))
 WORKERS = int(os.environ.get("WORKERS", "6"))
 SETTLE_SECS = 10
+# The C++ client's INFO lines (several per connection) would dwarf the figures.
+LOGGER = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
 def metrics(strobe):
@@ -88,7 +90,7 @@ def churn(strobe, ledger, worker, stop):
     rnd = random.Random(worker)
     seq = 0
     while not stop.is_set():
-        client = pulsar.Client(strobe.url, operation_timeout_seconds=30)
+        client = pulsar.Client(strobe.url, operation_timeout_seconds=30, logger=LOGGER)
         ledger.count("clients")
         try:
             topic = topic_name(rnd.randrange(TOPICS))
@@ -137,7 +139,7 @@ def churn(strobe, ledger, worker, stop):
 
 def warm_up(strobe, ledger):
     """Loads every topic once (a message each), so memory after the warm-up includes them."""
-    client = pulsar.Client(strobe.url, operation_timeout_seconds=30)
+    client = pulsar.Client(strobe.url, operation_timeout_seconds=30, logger=LOGGER)
     try:
         for i in range(TOPICS):
             p = client.create_producer(topic_name(i))
@@ -152,12 +154,13 @@ def warm_up(strobe, ledger):
 def account(strobe, ledger):
     """Reads every topic from the start: every acknowledged payload must be there."""
     missing = {}
-    client = pulsar.Client(strobe.url, operation_timeout_seconds=30)
+    client = pulsar.Client(strobe.url, operation_timeout_seconds=30, logger=LOGGER)
     try:
         for topic, payloads in ledger.acked.items():
             reader = client.create_reader(topic, pulsar.MessageId.earliest)
             seen = set()
-            while True:
+            # Stops as soon as everything is found; waits 2 s for a missing one.
+            while not payloads <= seen:
                 try:
                     seen.add(reader.read_next(2000).data())
                 except pulsar.Timeout:
