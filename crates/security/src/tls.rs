@@ -4,15 +4,14 @@
 //!
 //! Why custom certificate verifiers: Pulsar's test certificates include X.509 **v1**
 //! certificates (no extensions), which Java and OpenSSL accept and webpki refuses
-//! (`UnsupportedCertVersion`). So chains are checked here: issuer/subject links up to a
-//! trusted CA, each signature verified with the provider's (ring) algorithms, validity
-//! dates, `basicConstraints CA:TRUE` for intermediates, and the extended key usage when
-//! a certificate has one. Handshake signatures are verified against the end-entity's
-//! SubjectPublicKeyInfo with the same algorithms (TLS 1.3 through rustls's raw-key
-//! helper), so v1 end-entity certificates work in both TLS 1.2 and 1.3.
+//! (`UnsupportedCertVersion`). So the verifiers here send v3 chains to webpki and check
+//! v1 ones themselves, with the same bound on work (`chain.rs` says how). Handshake
+//! signatures are verified against the end-entity's SubjectPublicKeyInfo with the
+//! provider's algorithms (TLS 1.3 through rustls's raw-key helper), so v1 end-entity
+//! certificates work in both TLS 1.2 and 1.3.
 //!
-//! Not done (as in Pulsar's defaults): revocation (CRL/OCSP), name constraints,
-//! policy checks. Trust anchors are taken as configured, without date checks.
+//! Not done (as in Pulsar's defaults): revocation (CRL/OCSP), and name constraints and
+//! policies on the v1 path. Trust anchors are taken as configured, without date checks.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -34,6 +33,10 @@ use x509_parser::prelude::FromDer as _;
 
 use crate::der;
 use crate::error::{Error, Result};
+
+mod chain;
+
+use chain::{ChainVerifier, Purpose};
 
 pub use rustls;
 pub use tokio_rustls;
@@ -97,8 +100,13 @@ pub fn server_config(
             let trust = trust_pem.ok_or_else(|| {
                 Error::Config("client certificate authentication needs a trust file".into())
             })?;
+            let chain = ChainVerifier::from_pem(trust)?;
             let verifier = ClientVerifier {
-                chain: ChainVerifier::from_pem(trust)?,
+                hints: chain
+                    .subjects()
+                    .map(|s| DistinguishedName::from(s.to_vec()))
+                    .collect(),
+                chain,
                 mandatory: client_auth == ClientAuth::Required,
             };
             builder.with_client_cert_verifier(Arc::new(verifier))
@@ -193,194 +201,6 @@ pub fn peer_role(certs: &[CertificateDer<'_>]) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// What a chain is being checked for (the extended key usage it must allow, if it has one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Purpose {
-    ClientAuth,
-    ServerAuth,
-}
-
-/// A trusted CA: what path building needs from it.
-struct Anchor {
-    der: Vec<u8>,
-    subject: Vec<u8>,
-    spki: Vec<u8>,
-}
-
-/// Chains to a fixed set of trusted CAs (see the module comment for what is checked).
-struct ChainVerifier {
-    anchors: Vec<Anchor>,
-    hints: Vec<DistinguishedName>,
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-/// How many intermediates a chain may have.
-const MAX_INTERMEDIATES: usize = 6;
-
-impl ChainVerifier {
-    fn from_pem(path: &Path) -> Result<Self> {
-        let mut anchors = Vec::new();
-        for der in load_certs(path)? {
-            let (_, cert) = X509Certificate::from_der(&der).map_err(|e| {
-                Error::Tls(format!(
-                    "a certificate in {} does not parse: {e}",
-                    path.display()
-                ))
-            })?;
-            anchors.push(Anchor {
-                subject: cert.subject().as_raw().to_vec(),
-                spki: cert.public_key().raw.to_vec(),
-                der: der.as_ref().to_vec(),
-            });
-        }
-        let hints = anchors
-            .iter()
-            .map(|a| DistinguishedName::from(a.subject.clone()))
-            .collect();
-        Ok(Self {
-            anchors,
-            hints,
-            algorithms: provider().signature_verification_algorithms,
-        })
-    }
-
-    fn verify(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-        purpose: Purpose,
-    ) -> Result<(), rustls::Error> {
-        let (_, leaf) = X509Certificate::from_der(end_entity)
-            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-        check_validity(&leaf, now)?;
-        check_purpose(&leaf, purpose)?;
-        if self.anchors.iter().any(|a| a.der == end_entity.as_ref()) {
-            return Ok(());
-        }
-        let mut used = vec![false; intermediates.len()];
-        self.build(end_entity, &leaf, intermediates, &mut used, 0, now)
-    }
-
-    /// Depth-first search for a path from `cert` to an anchor through unused intermediates.
-    fn build(
-        &self,
-        cert_der: &[u8],
-        cert: &X509Certificate<'_>,
-        intermediates: &[CertificateDer<'_>],
-        used: &mut [bool],
-        depth: usize,
-        now: UnixTime,
-    ) -> Result<(), rustls::Error> {
-        let issuer = cert.issuer().as_raw();
-        let mut error = CertificateError::UnknownIssuer;
-        for anchor in self.anchors.iter().filter(|a| a.subject == issuer) {
-            match self.check_signature(cert_der, &anchor.spki) {
-                Ok(()) => return Ok(()),
-                Err(e) => error = e,
-            }
-        }
-        if depth >= MAX_INTERMEDIATES {
-            return Err(rustls::Error::InvalidCertificate(error));
-        }
-        for (i, candidate) in intermediates.iter().enumerate() {
-            if used[i] {
-                continue;
-            }
-            let Ok((_, parsed)) = X509Certificate::from_der(candidate) else {
-                continue;
-            };
-            if parsed.subject().as_raw() != issuer {
-                continue;
-            }
-            // Only v3 certificates can say they are CAs; a v1 intermediate is refused
-            // (OpenSSL does the same unless it is self-signed, i.e. an anchor).
-            if !parsed.is_ca() {
-                error = CertificateError::InvalidPurpose;
-                continue;
-            }
-            if let Err(e) = check_validity(&parsed, now) {
-                if let rustls::Error::InvalidCertificate(e) = e {
-                    error = e;
-                }
-                continue;
-            }
-            if let Err(e) = self.check_signature(cert_der, parsed.public_key().raw) {
-                error = e;
-                continue;
-            }
-            used[i] = true;
-            match self.build(candidate, &parsed, intermediates, used, depth + 1, now) {
-                Ok(()) => return Ok(()),
-                Err(rustls::Error::InvalidCertificate(e)) => error = e,
-                Err(e) => return Err(e),
-            }
-            used[i] = false;
-        }
-        Err(rustls::Error::InvalidCertificate(error))
-    }
-
-    /// Verifies `cert_der`'s signature with `issuer_spki`, using the provider algorithm
-    /// whose signature and key identifiers match.
-    fn check_signature(&self, cert_der: &[u8], issuer_spki: &[u8]) -> Result<(), CertificateError> {
-        let (tbs, sig_alg, sig) =
-            der::split_certificate(cert_der).ok_or(CertificateError::BadEncoding)?;
-        let (key_alg, key) = der::split_spki(issuer_spki).ok_or(CertificateError::BadEncoding)?;
-        let alg = self
-            .algorithms
-            .all
-            .iter()
-            .find(|a| {
-                a.signature_alg_id().as_ref() == sig_alg
-                    && a.public_key_alg_id().as_ref() == key_alg
-            })
-            .ok_or_else(
-                || CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext {
-                    signature_algorithm_id: sig_alg.to_vec(),
-                    public_key_algorithm_id: key_alg.to_vec(),
-                },
-            )?;
-        alg.verify_signature(key, tbs, sig)
-            .map_err(|_| CertificateError::BadSignature)
-    }
-}
-
-fn check_validity(cert: &X509Certificate<'_>, now: UnixTime) -> Result<(), rustls::Error> {
-    let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
-    let validity = cert.validity();
-    if now < validity.not_before.timestamp() {
-        return Err(rustls::Error::InvalidCertificate(
-            CertificateError::NotValidYet,
-        ));
-    }
-    if now > validity.not_after.timestamp() {
-        return Err(rustls::Error::InvalidCertificate(CertificateError::Expired));
-    }
-    Ok(())
-}
-
-fn check_purpose(cert: &X509Certificate<'_>, purpose: Purpose) -> Result<(), rustls::Error> {
-    let eku = cert
-        .extended_key_usage()
-        .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-    match eku {
-        // No EKU (always so for v1 certificates): any purpose.
-        None => Ok(()),
-        Some(ext) if ext.value.any => Ok(()),
-        Some(ext)
-            if match purpose {
-                Purpose::ClientAuth => ext.value.client_auth,
-                Purpose::ServerAuth => ext.value.server_auth,
-            } =>
-        {
-            Ok(())
-        }
-        Some(_) => Err(rustls::Error::InvalidCertificate(
-            CertificateError::InvalidPurpose,
-        )),
-    }
-}
-
 /// The end-entity certificate's SubjectPublicKeyInfo.
 fn leaf_spki(cert: &CertificateDer<'_>) -> Result<Vec<u8>, rustls::Error> {
     X509Certificate::from_der(cert)
@@ -450,13 +270,14 @@ fn verify_tls13(
 /// The broker side: checks client certificates against the trust file.
 struct ClientVerifier {
     chain: ChainVerifier,
+    hints: Vec<DistinguishedName>,
     mandatory: bool,
 }
 
 impl fmt::Debug for ClientVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientVerifier")
-            .field("trusted_cas", &self.chain.anchors.len())
+            .field("trusted_cas", &self.chain.len())
             .field("mandatory", &self.mandatory)
             .finish()
     }
@@ -468,7 +289,7 @@ impl ClientCertVerifier for ClientVerifier {
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &self.chain.hints
+        &self.hints
     }
 
     fn verify_client_cert(
@@ -516,7 +337,7 @@ struct ServerVerifier {
 impl fmt::Debug for ServerVerifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ServerVerifier")
-            .field("trusted_cas", &self.chain.as_ref().map(|c| c.anchors.len()))
+            .field("trusted_cas", &self.chain.as_ref().map(ChainVerifier::len))
             .field("validate_hostname", &self.validate_hostname)
             .finish()
     }
