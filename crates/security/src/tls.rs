@@ -182,6 +182,28 @@ pub fn client_config(
     Ok(Arc::new(config))
 }
 
+/// Checks a client certificate chain (DER) against trusted CA certificates (DER) as the
+/// broker's client verifier does. For the fuzz target (`fuzz/`); not a stable API.
+#[doc(hidden)]
+pub fn verify_client_chain(
+    anchors: &[&[u8]],
+    end_entity: &[u8],
+    intermediates: &[&[u8]],
+) -> std::result::Result<(), rustls::Error> {
+    let chain = ChainVerifier::from_ders(anchors.iter().copied(), "the given anchors")
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let intermediates: Vec<CertificateDer<'_>> = intermediates
+        .iter()
+        .map(|d| CertificateDer::from(*d))
+        .collect();
+    chain.verify(
+        &CertificateDer::from(end_entity),
+        &intermediates,
+        UnixTime::now(),
+        Purpose::ClientAuth,
+    )
+}
+
 /// A tokio acceptor for a server configuration.
 pub fn acceptor(config: Arc<rustls::ServerConfig>) -> tokio_rustls::TlsAcceptor {
     tokio_rustls::TlsAcceptor::from(config)

@@ -26,7 +26,7 @@ use super::{
 use crate::BrokerError;
 
 /// Commands queued for one subscription before senders wait.
-const COMMAND_QUEUE: usize = 1024;
+const COMMAND_QUEUE: usize = 256;
 
 pub(super) struct Consumer {
     pub(super) conn_id: u64,
@@ -177,7 +177,7 @@ impl Subscription {
         use std::ops::ControlFlow::{Break, Continue};
         match cmd {
             Cmd::Add(spec, reply) => {
-                let r = self.add(spec);
+                let r = self.add(*spec);
                 let _ = reply.send(r);
             }
             Cmd::Remove {
@@ -208,6 +208,7 @@ impl Subscription {
                 ack,
                 reply,
             } => {
+                let ack = *ack;
                 if let (Some(m), Some(l)) = (ack.txnid_most_bits, ack.txnid_least_bits) {
                     let t = strobe_model::TxnId {
                         most_sig_bits: m,
@@ -242,7 +243,7 @@ impl Subscription {
                 request_id,
                 target,
             } => {
-                self.seek(conn_id, consumer_id, request_id, target).await;
+                self.seek(conn_id, consumer_id, request_id, *target).await;
             }
             Cmd::Unsubscribe {
                 conn_id,
@@ -271,7 +272,7 @@ impl Subscription {
                 return Break(());
             }
             Cmd::Admin(op, reply) => {
-                let r = self.admin(op).await;
+                let r = self.admin(*op).await;
                 let _ = reply.send(r);
             }
             Cmd::Wake => {}

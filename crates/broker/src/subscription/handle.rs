@@ -14,8 +14,11 @@ use crate::BrokerError;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, BrokerError>>;
 
+/// Kept small (large payloads boxed): a subscription's queue keeps the blocks a burst
+/// of commands (FLOW, ACK) made it allocate for as long as it lives, so the size of a
+/// command, times the queue's bound, is memory every subscription may hold for good.
 pub(super) enum Cmd {
-    Add(ConsumerSpec, Reply<()>),
+    Add(Box<ConsumerSpec>, Reply<()>),
     Remove {
         conn_id: u64,
         consumer_id: u64,
@@ -29,7 +32,7 @@ pub(super) enum Cmd {
     Ack {
         conn_id: u64,
         consumer_id: u64,
-        ack: CommandAck,
+        ack: Box<CommandAck>,
         /// None when the client asked for no receipt (the ack is not awaited).
         reply: Option<Reply<()>>,
     },
@@ -42,14 +45,14 @@ pub(super) enum Cmd {
         conn_id: u64,
         consumer_id: u64,
         request_id: u64,
-        target: SeekTarget,
+        target: Box<SeekTarget>,
     },
     Unsubscribe {
         conn_id: u64,
         consumer_id: u64,
         reply: Reply<()>,
     },
-    Admin(AdminOp, Reply<AdminReply>),
+    Admin(Box<AdminOp>, Reply<AdminReply>),
     /// Stop: flush the cursor and give back the consumers; with `tell`, they
     /// get CLOSE_CONSUMER now, otherwise the caller closes them later.
     Close {
@@ -131,7 +134,7 @@ impl SubscriptionHandle {
     }
 
     pub async fn add_consumer(&self, spec: ConsumerSpec) -> Result<(), BrokerError> {
-        self.call(|r| Cmd::Add(spec, r)).await
+        self.call(|r| Cmd::Add(Box::new(spec), r)).await
     }
 
     /// The consumer closed or its connection ended; waits until its messages are back in the queue.
@@ -171,7 +174,7 @@ impl SubscriptionHandle {
         self.call(|reply| Cmd::Ack {
             conn_id,
             consumer_id,
-            ack,
+            ack: Box::new(ack),
             reply: Some(reply),
         })
         .await
@@ -185,7 +188,7 @@ impl SubscriptionHandle {
             .send(Cmd::Ack {
                 conn_id,
                 consumer_id,
-                ack,
+                ack: Box::new(ack),
                 reply: None,
             })
             .await;
@@ -238,7 +241,7 @@ impl SubscriptionHandle {
                 conn_id,
                 consumer_id,
                 request_id,
-                target,
+                target: Box::new(target),
             })
             .await
             .is_ok()
@@ -255,7 +258,7 @@ impl SubscriptionHandle {
 
     /// An admin operation (see [`AdminOp`]).
     pub async fn admin(&self, op: AdminOp) -> Result<AdminReply, BrokerError> {
-        self.call(|reply| Cmd::Admin(op, reply)).await
+        self.call(|reply| Cmd::Admin(Box::new(op), reply)).await
     }
 
     /// Deletes the subscription; refused while consumers are connected.
@@ -291,5 +294,19 @@ impl SubscriptionHandle {
     pub fn shutdown(&self) {
         let (done, _) = oneshot::channel();
         let _ = self.tx.try_send(Cmd::Close { tell: true, done });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_command_stays_small() {
+        // 256 queued commands in blocks of 32: a subscription holds at most
+        // 9 blocks of 32 commands after a burst.
+        assert!(
+            std::mem::size_of::<super::Cmd>() <= 64,
+            "{}",
+            std::mem::size_of::<super::Cmd>()
+        );
     }
 }

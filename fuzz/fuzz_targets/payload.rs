@@ -17,5 +17,13 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    let _ = commands::message_frame(1, commands::message_id(1, 2), 0, vec![], None, &entry, false);
+    let _ = commands::message_frame(
+        1,
+        commands::message_id(1, 2),
+        0,
+        vec![],
+        None,
+        &entry,
+        false,
+    );
 });

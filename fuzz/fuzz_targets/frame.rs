@@ -8,7 +8,10 @@ use libfuzzer_sys::fuzz_target;
 const MAX: usize = 64 * 1024;
 
 fuzz_target!(|data: &[u8]| {
-    let split = data.first().map(|b| *b as usize % (data.len() + 1)).unwrap_or(0);
+    let split = data
+        .first()
+        .map(|b| *b as usize % (data.len() + 1))
+        .unwrap_or(0);
     let mut buf = BytesMut::new();
     for chunk in [&data[..split], &data[split..]] {
         buf.extend_from_slice(chunk);
@@ -23,6 +26,9 @@ fuzz_target!(|data: &[u8]| {
                 Err(_) => return,
             }
         }
-        assert!(buf.capacity() <= MAX + 4 + data.len() + 64, "buffer grew past the limit");
+        assert!(
+            buf.capacity() <= MAX + 4 + data.len() + 64,
+            "buffer grew past the limit"
+        );
     }
 });

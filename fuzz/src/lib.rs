@@ -1,0 +1,74 @@
+//! What the fuzz targets share: how one input carries several byte strings, the
+//! fixed CA the certificate targets trust, and the names of the files recovery reads.
+
+use std::sync::OnceLock;
+
+/// Splits an input into at most `max` parts, each a big-endian u16 length and that
+/// many bytes; a short tail is the last part as it is.
+pub fn split(mut data: &[u8], max: usize) -> Vec<&[u8]> {
+    let mut parts = Vec::new();
+    while !data.is_empty() && parts.len() + 1 < max {
+        if data.len() < 2 {
+            break;
+        }
+        let len = usize::from(u16::from_be_bytes([data[0], data[1]]));
+        let rest = &data[2..];
+        let take = len.min(rest.len());
+        parts.push(&rest[..take]);
+        data = &rest[take..];
+    }
+    if !data.is_empty() {
+        parts.push(data);
+    }
+    parts
+}
+
+/// The inverse of [`split`], for writing seeds.
+pub fn join(parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            out.extend_from_slice(p);
+        } else {
+            let len = u16::try_from(p.len()).expect("a part under 64 KiB");
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(p);
+        }
+    }
+    out
+}
+
+/// A fixed P-256 key for the trusted CA, so that seeds signed with it stay valid
+/// from one run to the next (a test key, used nowhere else).
+pub const CA_KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgRHQ4oQ5AfojhO9E0\nXBB5CJo30pm4iGhhhBKhjMQOzU+hRANCAASjvH/GjOSECylXqQH4KsHfC2bK+hnS\nx/r7VKpTy1K1uSmngI+iVVpsDvdg+ucmQ9dfgi0fZxINyPgxA6UH2G/D\n-----END PRIVATE KEY-----\n";
+
+/// The trusted CA's parameters (its subject is what chains name as issuer).
+pub fn ca_params() -> rcgen::CertificateParams {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Strobe Fuzz CA");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+}
+
+pub fn ca_key() -> rcgen::KeyPair {
+    rcgen::KeyPair::from_pem(CA_KEY_PEM).unwrap()
+}
+
+/// The trusted CA certificate (DER), made once per process.
+pub fn ca_der() -> &'static [u8] {
+    static CA: OnceLock<Vec<u8>> = OnceLock::new();
+    CA.get_or_init(|| ca_params().self_signed(&ca_key()).unwrap().der().to_vec())
+}
+
+/// The embedded metadata store's files (`crates/metadata/src/embedded/disk.rs`).
+pub const METADATA_WAL: &str = "wal";
+pub const METADATA_SNAPSHOT: &str = "snapshot";
+
+/// The topic the ledger seeds write, and the journal file names recovery reads
+/// (`crates/ledger/src/file/journal.rs`).
+pub const LEDGER_TOPIC: &str = "persistent://public/default/fuzz";
+pub fn journal_name(seq: u64) -> String {
+    format!("J{seq:016}.wal")
+}
