@@ -96,6 +96,11 @@ cargo fmt --all -- --check
 say "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
+say "fuzz targets compile (fuzz/README.md says how to run them)"
+# Its own workspace and target dir (fuzz/target); checked so that an API change
+# cannot leave the targets broken.
+cargo check --locked --manifest-path fuzz/Cargo.toml --bins
+
 say "cargo test"
 cargo test --workspace --all-features --locked
 

@@ -32,11 +32,29 @@ impl RedeliveryTracker {
 
     /// `p` was acknowledged (or is gone): its count goes.
     pub fn remove(&mut self, p: Position) {
-        self.counts.remove(&p);
+        if self.counts.remove(&p).is_some() {
+            self.release_if_sparse();
+        }
     }
 
     pub fn clear(&mut self) {
-        self.counts.clear();
+        self.counts = HashMap::new();
+    }
+
+    /// A map keeps its largest capacity for good: a subscription that once had
+    /// thousands of redeliveries in flight would hold that memory as long as it
+    /// lives. Shrinking to twice the size once it falls under a quarter keeps the
+    /// cost amortised.
+    fn release_if_sparse(&mut self) {
+        let (len, cap) = (self.counts.len(), self.counts.capacity());
+        if cap > 64 && len * 4 < cap {
+            self.counts.shrink_to(len * 2);
+        }
+    }
+
+    /// Memory the map holds, in entries (for tests).
+    pub fn capacity(&self) -> usize {
+        self.counts.capacity()
     }
 
     /// Positions with a count (bounded by the entries delivered and not acknowledged).
@@ -53,6 +71,20 @@ impl RedeliveryTracker {
 mod tests {
     use super::RedeliveryTracker;
     use strobe_model::Position;
+
+    #[test]
+    fn memory_goes_back_as_counts_go() {
+        let mut t = RedeliveryTracker::default();
+        let ps: Vec<Position> = (0..10_000).map(|i| Position::new(1, i)).collect();
+        t.increment_all(&ps);
+        assert!(t.capacity() >= 10_000);
+        for p in &ps[..9_990] {
+            t.remove(*p);
+        }
+        assert_eq!(t.len(), 10);
+        assert!(t.capacity() <= 128, "capacity {} for 10 counts", t.capacity());
+        assert_eq!(t.count(ps[9_995]), 1);
+    }
 
     #[test]
     fn counts_grow_per_redelivery_and_go_on_removal() {
