@@ -82,7 +82,11 @@ mod tests {
             t.remove(*p);
         }
         assert_eq!(t.len(), 10);
-        assert!(t.capacity() <= 128, "capacity {} for 10 counts", t.capacity());
+        assert!(
+            t.capacity() <= 128,
+            "capacity {} for 10 counts",
+            t.capacity()
+        );
         assert_eq!(t.count(ps[9_995]), 1);
     }
 
