@@ -47,5 +47,11 @@ fuzz_target!(|data: &[u8]| {
         let _ = store.get("/admin/clusters/standalone").await;
         let _ = store.list_keys("/").await;
         drop(store);
+        // A current-thread runtime runs spawned tasks only while the future it drives
+        // waits: let the store's lease reaper see its cancellation and end, or every
+        // run would leave one behind (the growth libFuzzer reported as global state).
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
     });
 });
