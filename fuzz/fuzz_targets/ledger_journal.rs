@@ -4,20 +4,8 @@
 //! every entry it says it has.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use libfuzzer_sys::fuzz_target;
 use strobe_ledger::{FileBackend, FileBackendConfig, LedgerBackend as _, SyncMode};
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    })
-}
 
 fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().unwrap();
@@ -36,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(backend) = FileBackend::open(cfg) else {
         return;
     };
-    runtime().block_on(async {
+    strobe_fuzz::runtime().block_on(async {
         if let Ok((topic, recovered)) = backend.open_topic(strobe_fuzz::LEDGER_TOPIC, 0).await {
             for ledger in &recovered.ledgers {
                 if ledger.entries > 0 {

@@ -9,16 +9,6 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use strobe_metadata::{EmbeddedOptions, EmbeddedStore, MetadataStore as _};
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    })
-}
-
 fn dir() -> &'static tempfile::TempDir {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| tempfile::tempdir().unwrap())
@@ -34,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     if let Some(snap) = parts.get(1) {
         std::fs::write(&snapshot, snap).unwrap();
     }
-    runtime().block_on(async {
+    strobe_fuzz::runtime().block_on(async {
         let Ok(store) = EmbeddedStore::open(
             dir,
             EmbeddedOptions {

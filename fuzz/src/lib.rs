@@ -72,3 +72,14 @@ pub const LEDGER_TOPIC: &str = "persistent://public/default/fuzz";
 pub fn journal_name(seq: u64) -> String {
     format!("J{seq:016}.wal")
 }
+
+/// One current-thread runtime per fuzz process, for the targets that drive async code.
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
