@@ -67,6 +67,8 @@ struct Anchor {
 /// Chains to a fixed set of trusted CAs.
 pub(crate) struct ChainVerifier {
     anchors: Vec<Anchor>,
+    /// The same anchors in webpki's form, derived once.
+    webpki_anchors: Vec<TrustAnchor<'static>>,
     pub(crate) algorithms: WebPkiSupportedAlgorithms,
 }
 
@@ -180,16 +182,19 @@ impl ChainVerifier {
         origin: &str,
     ) -> Result<Self> {
         let mut anchors = Vec::new();
+        let mut webpki_anchors = Vec::new();
         for der in ders {
             let (_, cert) = X509Certificate::from_der(der).map_err(|e| {
                 Error::Tls(format!("a certificate in {origin} does not parse: {e}"))
             })?;
             // webpki must be able to use it too (it takes v1 anchors).
-            webpki::anchor_from_trusted_cert(&CertificateDer::from(der)).map_err(|e| {
+            let cert_der = CertificateDer::from(der);
+            let anchor = webpki::anchor_from_trusted_cert(&cert_der).map_err(|e| {
                 Error::Tls(format!(
                     "a certificate in {origin} cannot be a trust anchor: {e}"
                 ))
             })?;
+            webpki_anchors.push(anchor.to_owned());
             anchors.push(Anchor {
                 subject: cert.subject().as_raw().to_vec(),
                 spki: cert.public_key().raw.to_vec(),
@@ -198,6 +203,7 @@ impl ChainVerifier {
         }
         Ok(Self {
             anchors,
+            webpki_anchors,
             algorithms: super::provider().signature_verification_algorithms,
         })
     }
@@ -290,17 +296,6 @@ impl ChainVerifier {
         search: &Search<'_>,
         purpose: Purpose,
     ) -> Result<(), webpki::Error> {
-        // webpki's anchors borrow from the DER, so they are derived per call (a parse,
-        // not a signature check).
-        let ders: Vec<CertificateDer<'_>> = self
-            .anchors
-            .iter()
-            .map(|a| CertificateDer::from(a.der.as_slice()))
-            .collect();
-        let anchors: Vec<TrustAnchor<'_>> = ders
-            .iter()
-            .filter_map(|d| webpki::anchor_from_trusted_cert(d).ok())
-            .collect();
         let algorithms: Vec<&dyn SignatureVerificationAlgorithm> = search
             .algorithms
             .iter()
@@ -313,7 +308,7 @@ impl ChainVerifier {
         };
         cert.verify_for_usage(
             &algorithms,
-            &anchors,
+            &self.webpki_anchors,
             intermediates,
             search.now,
             usage,
