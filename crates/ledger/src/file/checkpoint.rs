@@ -504,6 +504,7 @@ pub(super) fn checkpoint(
                 if Some(id) != newest && seg.synced_len == seg.len && !seg.indexed {
                     seg.write_index(&seg.path.with_extension("idx"))?;
                     seg.indexed = true;
+                    seg.offsets.shrink_to_fit();
                     uncache.extend(seg.take_cache_drop_sealed(sh.cfg.page_cache_window));
                 }
             }

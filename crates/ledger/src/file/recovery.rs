@@ -322,7 +322,7 @@ pub(super) fn replay_record(
             let end = first.saturating_add(count);
             let placed = (count > 0 && end <= n).then(|| {
                 (
-                    seg.offsets[first as usize],
+                    seg.offsets.at(first as usize),
                     seg.record_end(end as usize - 1),
                 )
             });
