@@ -9,6 +9,15 @@ use clap::{Args, Parser, Subcommand};
 use strobe_broker::{Broker, BrokerConfig};
 use tracing::info;
 
+/// jemalloc rather than glibc's malloc: under client churn over many topics
+/// (`tests/soak/soak.py`) glibc's per-thread arenas kept the memory of every
+/// burst, so resident memory kept rising long after live heap had levelled;
+/// jemalloc, purging in background threads, gives it back (figures in
+/// docs/performance.md, "Allocator").
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod admin_cli;
 mod admin_http;
 mod perf;
