@@ -220,6 +220,7 @@ def main():
         for t in threads:
             t.join()
         after = settled(strobe)
+        print(f"after the soak: {json.dumps(after)}", flush=True)
         missing = account(strobe, ledger)
 
         rss0, rss1 = before["process_resident_memory_bytes"], after["process_resident_memory_bytes"]
