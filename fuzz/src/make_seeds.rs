@@ -1,7 +1,7 @@
 //! Writes seed inputs for the fuzz targets under `fuzz/corpus/<target>/`, made by
 //! the code under test itself: certificate chains signed by the fuzz CA, Avro
 //! schemas, a metadata store's log, and a ledger journal cut off mid-run (as after
-//! kill -9). Run from `fuzz/`: `cargo run --bin make_seeds`.
+//! kill -9), and an admin body for each route that reads one. Run from `fuzz/`: `cargo run --bin make_seeds`.
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -168,6 +168,48 @@ fn ledger(rt: &tokio::runtime::Runtime) {
     let _ = backend.close();
 }
 
+/// One body each route of the `admin_json` target accepts (the first byte is the
+/// route's index in that target's table, the second picks the names).
+fn admin_bodies() {
+    let avro = r#"{"type":"AVRO","schema":"{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\"}]}","properties":{"k":"v"}}"#;
+    let seeds: &[(u8, u8, &str)] = &[
+        (0, 0, r#"{"serviceUrl":"http://localhost:8080","brokerServiceUrl":"pulsar://localhost:6650"}"#),
+        (2, 1, r#"{"adminRoles":["admin"],"allowedClusters":["fuzz"]}"#),
+        (3, 0, r#"{"adminRoles":[],"allowedClusters":["fuzz"]}"#),
+        (4, 3, r#"{"bundles":{"numBundles":4}}"#),
+        (5, 0, "true"),
+        (6, 0, "3600"),
+        (7, 0, r#"{"retentionTimeInMinutes":60,"retentionSizeInMB":100}"#),
+        (8, 0, r#""BACKWARD_TRANSITIVE""#),
+        (9, 0, r#"{"limitSize":1048576,"limitTime":-1,"policy":"producer_request_hold"}"#),
+        (10, 0, r#"{"limitSize":-1,"limitTime":60,"policy":"consumer_backlog_eviction"}"#),
+        (11, 0, r#"["produce","consume"]"#),
+        (12, 0, r#"["role-a","role-b"]"#),
+        (13, 0, "1048576"),
+        (14, 0, "true"),
+        (15, 0, "false"),
+        (16, 0, ""),
+        (17, 0, r#"["consume"]"#),
+        (18, 12, ""),
+        (19, 4, "3"),
+        (20, 0, "4"),
+        (21, 4, "2"),
+        (22, 2 << 2, r#"{"ledgerId":-1,"entryId":-1,"partitionIndex":-1}"#),
+        (23, 2 << 2, r#"{"ledgerId":0,"entryId":0,"partitionIndex":-1}"#),
+        (24, 2 << 2, r#"{"ledgerId":0,"entryId":5,"batchIndex":2}"#),
+        (25, 1 << 2, avro),
+        (26, 1 << 2, avro),
+        (27, 1 << 2, avro),
+        (25, 3 << 2, r#"{"type":"STRING","schema":"","properties":{}}"#),
+        (25, 3 << 2, r#"{"type":"JSON","schema":"{\"type\":\"record\",\"name\":\"J\",\"fields\":[]}"}"#),
+    ];
+    for (i, (route, names, body)) in seeds.iter().enumerate() {
+        let mut bytes = vec![*route, *names];
+        bytes.extend_from_slice(body.as_bytes());
+        write("admin_json", &format!("seed-{i:02}"), &bytes);
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -177,5 +219,6 @@ fn main() {
     schemas();
     metadata(&rt);
     ledger(&rt);
+    admin_bodies();
     println!("seeds written under corpus/");
 }
