@@ -184,8 +184,8 @@ impl Offsets {
                 self.small.push(o);
                 return;
             }
-            self.large = self.small.drain(..).map(u64::from).collect();
-            self.small = Vec::new();
+            let small = std::mem::take(&mut self.small);
+            self.large = small.into_iter().map(u64::from).collect();
         }
         self.large.push(offset);
     }
