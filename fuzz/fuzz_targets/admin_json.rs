@@ -16,44 +16,6 @@ use libfuzzer_sys::fuzz_target;
 use strobe_broker::{Broker, BrokerConfig};
 use tower::ServiceExt;
 
-/// (method, path) of each route that reads its body; `{t}`, `{n}`, `{p}` and
-/// `{s}` are replaced by a tenant, namespace, topic and subscription name.
-const ROUTES: &[(&str, &str)] = &[
-    ("PUT", "/admin/v2/clusters/fuzz"),
-    ("POST", "/admin/v2/clusters/fuzz"),
-    ("PUT", "/admin/v2/tenants/{t}"),
-    ("POST", "/admin/v2/tenants/{t}"),
-    ("PUT", "/admin/v2/namespaces/{t}/{n}"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/deduplication"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/messageTTL"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/retention"),
-    ("PUT", "/admin/v2/namespaces/{t}/{n}/schemaCompatibilityStrategy"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/backlogQuota"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/backlogQuota?backlogQuotaType=message_age"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/permissions/role-a"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/permissions/subscription/{s}"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/compactionThreshold"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/isAllowAutoUpdateSchema"),
-    ("POST", "/admin/v2/namespaces/{t}/{n}/schemaValidationEnforced"),
-    ("PUT", "/admin/v2/namespaces/{t}/{n}/0x00000000_0xffffffff/split"),
-    ("POST", "/admin/v2/persistent/{t}/{n}/{p}/permissions/role-b"),
-    ("PUT", "/admin/v2/persistent/{t}/{n}/{p}"),
-    ("PUT", "/admin/v2/persistent/{t}/{n}/{p}/partitions"),
-    ("POST", "/admin/v2/persistent/{t}/{n}/{p}/partitions"),
-    ("PUT", "/admin/v2/non-persistent/{t}/{n}/{p}/partitions"),
-    ("PUT", "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}"),
-    ("POST", "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}/resetcursor"),
-    ("POST", "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}/resetcursor?isExcluded=true"),
-    ("POST", "/admin/v2/schemas/{t}/{n}/{p}/schema"),
-    ("POST", "/admin/v2/schemas/{t}/{n}/{p}/compatibility"),
-    ("POST", "/admin/v2/schemas/{t}/{n}/{p}/version"),
-];
-
-const TENANTS: [&str; 2] = ["public", "fz"];
-const NAMESPACES: [&str; 2] = ["default", "n1"];
-const TOPICS: [&str; 4] = ["a", "b", "a-partition-0", "c"];
-const SUBS: [&str; 2] = ["s", "t"];
-
 struct Fixture {
     rt: tokio::runtime::Runtime,
     router: axum::Router,
@@ -84,9 +46,17 @@ fn fixture() -> &'static Fixture {
             // routes above find something to change.
             let router = strobe_admin::router(service);
             for (method, uri, body) in [
-                ("PUT", "/admin/v2/tenants/fz", r#"{"allowedClusters":["fuzz"]}"#),
+                (
+                    "PUT",
+                    "/admin/v2/tenants/fz",
+                    r#"{"allowedClusters":["fuzz"]}"#,
+                ),
                 ("PUT", "/admin/v2/namespaces/fz/n1", ""),
-                ("PUT", "/admin/v2/persistent/public/default/a/partitions", "2"),
+                (
+                    "PUT",
+                    "/admin/v2/persistent/public/default/a/partitions",
+                    "2",
+                ),
             ] {
                 let req = Request::builder()
                     .method(method)
@@ -111,13 +81,7 @@ fuzz_target!(|data: &[u8]| {
     let [route, names, body @ ..] = data else {
         return;
     };
-    let (method, path) = ROUTES[usize::from(*route) % ROUTES.len()];
-    let n = usize::from(*names);
-    let path = path
-        .replace("{t}", TENANTS[n & 1])
-        .replace("{n}", NAMESPACES[(n >> 1) & 1])
-        .replace("{p}", TOPICS[(n >> 2) & 3])
-        .replace("{s}", SUBS[(n >> 4) & 1]);
+    let (method, path) = strobe_fuzz::admin_request(*route, *names);
     let f = fixture();
     let req = Request::builder()
         .method(Method::from_bytes(method.as_bytes()).unwrap())
@@ -132,7 +96,9 @@ fuzz_target!(|data: &[u8]| {
             .expect("the admin API answers within 10 s")
             .unwrap();
         let status = res.status();
-        let bytes = axum::body::to_bytes(res.into_body(), 1 << 20).await.unwrap();
+        let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
         assert!(
             !status.is_server_error(),
             "{method} {path} answered {status}: {}",

@@ -83,3 +83,90 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
             .unwrap()
     })
 }
+
+/// (method, path) of each route that reads its body; `{t}`, `{n}`, `{p}` and
+/// `{s}` are replaced by a tenant, namespace, topic and subscription name.
+pub const ADMIN_ROUTES: &[(&str, &str)] = &[
+    ("PUT", "/admin/v2/clusters/fuzz"),
+    ("POST", "/admin/v2/clusters/fuzz"),
+    ("PUT", "/admin/v2/tenants/{t}"),
+    ("POST", "/admin/v2/tenants/{t}"),
+    ("PUT", "/admin/v2/namespaces/{t}/{n}"),
+    ("POST", "/admin/v2/namespaces/{t}/{n}/deduplication"),
+    ("POST", "/admin/v2/namespaces/{t}/{n}/messageTTL"),
+    ("POST", "/admin/v2/namespaces/{t}/{n}/retention"),
+    (
+        "PUT",
+        "/admin/v2/namespaces/{t}/{n}/schemaCompatibilityStrategy",
+    ),
+    ("POST", "/admin/v2/namespaces/{t}/{n}/backlogQuota"),
+    (
+        "POST",
+        "/admin/v2/namespaces/{t}/{n}/backlogQuota?backlogQuotaType=message_age",
+    ),
+    ("POST", "/admin/v2/namespaces/{t}/{n}/permissions/role-a"),
+    (
+        "POST",
+        "/admin/v2/namespaces/{t}/{n}/permissions/subscription/{s}",
+    ),
+    ("POST", "/admin/v2/namespaces/{t}/{n}/compactionThreshold"),
+    (
+        "POST",
+        "/admin/v2/namespaces/{t}/{n}/isAllowAutoUpdateSchema",
+    ),
+    (
+        "POST",
+        "/admin/v2/namespaces/{t}/{n}/schemaValidationEnforced",
+    ),
+    (
+        "PUT",
+        "/admin/v2/namespaces/{t}/{n}/0x00000000_0xffffffff/split",
+    ),
+    (
+        "POST",
+        "/admin/v2/persistent/{t}/{n}/{p}/permissions/role-b",
+    ),
+    ("PUT", "/admin/v2/persistent/{t}/{n}/{p}"),
+    ("PUT", "/admin/v2/persistent/{t}/{n}/{p}/partitions"),
+    ("POST", "/admin/v2/persistent/{t}/{n}/{p}/partitions"),
+    ("PUT", "/admin/v2/non-persistent/{t}/{n}/{p}/partitions"),
+    ("PUT", "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}"),
+    (
+        "POST",
+        "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}/resetcursor",
+    ),
+    (
+        "POST",
+        "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}/resetcursor?isExcluded=true",
+    ),
+    ("POST", "/admin/v2/schemas/{t}/{n}/{p}/schema"),
+    ("POST", "/admin/v2/schemas/{t}/{n}/{p}/compatibility"),
+    ("POST", "/admin/v2/schemas/{t}/{n}/{p}/version"),
+];
+
+const TENANTS: [&str; 2] = ["public", "fz"];
+const NAMESPACES: [&str; 2] = ["default", "n1"];
+const TOPICS: [&str; 4] = ["a", "b", "a-partition-0", "c"];
+const SUBS: [&str; 2] = ["s", "t"];
+
+/// The `admin_json` target's request for a route byte and a names byte: the
+/// route's method and its path with the names filled in.
+pub fn admin_request(route: u8, names: u8) -> (&'static str, String) {
+    let (method, path) = ADMIN_ROUTES[usize::from(route) % ADMIN_ROUTES.len()];
+    let n = usize::from(names);
+    let path = path
+        .replace("{t}", TENANTS[n & 1])
+        .replace("{n}", NAMESPACES[(n >> 1) & 1])
+        .replace("{p}", TOPICS[(n >> 2) & 3])
+        .replace("{s}", SUBS[(n >> 4) & 1]);
+    (method, path)
+}
+
+/// The route byte that picks `(method, path)` of [`ADMIN_ROUTES`], for writing seeds.
+pub fn admin_route(method: &str, path: &str) -> u8 {
+    let i = ADMIN_ROUTES
+        .iter()
+        .position(|r| *r == (method, path))
+        .unwrap_or_else(|| panic!("{method} {path} is not in ADMIN_ROUTES"));
+    u8::try_from(i).unwrap()
+}

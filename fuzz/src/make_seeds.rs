@@ -168,43 +168,168 @@ fn ledger(rt: &tokio::runtime::Runtime) {
     let _ = backend.close();
 }
 
-/// One body each route of the `admin_json` target accepts (the first byte is the
-/// route's index in that target's table, the second picks the names).
+/// One body each route of the `admin_json` target accepts (the first byte picks
+/// the route in `strobe_fuzz::ADMIN_ROUTES`, the second the names in its path).
 fn admin_bodies() {
     let avro = r#"{"type":"AVRO","schema":"{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":\"int\"}]}","properties":{"k":"v"}}"#;
-    let seeds: &[(u8, u8, &str)] = &[
-        (0, 0, r#"{"serviceUrl":"http://localhost:8080","brokerServiceUrl":"pulsar://localhost:6650"}"#),
-        (2, 1, r#"{"adminRoles":["admin"],"allowedClusters":["fuzz"]}"#),
-        (3, 0, r#"{"adminRoles":[],"allowedClusters":["fuzz"]}"#),
-        (4, 3, r#"{"bundles":{"numBundles":4}}"#),
-        (5, 0, "true"),
-        (6, 0, "3600"),
-        (7, 0, r#"{"retentionTimeInMinutes":60,"retentionSizeInMB":100}"#),
-        (8, 0, r#""BACKWARD_TRANSITIVE""#),
-        (9, 0, r#"{"limitSize":1048576,"limitTime":-1,"policy":"producer_request_hold"}"#),
-        (10, 0, r#"{"limitSize":-1,"limitTime":60,"policy":"consumer_backlog_eviction"}"#),
-        (11, 0, r#"["produce","consume"]"#),
-        (12, 0, r#"["role-a","role-b"]"#),
-        (13, 0, "1048576"),
-        (14, 0, "true"),
-        (15, 0, "false"),
-        (16, 0, ""),
-        (17, 0, r#"["consume"]"#),
-        (18, 12, ""),
-        (19, 4, "3"),
-        (20, 0, "4"),
-        (21, 4, "2"),
-        (22, 2 << 2, r#"{"ledgerId":-1,"entryId":-1,"partitionIndex":-1}"#),
-        (23, 2 << 2, r#"{"ledgerId":0,"entryId":0,"partitionIndex":-1}"#),
-        (24, 2 << 2, r#"{"ledgerId":0,"entryId":5,"batchIndex":2}"#),
-        (25, 1 << 2, avro),
-        (26, 1 << 2, avro),
-        (27, 1 << 2, avro),
-        (25, 3 << 2, r#"{"type":"STRING","schema":"","properties":{}}"#),
-        (25, 3 << 2, r#"{"type":"JSON","schema":"{\"type\":\"record\",\"name\":\"J\",\"fields\":[]}"}"#),
+    let seeds: &[(&str, &str, u8, &str)] = &[
+        (
+            "PUT",
+            "/admin/v2/clusters/fuzz",
+            0,
+            r#"{"serviceUrl":"http://localhost:8080","brokerServiceUrl":"pulsar://localhost:6650"}"#,
+        ),
+        (
+            "PUT",
+            "/admin/v2/tenants/{t}",
+            1,
+            r#"{"adminRoles":["admin"],"allowedClusters":["fuzz"]}"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/tenants/{t}",
+            0,
+            r#"{"adminRoles":[],"allowedClusters":["fuzz"]}"#,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/{t}/{n}",
+            3,
+            r#"{"bundles":{"numBundles":4}}"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/deduplication",
+            0,
+            "true",
+        ),
+        ("POST", "/admin/v2/namespaces/{t}/{n}/messageTTL", 0, "3600"),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/retention",
+            0,
+            r#"{"retentionTimeInMinutes":60,"retentionSizeInMB":100}"#,
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/{t}/{n}/schemaCompatibilityStrategy",
+            0,
+            r#""BACKWARD_TRANSITIVE""#,
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/backlogQuota",
+            0,
+            r#"{"limitSize":1048576,"limitTime":-1,"policy":"producer_request_hold"}"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/backlogQuota?backlogQuotaType=message_age",
+            0,
+            r#"{"limitSize":-1,"limitTime":60,"policy":"consumer_backlog_eviction"}"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/permissions/role-a",
+            0,
+            r#"["produce","consume"]"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/permissions/subscription/{s}",
+            0,
+            r#"["role-a","role-b"]"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/compactionThreshold",
+            0,
+            "1048576",
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/isAllowAutoUpdateSchema",
+            0,
+            "true",
+        ),
+        (
+            "POST",
+            "/admin/v2/namespaces/{t}/{n}/schemaValidationEnforced",
+            0,
+            "false",
+        ),
+        (
+            "PUT",
+            "/admin/v2/namespaces/{t}/{n}/0x00000000_0xffffffff/split",
+            0,
+            "",
+        ),
+        (
+            "POST",
+            "/admin/v2/persistent/{t}/{n}/{p}/permissions/role-b",
+            0,
+            r#"["consume"]"#,
+        ),
+        ("PUT", "/admin/v2/persistent/{t}/{n}/{p}", 12, ""),
+        ("PUT", "/admin/v2/persistent/{t}/{n}/{p}/partitions", 4, "3"),
+        (
+            "POST",
+            "/admin/v2/persistent/{t}/{n}/{p}/partitions",
+            0,
+            "4",
+        ),
+        (
+            "PUT",
+            "/admin/v2/non-persistent/{t}/{n}/{p}/partitions",
+            4,
+            "2",
+        ),
+        (
+            "PUT",
+            "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}",
+            2 << 2,
+            r#"{"ledgerId":-1,"entryId":-1,"partitionIndex":-1}"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}/resetcursor",
+            2 << 2,
+            r#"{"ledgerId":0,"entryId":0,"partitionIndex":-1}"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/persistent/{t}/{n}/{p}/subscription/{s}/resetcursor?isExcluded=true",
+            2 << 2,
+            r#"{"ledgerId":0,"entryId":5,"batchIndex":2}"#,
+        ),
+        ("POST", "/admin/v2/schemas/{t}/{n}/{p}/schema", 1 << 2, avro),
+        (
+            "POST",
+            "/admin/v2/schemas/{t}/{n}/{p}/compatibility",
+            1 << 2,
+            avro,
+        ),
+        (
+            "POST",
+            "/admin/v2/schemas/{t}/{n}/{p}/version",
+            1 << 2,
+            avro,
+        ),
+        (
+            "POST",
+            "/admin/v2/schemas/{t}/{n}/{p}/schema",
+            3 << 2,
+            r#"{"type":"STRING","schema":"","properties":{}}"#,
+        ),
+        (
+            "POST",
+            "/admin/v2/schemas/{t}/{n}/{p}/schema",
+            3 << 2,
+            r#"{"type":"JSON","schema":"{\"type\":\"record\",\"name\":\"J\",\"fields\":[]}"}"#,
+        ),
     ];
-    for (i, (route, names, body)) in seeds.iter().enumerate() {
-        let mut bytes = vec![*route, *names];
+    for (i, (method, path, names, body)) in seeds.iter().enumerate() {
+        let mut bytes = vec![strobe_fuzz::admin_route(method, path), *names];
         bytes.extend_from_slice(body.as_bytes());
         write("admin_json", &format!("seed-{i:02}"), &bytes);
     }
