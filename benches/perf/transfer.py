@@ -12,6 +12,7 @@ after it, minus the normal spacing 1/RATE.
 
     STROBE_BIN=target/release/strobe .venv/bin/python benches/perf/transfer.py
     MOVES=100 RATE=1000 INTERVAL=0.5 ...
+    LOGS=DIR keeps the brokers' logs there (for a timeline of each move).
 
 Needs the cluster build of strobe and etcd (tests/run-all.sh installs both).
 """
@@ -126,6 +127,11 @@ def main():
             if v:
                 print(f"source {k}: p50 {statistics.median(v):.0f}, p99 {pct(v, 0.99):.0f}, max {max(v)}")
         client.close()
+        if os.environ.get("LOGS"):
+            os.makedirs(os.environ["LOGS"], exist_ok=True)
+            for b in c.brokers:
+                with open(os.path.join(os.environ["LOGS"], f"{b.id}.log"), "w") as f:
+                    f.write(b.log_text())
     finally:
         c.stop()
 

@@ -285,7 +285,6 @@ impl Topic {
             state: Mutex::new(state),
             txn: Mutex::new(txn::TopicTxn::default()),
         });
-        info!(topic = %topic.name, "topic loaded");
         Ok(topic)
     }
 

@@ -672,6 +672,20 @@ async fn background(
     trim_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     flush_tick.tick().await;
     trim_tick.tick().await;
+    // What the recovered cursors have consumed is trimmed at once, as Pulsar
+    // trims when a ledger is closed and a new one opened: a topic that changes
+    // owners more often than the trim interval would otherwise keep every
+    // consumed ledger, and each open and close would read and write an ever
+    // longer list of them. A topic without subscriptions keeps its ledgers
+    // until the first periodic trim, so a subscription made right after the
+    // open still finds them.
+    if trim_every.is_some()
+        && let Some(inner) = weak.upgrade()
+        && !inner.cursors.lock().is_empty()
+        && let Err(e) = inner.trim().await
+    {
+        tracing::warn!(topic = %inner.name, error = %e, "trimming failed");
+    }
     // Holds the ledger only while working, so dropping every handle ends it.
     loop {
         tokio::select! {

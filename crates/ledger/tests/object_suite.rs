@@ -12,8 +12,8 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use strobe_ledger::testing::{Harness, cases};
 use strobe_ledger::{
-    LedgerBackend, LedgerConfig, LedgerError, ManagedLedger, ObjectBackend, ObjectBackendConfig,
-    Position, StorageUrl,
+    InitialPosition, LedgerBackend, LedgerConfig, LedgerError, ManagedLedger, ObjectBackend,
+    ObjectBackendConfig, Position, StorageUrl,
 };
 
 struct Objects {
@@ -462,6 +462,73 @@ async fn trimming_deletes_the_objects_of_deleted_ledgers() {
     );
     assert!(ml.stats().current_ledger_id > ps[9].ledger_id);
     ml.close().await.unwrap();
+}
+
+/// A reopened topic trims what its recovered cursors consumed at once, not
+/// after the periodic trim interval (a topic that changes owners more often
+/// than that would otherwise keep every ledger); one without cursors keeps
+/// its ledgers until the periodic trim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reopened_topic_trims_what_its_cursors_consumed_at_once() {
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let backend = || {
+        ObjectBackend::new(
+            store.clone(),
+            Path::from("t"),
+            ObjectBackendConfig::default(),
+        )
+    };
+    let c = LedgerConfig {
+        max_entries_per_ledger: 2,
+        trim_interval: Some(Duration::from_secs(3600)),
+        ..cfg(1)
+    };
+    for (topic, with_cursor) in [("consumed", true), ("no-subscription", false)] {
+        let b = backend();
+        let ml = ManagedLedger::open(&b, topic, c.clone()).await.unwrap();
+        let cursor = if with_cursor {
+            Some(
+                ml.open_cursor("sub", InitialPosition::Earliest)
+                    .await
+                    .unwrap(),
+            )
+        } else {
+            None
+        };
+        let mut last = None;
+        for i in 0..6u32 {
+            last = Some(ml.append(Bytes::from(format!("e{i}"))).await.unwrap());
+        }
+        if let Some(cur) = &cursor {
+            cur.mark_delete(last.unwrap());
+        }
+        drop(cursor);
+        ml.close().await.unwrap();
+        drop(ml);
+        let b = backend();
+        let ml = ManagedLedger::open(&b, topic, c.clone()).await.unwrap();
+        let before = ml.stats().ledgers;
+        assert!(before >= 4, "three full ledgers and a new one: {before}");
+        let t0 = std::time::Instant::now();
+        let wait = if with_cursor { 5000 } else { 300 };
+        while ml.stats().ledgers > 1 && t0.elapsed() < Duration::from_millis(wait) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if with_cursor {
+            assert_eq!(
+                ml.stats().ledgers,
+                1,
+                "consumed ledgers trimmed at the open"
+            );
+        } else {
+            assert_eq!(
+                ml.stats().ledgers,
+                before,
+                "no cursor: nothing trimmed before the interval"
+            );
+        }
+        ml.close().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

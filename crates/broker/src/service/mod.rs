@@ -353,12 +353,14 @@ impl BrokerService {
             Some(f) => f,
             None => self.fence_for(name).await?,
         };
+        let started = std::time::Instant::now();
         let topic = if name.is_persistent() {
             self.load_persistent(name, create, fence).await?
         } else {
             self.load_non_persistent(name, create, fence).await?
         };
         self.topics.lock().insert(key, topic.clone());
+        info!(topic = %name, fence, load_ms = started.elapsed().as_millis() as u64, "topic loaded");
         Ok(topic)
     }
 

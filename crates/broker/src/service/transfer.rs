@@ -109,11 +109,12 @@ impl BrokerService {
         let path = bundle_path(ns, bundle);
         let started = Instant::now();
         c.begin_transfer(&path, &dst).await?;
+        let began = started.elapsed();
         let handoffs = self.close_bundle_topics(ns, bundle).await?;
-        let closed = started.elapsed();
+        let closed = started.elapsed() - began;
         let assigned = c.assign(&path).await;
         let taken = assigned.is_ok() && c.wait_taken(&path, &dst.broker_id, TAKE_TIMEOUT).await;
-        let took = started.elapsed() - closed;
+        let took = started.elapsed() - closed - began;
         let urls = |conns: &[u64]| taken.then(|| self.assigned_urls(&dst, conns)).flatten();
         let topics = handoffs.len();
         for h in handoffs {
@@ -136,7 +137,7 @@ impl BrokerService {
         counters
             .transfer_take_us
             .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-        info!(bundle = %path, dst = %dst.broker_id, topics, close_ms = closed.as_millis() as u64, take_ms = took.as_millis() as u64, "bundle transferred");
+        info!(bundle = %path, dst = %dst.broker_id, topics, begin_ms = began.as_millis() as u64, close_ms = closed.as_millis() as u64, take_ms = took.as_millis() as u64, "bundle transferred");
         Ok(())
     }
 
