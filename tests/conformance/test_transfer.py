@@ -354,3 +354,110 @@ def test_partitioned_topics_readers_dedup_and_non_persistent_topics_move(cluster
     assert c_volatile.receive(timeout_millis=10000).data() == b"after"
     print(f"\nmoved every bundle of {ns} twice: {len(acked)} acknowledged, {len(read)} read")
     client.close()
+
+
+def test_a_bundle_split_in_the_cluster_disconnects_nobody(cluster):
+    """A bundle split through a broker that does not own it: the owner
+    splits it (Splitting, then Deleted with both halves Owned by it in one
+    transaction) and serves on, so no client is closed or looks up again and
+    nothing is lost; the old bundle is gone everywhere, and a half then moves
+    to another broker like any bundle."""
+    c = cluster
+    ns = f"split-{os.getpid()}"
+    status, body, _ = c.brokers[0].http("PUT", f"/admin/v2/namespaces/public/{ns}",
+                                        {"bundles": {"numBundles": 1}})
+    assert status in (200, 204), body
+    whole = "0x00000000_0xffffffff"
+    topics = [f"persistent://public/{ns}/t{i}" for i in range(8)]
+    urls = "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in c.brokers)
+    client, log_start = client_with_log(urls)
+    consumers = [client.subscribe(t, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                  initial_position=pulsar.InitialPosition.Earliest) for t in topics]
+    producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0,
+                                        max_pending_messages=100000) for t in topics]
+    owner = c.owner(topics[0])
+    acked, failed, received = set(), [], set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def send():
+        i = 0
+        while not stop.is_set():
+            for n, p in enumerate(producers):
+                payload = f"{n}-{i}"
+
+                def done(res, _id, payload=payload):
+                    with lock:
+                        if res == pulsar.Result.Ok:
+                            acked.add(payload)
+                        else:
+                            failed.append((payload, str(res)))
+                p.send_async(payload.encode(), done)
+            i += 1
+            time.sleep(0.01)
+
+    def receive(cons):
+        while True:
+            try:
+                m = cons.receive(timeout_millis=3000)
+            except pulsar.Timeout:
+                if stop.is_set():
+                    return
+                continue
+            with lock:
+                received.add(m.data().decode())
+            cons.acknowledge(m)
+
+    threads = [threading.Thread(target=send, daemon=True)] + \
+        [threading.Thread(target=receive, args=(cons,), daemon=True) for cons in consumers]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    before = sum(lookups(b) for b in c.brokers)
+    via = next(b for b in c.brokers if b is not owner)
+    status, body, _ = via.http("PUT", f"/admin/v2/namespaces/public/{ns}/{whole}/split")
+    assert status == 204, (status, body, c.logs())
+    status, bundles, _ = via.http("GET", f"/admin/v2/namespaces/public/{ns}/bundles")
+    assert status == 200 and bundles["numBundles"] == 2, bundles
+    halves = [f"{lo}_{hi}" for lo, hi in zip(bundles["boundaries"], bundles["boundaries"][1:])]
+    # The owner holds both halves; nobody holds the old bundle.
+    status, owned, _ = owner.http("GET", f"/admin/v2/brokers/test-cluster/{owner.id}/ownedNamespaces")
+    assert status == 200, owned
+    assert sorted(k for k in owned if k.startswith(f"public/{ns}/")) == sorted(f"public/{ns}/{h}" for h in halves)
+    for b in c.brokers:
+        status, owned, _ = b.http("GET", f"/admin/v2/brokers/test-cluster/{b.id}/ownedNamespaces")
+        assert f"public/{ns}/{whole}" not in owned, (b.id, owned)
+    # Longer than the brokers' one-second ownership check, which closes the
+    # topics of bundles a broker does not hold.
+    time.sleep(2)
+    after_split = sum(lookups(b) for b in c.brokers)
+    closed = [line for line in _LINES.lines[log_start:] if "Broker notification of Closed" in line]
+    assert not closed, closed[:3]
+    assert after_split == before, f"lookups during the split: {after_split - before}"
+    # Every topic is served by the owner, looked up through any broker.
+    for t in topics:
+        assert c.owner(t) is owner, t
+    # The old bundle is no bundle any more.
+    status, body, _ = owner.http("PUT", f"/admin/v2/namespaces/public/{ns}/{whole}/unload")
+    assert status == 404, (status, body)
+    # One half moves to another broker like any bundle.
+    status, name_bundle, _ = owner.http("GET", f"/lookup/v2/topic/persistent/public/{ns}/t0/bundle")
+    assert status == 200 and name_bundle in halves, name_bundle
+    dst = next(b for b in c.brokers if b is not owner)
+    status, body, _ = via.http(
+        "PUT", f"/admin/v2/namespaces/public/{ns}/{name_bundle}/unload?destinationBroker={dst.id}")
+    assert status == 204, (status, body)
+    time.sleep(1)
+    assert c.owner(topics[0]) is dst
+    stop.set()
+    threads[0].join()
+    for p in producers:
+        p.flush()
+    for t in threads[1:]:
+        t.join(timeout=30)
+    with lock:
+        missing = acked - received
+    assert not failed, failed[:5]
+    assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {sorted(missing)[:5]}"
+    print(f"\nsplit under load: {len(acked)} acknowledged, none lost, no client closed by the split")
+    client.close()

@@ -47,12 +47,13 @@ fn topic_of(path: &str) -> Option<TopicName> {
     TopicName::parse(&format!("{domain}://{tenant}/{ns}/{topic}")).ok()
 }
 
-/// The bundle a path is about: `/admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload`.
+/// The bundle a path is about: `/admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload`
+/// or `…/split` (its owner does both).
 fn bundle_of(path: &str) -> Option<(String, String)> {
     let rest = path.strip_prefix("/admin/v2/namespaces/")?;
     let parts: Vec<&str> = rest.split('/').collect();
     match parts.as_slice() {
-        [t, ns, bundle, "unload"] if bundle.starts_with("0x") => {
+        [t, ns, bundle, "unload" | "split"] if bundle.starts_with("0x") => {
             Some((format!("{t}/{ns}"), (*bundle).to_string()))
         }
         _ => None,
@@ -154,8 +155,9 @@ mod tests {
         assert_eq!(super::bundle_of("/admin/v2/namespaces/t/n/unload"), None);
         assert_eq!(
             super::bundle_of("/admin/v2/namespaces/t/n/0x0_0x1/split"),
-            None
+            Some(("t/n".to_string(), "0x0_0x1".to_string()))
         );
+        assert_eq!(super::bundle_of("/admin/v2/namespaces/t/n/0x0_0x1/other"), None);
     }
 
     #[test]

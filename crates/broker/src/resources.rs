@@ -365,20 +365,64 @@ impl Resources {
         Ok(())
     }
 
-    pub async fn set_namespace_policies(
+    /// A namespace's policies as the store has them now, with their version
+    /// (the cache may be a moment behind another broker's write).
+    pub async fn namespace_policies_now(
+        &self,
+        ns: &str,
+    ) -> Result<Option<Versioned<NamespacePolicies>>, BrokerError> {
+        self.get(&paths::namespace(ns)).await
+    }
+
+    /// Writes a namespace's policies if the store still has them at
+    /// `version`; a concurrent change is a 409 (Pulsar's "Concurrent
+    /// modification"), never a lost update.
+    pub async fn replace_namespace_policies(
         &self,
         ns: &str,
         policies: &NamespacePolicies,
+        version: u64,
     ) -> Result<(), BrokerError> {
-        let stat = self
+        let stat = match self
             .store
-            .put(&paths::namespace(ns), &encode(policies), Expect::Any)
-            .await?;
-        self.wrote(0, stat.version);
-        self.namespaces
-            .lock()
-            .insert(ns.to_owned(), policies.clone());
+            .put(
+                &paths::namespace(ns),
+                &encode(policies),
+                Expect::Version(version),
+            )
+            .await
+        {
+            Ok(stat) => stat,
+            Err(MetadataError::BadVersion { .. }) | Err(MetadataError::NotFound(_)) => {
+                return Err(BrokerError::Conflict(format!(
+                    "Concurrent modification of namespace {ns}'s policies; try again"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.policies_written(ns, policies.clone(), stat.version);
         Ok(())
+    }
+
+    /// The write of a namespace's policies at `version`, for a transaction
+    /// (a bundle split writes the new boundaries with the ownership records).
+    pub fn namespace_policies_op(
+        &self,
+        ns: &str,
+        policies: &NamespacePolicies,
+        version: u64,
+    ) -> Op {
+        Op::put_if(
+            paths::namespace(ns),
+            encode(policies),
+            Expect::Version(version),
+        )
+    }
+
+    /// Notes policies this broker wrote at `revision` in the cache.
+    pub fn policies_written(&self, ns: &str, policies: NamespacePolicies, revision: u64) {
+        self.wrote(0, revision);
+        self.namespaces.lock().insert(ns.to_owned(), policies);
     }
 
     pub async fn delete_namespace(&self, ns: &str) -> Result<(), BrokerError> {

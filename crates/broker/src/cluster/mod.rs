@@ -39,6 +39,7 @@ use crate::config::AdvertisedListener;
 
 pub mod balance;
 mod ownership;
+mod split;
 pub mod state;
 
 pub use state::OwnerState;
@@ -189,6 +190,13 @@ pub struct Placement {
 /// The path of a bundle's ownership lock.
 pub fn bundle_path(namespace: &str, bundle: &str) -> String {
     format!("{OWNERSHIP}/{namespace}/{bundle}")
+}
+
+/// The namespace and bundle of an ownership lock's path.
+pub fn parse_bundle_path(path: &str) -> Option<(&str, &str)> {
+    path.strip_prefix(OWNERSHIP)?
+        .strip_prefix('/')?
+        .rsplit_once('/')
 }
 
 /// Picks the broker for an unowned bundle: the fewest owned bundles, ties
@@ -357,13 +365,15 @@ impl Cluster {
             .collect()
     }
 
-    /// Every owned bundle's path and owner.
+    /// Every owned bundle's path and owner (a split's Deleted parent is no
+    /// bundle any more).
     pub fn owners(&self) -> Vec<(String, OwnerInfo)> {
         self.owners
             .snapshot()
             .entries
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), serde_json::from_slice(&v.value).ok()?)))
+            .filter(|(_, o): &(String, OwnerInfo)| o.state != OwnerState::Deleted)
             .collect()
     }
 
@@ -635,6 +645,17 @@ mod tests {
     /// Brokers "a" and "b" joined to one in-memory store.
     pub(super) async fn pair() -> (Arc<Cluster>, Arc<Cluster>) {
         let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
+        // Taking a bundle checks the namespace's boundaries in the store.
+        for ns in ["public/default", "t/n"] {
+            store
+                .put(
+                    &crate::resources::paths::namespace(ns),
+                    b"{}",
+                    strobe_metadata::Expect::Absent,
+                )
+                .await
+                .unwrap();
+        }
         let opts = SessionOptions::with_ttl(Duration::from_secs(5));
         let a = Cluster::join(store.clone(), opts.clone(), broker("a"))
             .await

@@ -14,10 +14,13 @@ use std::collections::HashMap;
 use std::sync::Weak;
 use std::time::Duration;
 
-use strobe_metadata::{Expect, MetadataError};
+use strobe_metadata::{Expect, MetadataError, Op, OpResult};
 use tracing::{info, warn};
 
-use super::{BrokerInfo, BrokerRef, Cluster, OwnerInfo, OwnerState, Placement, pick_broker};
+use super::{
+    BrokerInfo, BrokerRef, Cluster, OwnerInfo, OwnerState, Placement, parse_bundle_path,
+    pick_broker,
+};
 use crate::BrokerError;
 
 /// A record this broker holds.
@@ -27,6 +30,10 @@ pub(crate) struct Held {
     pub version: u64,
     /// The session epoch it was written in (a later epoch holds nothing).
     pub epoch: u64,
+    /// The fencing token of the bundle's ledgers here: the version of the
+    /// write that made this broker the owner (the halves of a split keep
+    /// their parent's: the same broker goes on writing the same logs).
+    pub fence: u64,
     pub info: OwnerInfo,
 }
 
@@ -36,25 +43,39 @@ fn not_served(path: &str, owner: &str) -> BrokerError {
     ))
 }
 
+/// A bundle that was split: the client looks the topic up again and finds
+/// its half. (The C++ client keeps its connection on a lookup error that says
+/// "is being unloaded".)
+pub(super) fn split_away(path: &str) -> BrokerError {
+    BrokerError::ServiceNotReady(format!(
+        "Namespace bundle {path} is being unloaded: it was split; look the topic up again"
+    ))
+}
+
 impl Cluster {
-    /// The version of this broker's Owned record of `path`, if it holds one now.
-    fn holds(&self, path: &str) -> Option<u64> {
+    /// The fencing token of `path` if this broker serves it now (Owned, or
+    /// Splitting: the owner serves on while it splits).
+    pub(super) fn holds(&self, path: &str) -> Option<u64> {
         let mut owned = self.owned.lock();
         let h = owned.get(path)?;
         if !self.session.is_alive_in(h.epoch) {
             owned.remove(path);
             return None;
         }
-        (h.info.state == OwnerState::Owned).then_some(h.version)
+        matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting).then_some(h.fence)
     }
 
-    /// The paths of the bundles this broker owns (not those it is handing over).
+    /// The paths of the bundles this broker serves (Owned or Splitting; not
+    /// those it is handing over).
     pub fn owned_bundles(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .owned
             .lock()
             .iter()
-            .filter(|(_, h)| h.info.state == OwnerState::Owned && self.session.is_alive_in(h.epoch))
+            .filter(|(_, h)| {
+                matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting)
+                    && self.session.is_alive_in(h.epoch)
+            })
             .map(|(p, _)| p.clone())
             .collect();
         v.sort();
@@ -76,29 +97,105 @@ impl Cluster {
         }
     }
 
-    /// Writes `info` at `path` under this broker's lease if the record is at
-    /// `expect`, and remembers it as held.
-    async fn write(&self, path: &str, info: OwnerInfo, expect: Expect) -> Result<u64, BrokerError> {
-        let (lease, epoch) = self.session.lease().ok_or_else(|| {
+    /// This broker's lease and its session epoch.
+    pub(super) fn lease(&self) -> Result<(strobe_metadata::LeaseId, u64), BrokerError> {
+        self.session.lease().ok_or_else(|| {
             BrokerError::ServiceNotReady(
                 "this broker lost its metadata session; look the topic up again".into(),
             )
-        })?;
+        })
+    }
+
+    /// Writes `info` at `path` under this broker's lease if the record is at
+    /// `expect` (and every check of `also` holds, in the same transaction),
+    /// and remembers it as held. The fencing token stays what it was while
+    /// this broker goes on holding the record (a transfer's or split's
+    /// steps); a record written anew starts with its own version.
+    pub(super) async fn write_checked(
+        &self,
+        path: &str,
+        info: OwnerInfo,
+        expect: Expect,
+        also: Vec<Op>,
+    ) -> Result<u64, BrokerError> {
+        let (lease, epoch) = self.lease()?;
         let bytes = serde_json::to_vec(&info).expect("an ownership record serialises");
-        let stat = self
-            .session
-            .store()
-            .put_ephemeral(path, &bytes, expect, lease)
-            .await?;
-        self.owned.lock().insert(
+        let version = if also.is_empty() {
+            self.session
+                .store()
+                .put_ephemeral(path, &bytes, expect, lease)
+                .await?
+                .version
+        } else {
+            let n = also.len();
+            let mut ops = also;
+            ops.push(Op::Put {
+                key: path.to_string(),
+                value: bytes,
+                expect,
+                lease: Some(lease),
+            });
+            match self.session.store().txn(ops).await?.results.get(n) {
+                Some(OpResult::Put(stat)) => stat.version,
+                other => {
+                    return Err(BrokerError::CorruptMetadata {
+                        path: path.to_string(),
+                        reason: format!("a transaction's put answered {other:?}"),
+                    });
+                }
+            }
+        };
+        let mut owned = self.owned.lock();
+        let fence = match (owned.get(path), expect) {
+            (Some(h), Expect::Version(v)) if h.version == v && h.epoch == epoch => h.fence,
+            _ => version,
+        };
+        owned.insert(
             path.to_string(),
             Held {
-                version: stat.version,
+                version,
                 epoch,
+                fence,
                 info,
             },
         );
-        Ok(stat.version)
+        Ok(fence)
+    }
+
+    async fn write(&self, path: &str, info: OwnerInfo, expect: Expect) -> Result<u64, BrokerError> {
+        self.write_checked(path, info, expect, Vec::new()).await
+    }
+
+    /// The check that the namespace's bundle boundaries, as the store has
+    /// them now, still hold the bundle at `path`: a broker whose cache is a
+    /// moment behind a split must not take the bundle that was split away.
+    /// Goes into the transaction that takes the bundle, so a split landing
+    /// between this read and that write makes the write fail.
+    async fn boundaries_check(&self, path: &str) -> Result<Op, BrokerError> {
+        let Some((ns, bundle)) = parse_bundle_path(path) else {
+            return Err(BrokerError::NotAllowed(format!(
+                "{path:?} is not a bundle's ownership path"
+            )));
+        };
+        let key = crate::resources::paths::namespace(ns);
+        let Some(v) = self.session.store().get(&key).await? else {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {ns} does not exist"
+            )));
+        };
+        let policies: crate::policies::NamespacePolicies = serde_json::from_slice(&v.value)
+            .map_err(|e| BrokerError::CorruptMetadata {
+                path: key.clone(),
+                reason: e.to_string(),
+            })?;
+        // Without recorded boundaries the namespace was never split (a split
+        // records them); the version check still catches one landing now.
+        if let Some(b) = policies.bundles
+            && b.range_of(bundle).is_err()
+        {
+            return Err(split_away(path));
+        }
+        Ok(Op::check(key, Expect::Version(v.stat.version)))
     }
 
     /// Where a client should go for the bundle at `path`: its owner (the
@@ -108,6 +205,9 @@ impl Cluster {
         let leaving = self.is_leaving();
         let me = self.me();
         if let Some(owner) = self.owner_of(path) {
+            if owner.state == OwnerState::Deleted {
+                return Err(split_away(path));
+            }
             let to = owner.serving().clone();
             let local = to.broker_id == me.broker_id;
             let settled = owner.state != OwnerState::Owned || !local;
@@ -185,7 +285,11 @@ impl Cluster {
                 match self.read_record(path).await? {
                     None => {
                         let info = OwnerInfo::owned_by(&self.me());
-                        match self.write(path, info, Expect::Absent).await {
+                        let check = self.boundaries_check(path).await?;
+                        match self
+                            .write_checked(path, info, Expect::Absent, vec![check])
+                            .await
+                        {
                             Ok(v) => {
                                 info!(bundle = path, fence = v, "bundle owned");
                                 return Ok(v);
@@ -193,8 +297,15 @@ impl Cluster {
                             Err(BrokerError::Metadata(MetadataError::AlreadyExists(_))) => {
                                 continue;
                             }
+                            // The boundaries changed since they were read: a split.
+                            Err(BrokerError::Metadata(MetadataError::BadVersion { .. })) => {
+                                return Err(split_away(path));
+                            }
                             Err(e) => return Err(e),
                         }
+                    }
+                    Some((rec, _)) if rec.state == OwnerState::Deleted => {
+                        return Err(split_away(path));
                     }
                     Some((rec, version)) => {
                         let moving_here = rec.state != OwnerState::Owned
@@ -245,7 +356,11 @@ impl Cluster {
     /// A transfer's first step: Owned → Releasing{dst}. From now on lookups
     /// send clients to `dst`.
     pub async fn begin_transfer(&self, path: &str, dst: &BrokerInfo) -> Result<(), BrokerError> {
-        let Some(version) = self.holds(path) else {
+        let held = self.owned.lock().get(path).cloned();
+        let Some(version) = held
+            .filter(|h| h.info.state == OwnerState::Owned && self.session.is_alive_in(h.epoch))
+            .map(|h| h.version)
+        else {
             return Err(BrokerError::NotAllowed(format!(
                 "bundle {path} is not owned by this broker"
             )));

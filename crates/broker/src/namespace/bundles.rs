@@ -89,8 +89,8 @@ impl BundlesData {
     }
 
     /// These bundles with `bundle` split into two halves (Pulsar's
-    /// `range_equally_divide`).
-    pub fn split(&self, bundle: &str) -> Result<BundlesData, BrokerError> {
+    /// `range_equally_divide`), and the halves' names.
+    pub fn split(&self, bundle: &str) -> Result<(BundlesData, [String; 2]), BrokerError> {
         let (lo, hi) = self.range_of(bundle)?;
         if hi - lo < 2 {
             return Err(BrokerError::Precondition(format!(
@@ -101,10 +101,15 @@ impl BundlesData {
         let mut v = self.parsed()?;
         let at = v.iter().position(|x| *x == hi).unwrap_or(v.len());
         v.insert(at, mid);
-        Ok(BundlesData {
+        let split = BundlesData {
             boundaries: v.iter().map(|x| format!("0x{x:08x}")).collect(),
             num_bundles: (v.len() - 1) as u32,
-        })
+        };
+        let halves = [
+            format!("0x{lo:08x}_0x{mid:08x}"),
+            format!("0x{mid:08x}_0x{hi:08x}"),
+        ];
+        Ok((split, halves))
     }
 }
 
@@ -139,12 +144,16 @@ mod tests {
     #[test]
     fn split_halves_one_bundle_and_keeps_the_rest() {
         let b = BundlesData::even(2);
-        let s = b.split("0x00000000_0x80000000").unwrap();
+        let (s, halves) = b.split("0x00000000_0x80000000").unwrap();
         assert_eq!(
             s.boundaries,
             ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"]
         );
         assert_eq!(s.num_bundles, 3);
+        assert_eq!(halves, ["0x00000000_0x40000000", "0x40000000_0x80000000"]);
+        for h in &halves {
+            s.range_of(h).unwrap();
+        }
         assert!(b.split("0x00000000_0x40000000").is_err(), "not a bundle");
         assert!(b.range_of("nonsense").is_err());
     }

@@ -61,10 +61,7 @@ impl BrokerService {
         // Moves the load manager asked of this broker.
         let owned = c.owned_bundles();
         for (key, r) in c.move_requests() {
-            let parsed = r
-                .bundle
-                .strip_prefix(&format!("{}/", crate::cluster::OWNERSHIP))
-                .and_then(|rest| rest.rsplit_once('/'));
+            let parsed = crate::cluster::parse_bundle_path(&r.bundle);
             if owned.contains(&r.bundle)
                 && let Some((ns, bundle)) = parsed
                 && let Err(e) = self.transfer_bundle(ns, bundle, &r.to).await

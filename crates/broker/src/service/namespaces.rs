@@ -121,11 +121,19 @@ impl BrokerService {
         ns: &str,
         f: impl FnOnce(&mut NamespacePolicies),
     ) -> Result<NamespacePolicies, BrokerError> {
-        let mut p = self
-            .namespace_policies(ns)
+        // Read from the store, not the cache, and written back only over
+        // that version: another broker's change (a bundle split's new
+        // boundaries) is never overwritten with an older copy.
+        let current = self
+            .resources
+            .namespace_policies_now(ns)
+            .await?
             .ok_or_else(|| namespace_missing(ns))?;
+        let mut p = current.value;
         f(&mut p);
-        self.resources.set_namespace_policies(ns, &p).await?;
+        self.resources
+            .replace_namespace_policies(ns, &p, current.version)
+            .await?;
         let dedup = self.deduplication_enabled(ns);
         let ttl = self.message_ttl_secs(ns);
         let quotas = quotas_of(&p);
@@ -183,13 +191,78 @@ impl BrokerService {
         Ok(())
     }
 
-    /// Splits a bundle into two halves (Pulsar's range_equally_divide).
+    /// Splits a bundle into two halves (Pulsar's range_equally_divide). In
+    /// a cluster the bundle's owner does it (the admin layer sends the
+    /// request there; a free bundle is taken first) through the Splitting
+    /// and Deleted states, and goes on serving both halves: no client is
+    /// disconnected. The load manager may move a half away later.
     pub async fn split_bundle(&self, ns: &str, bundle: &str) -> Result<(), BrokerError> {
-        let split = self.bundles(ns)?.split(bundle)?;
-        self.update_policies(ns, move |p| p.bundles = Some(split))
-            .await?;
-        info!(namespace = ns, bundle, "bundle split");
-        Ok(())
+        let (split, _) = self.bundles(ns)?.split(bundle)?;
+        let Some(c) = self.cluster().cloned() else {
+            self.update_policies(ns, move |p| p.bundles = Some(split))
+                .await?;
+            info!(namespace = ns, bundle, "bundle split");
+            return Ok(());
+        };
+        let parent = crate::cluster::bundle_path(ns, bundle);
+        c.acquire(&parent).await?;
+        c.begin_split(&parent).await?;
+        let done = self.finish_split(&c, ns, bundle, &parent).await;
+        if let Err(e) = &done {
+            // Splitting → Free: its topics close, their clients look them up.
+            tracing::warn!(bundle = %parent, error = %e, "splitting a bundle failed; released it");
+            c.release(&parent).await;
+        }
+        done
+    }
+
+    /// The split's transaction, against the namespace's policies as the
+    /// store has them (retried if they change meanwhile).
+    async fn finish_split(
+        &self,
+        c: &Arc<crate::cluster::Cluster>,
+        ns: &str,
+        bundle: &str,
+        parent: &str,
+    ) -> Result<(), BrokerError> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let current = self
+                .resources
+                .namespace_policies_now(ns)
+                .await?
+                .ok_or_else(|| namespace_missing(ns))?;
+            let mut p = current.value;
+            let bundles = p.bundles.clone().unwrap_or_else(|| {
+                BundlesData::even(self.config.default_number_of_namespace_bundles)
+            });
+            let (split, halves) = bundles.split(bundle)?;
+            p.bundles = Some(split);
+            let paths: Vec<String> = halves
+                .iter()
+                .map(|h| crate::cluster::bundle_path(ns, h))
+                .collect();
+            let op = self
+                .resources
+                .namespace_policies_op(ns, &p, current.version);
+            let resources = &self.resources;
+            let written = p.clone();
+            match c
+                .finish_split(parent, &paths, vec![op], |revision| {
+                    resources.policies_written(ns, written, revision)
+                })
+                .await
+            {
+                Err(BrokerError::Metadata(strobe_metadata::MetadataError::BadVersion {
+                    key,
+                    ..
+                })) if key == crate::resources::paths::namespace(ns) && attempts < 5 => {
+                    continue;
+                }
+                r => return r,
+            }
+        }
     }
 }
 

@@ -167,10 +167,7 @@ impl BrokerService {
         };
         let me = c.broker_id();
         for path in c.owned_bundles() {
-            let Some((ns, bundle)) = path
-                .strip_prefix(&format!("{}/", crate::cluster::OWNERSHIP))
-                .and_then(|rest| rest.rsplit_once('/'))
-            else {
+            let Some((ns, bundle)) = crate::cluster::parse_bundle_path(&path) else {
                 continue;
             };
             let mut load = std::collections::HashMap::new();
