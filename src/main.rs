@@ -288,6 +288,7 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
             advertised_listeners: cfg.listeners()?,
             bundles: 0,
             topics: 0,
+            bundle_rates: Default::default(),
         };
         let session = SessionOptions {
             ttl: std::time::Duration::from_secs(cfg.metadata_session_timeout_secs),

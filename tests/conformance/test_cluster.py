@@ -363,3 +363,106 @@ def test_a_joining_broker_gets_bundles_without_clients_noticing():
         client.close()
     finally:
         c.stop()
+
+
+def test_the_load_manager_sheds_a_busy_broker_by_message_rate():
+    """Two brokers own two bundles each, but only one broker's bundles carry
+    traffic: the load manager moves one of its busy bundles to the other
+    broker (by transfer: no send fails, nothing is lost), and the two busy
+    bundles end on different brokers and stay there."""
+    c = Cluster(n=2, ttl=4, config="load_balancer_interval_secs = 1\nstats_update_interval_secs = 1\n")
+    try:
+        ns = f"rates-{os.getpid()}"
+        status, body, _ = c.brokers[0].http("PUT", f"/admin/v2/namespaces/public/{ns}",
+                                            {"bundles": {"numBundles": 4}})
+        assert status in (200, 204), body
+        by_bundle = {}
+        for i in range(200):
+            name = f"t{i}"
+            status, bundle, _ = c.brokers[0].http(
+                "GET", f"/lookup/v2/topic/persistent/public/{ns}/{name}/bundle")
+            assert status == 200, bundle
+            by_bundle.setdefault(bundle, f"persistent://public/{ns}/{name}")
+            if len(by_bundle) == 4:
+                break
+        assert len(by_bundle) == 4, by_bundle
+        client = pulsar.Client(all_urls(c), operation_timeout_seconds=30)
+        topics = list(by_bundle.values())
+        producers = {t: client.create_producer(t, batching_enabled=False, send_timeout_millis=0,
+                                               max_pending_messages=100000) for t in topics}
+        consumers = {t: client.subscribe(t, "s") for t in topics}
+        # Bundle counts settle at two each (placement and the count rule).
+        deadline = time.time() + 30
+        while True:
+            owners = {t: c.owner(t).id for t in topics}
+            counts = sorted(list(owners.values()).count(b.id) for b in c.brokers)
+            if counts == [2, 2]:
+                break
+            assert time.time() < deadline, f"owners {owners}\n{c.logs()}"
+            time.sleep(0.5)
+        busy_broker = owners[topics[0]]
+        busy = [t for t in topics if owners[t] == busy_broker]
+        acked, failed = set(), []
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def send():
+            i = 0
+            while not stop.is_set():
+                for t in busy:
+                    payload = f"{t}-{i}"
+
+                    def done(res, _id, payload=payload):
+                        with lock:
+                            if res == pulsar.Result.Ok:
+                                acked.add(payload)
+                            else:
+                                failed.append((payload, str(res)))
+                    producers[t].send_async(payload.encode(), done)
+                i += 1
+                if i % 10 == 0:
+                    time.sleep(0.01)
+
+        received = set()
+
+        def receive(cons):
+            while not stop.is_set():
+                try:
+                    m = cons.receive(timeout_millis=500)
+                except pulsar.Timeout:
+                    continue
+                with lock:
+                    received.add(m.data().decode())
+                cons.acknowledge(m)
+
+        threads = [threading.Thread(target=send, daemon=True)] + \
+            [threading.Thread(target=receive, args=(consumers[t],), daemon=True) for t in busy]
+        for t in threads:
+            t.start()
+        deadline = time.time() + 40
+        while len({c.owner(t).id for t in busy}) < 2:
+            assert time.time() < deadline, f"the busy bundles stayed on {busy_broker}\n{c.logs()}"
+            time.sleep(0.5)
+        moves = sum(b.log_text().count("load manager: moving a bundle") for b in c.brokers)
+        # Settled: the busy bundles stay apart (equal loads never swap back).
+        time.sleep(6)
+        assert len({c.owner(t).id for t in busy}) == 2
+        stop.set()
+        threads[0].join()
+        for p in producers.values():
+            p.flush()
+        for t in threads[1:]:
+            t.join(timeout=10)
+        for t in busy:
+            for m in drain(consumers[t], idle_ms=2000):
+                received.add(m)
+        with lock:
+            missing = acked - received
+        assert not failed, failed[:5]
+        assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {sorted(missing)[:5]}"
+        later = sum(b.log_text().count("load manager: moving a bundle") for b in c.brokers)
+        assert later - moves <= 1, f"{later - moves} more moves after the busy bundles parted\n{c.logs()}"
+        print(f"\nshed by rate: {len(acked)} acknowledged, none lost; {later} moves in all")
+        client.close()
+    finally:
+        c.stop()

@@ -459,5 +459,11 @@ def test_a_bundle_split_in_the_cluster_disconnects_nobody(cluster):
         missing = acked - received
     assert not failed, failed[:5]
     assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {sorted(missing)[:5]}"
+    splits = 0
+    for b in c.brokers:
+        _, body, _ = b.http("GET", "/metrics")
+        splits += sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                      if line.startswith("strobe_bundle_splits_total"))
+    assert splits >= 1, "no split counted on /metrics"
     print(f"\nsplit under load: {len(acked)} acknowledged, none lost, no client closed by the split")
     client.close()

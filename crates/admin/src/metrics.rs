@@ -292,7 +292,7 @@ fn txn_metrics(out: &mut String, s: &BrokerService) {
 /// with the transfers' phase times.
 fn cluster_metrics(out: &mut String, cluster: &str, c: &strobe_broker::service::ClusterCounters) {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-    let rows: [(&str, &str, &str, String); 6] = [
+    let rows: [(&str, &str, &str, String); 7] = [
         (
             "strobe_lookups_total",
             "counter",
@@ -316,6 +316,12 @@ fn cluster_metrics(out: &mut String, cluster: &str, c: &strobe_broker::service::
             "counter",
             "Bundles freed by a plain unload",
             get(&c.unloads).to_string(),
+        ),
+        (
+            "strobe_bundle_splits_total",
+            "counter",
+            "Bundles this broker split in two (Splitting, then Deleted)",
+            get(&c.splits).to_string(),
         ),
         (
             "strobe_bundle_transfer_close_seconds_total",

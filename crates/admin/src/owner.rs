@@ -157,7 +157,10 @@ mod tests {
             super::bundle_of("/admin/v2/namespaces/t/n/0x0_0x1/split"),
             Some(("t/n".to_string(), "0x0_0x1".to_string()))
         );
-        assert_eq!(super::bundle_of("/admin/v2/namespaces/t/n/0x0_0x1/other"), None);
+        assert_eq!(
+            super::bundle_of("/admin/v2/namespaces/t/n/0x0_0x1/other"),
+            None
+        );
     }
 
     #[test]

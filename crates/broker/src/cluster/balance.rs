@@ -1,15 +1,25 @@
 //! The load manager: one broker, elected through the coordination layer,
 //! decides which bundle moves where (the leader part of Pulsar's extensible
-//! load manager, shedding by bundle count); the bundle's owner carries the
-//! move out as a transfer (PIP-307), so clients follow without a lookup.
+//! load manager); the bundle's owner carries the move out as a transfer
+//! (PIP-307), so clients follow without a lookup.
 //!
-//! The leader compares the live brokers' owned bundles every
-//! `load_balancer_interval_secs`. When the most loaded broker owns more than
-//! `load_balancer_bundle_threshold` bundles beyond the least loaded (a broker
-//! that just joined owns none), it asks for one of its bundles to move there
-//! by writing a request under `/loadbalance/transfer-requests/`, fenced by
-//! its leadership and bound to its lease. One move is in flight at a time:
-//! the owner executes the request and deletes it.
+//! A broker's load is the message rate (in plus out) of the bundles it owns,
+//! which every broker reports in its registration. Every
+//! `load_balancer_interval_secs` the leader looks for one move:
+//! - **by rate** (Pulsar's threshold shedding): from the most loaded broker
+//!   to the least loaded, the bundle whose move lowers the higher of the two
+//!   loads the most, if that is by at least [`SHED_FRACTION`] of the most
+//!   loaded broker's load (so equal loads never swap bundles back and forth),
+//!   and only once the most loaded broker carries [`MIN_RATE`];
+//! - **by count**, when rates call for nothing: when the broker owning the
+//!   most bundles owns more than `load_balancer_bundle_threshold` beyond the
+//!   one owning the fewest (a broker that just joined owns none), its coldest
+//!   bundle moves there, unless that would leave the receiver busier than the
+//!   giver.
+//!
+//! The move is a request under `/loadbalance/transfer-requests/`, fenced by
+//! the leadership and bound to the leader's lease. One move is in flight at a
+//! time: the owner executes the request and deletes it.
 
 use std::collections::BTreeMap;
 use std::sync::Weak;
@@ -36,11 +46,52 @@ pub struct MoveRequest {
     pub to: String,
 }
 
-/// Which bundle should move where, if any: from the broker owning the most
-/// bundles to the one owning the fewest, when they differ by more than
-/// `threshold`. `owned` maps every live broker (including those owning
-/// nothing) to its bundles. Pure, for tests.
-pub fn shed(owned: &BTreeMap<String, Vec<String>>, threshold: usize) -> Option<MoveRequest> {
+/// Below this load (messages per second) a broker's rates are noise: only
+/// bundle counts are balanced.
+pub const MIN_RATE: u64 = 100;
+/// A move by rate must lower the busier side's load by this share of the
+/// most loaded broker's load (Pulsar's threshold shedder uses 10%).
+pub const SHED_FRACTION: f64 = 0.1;
+
+/// The bundles a broker owns, with their message rates.
+pub type Owned = BTreeMap<String, Vec<(String, u64)>>;
+
+fn load(bundles: &[(String, u64)]) -> u64 {
+    bundles.iter().map(|(_, r)| r).sum()
+}
+
+/// Which bundle should move where, if any (see the module docs). `owned`
+/// maps every live broker (including those owning nothing) to its bundles
+/// and their rates. Pure, for tests.
+pub fn shed(owned: &Owned, threshold: usize) -> Option<MoveRequest> {
+    shed_by_rate(owned).or_else(|| shed_by_count(owned, threshold))
+}
+
+fn shed_by_rate(owned: &Owned) -> Option<MoveRequest> {
+    let (most, most_bundles) = owned
+        .iter()
+        .max_by_key(|(id, b)| (load(b), std::cmp::Reverse(*id)))?;
+    let (least, least_bundles) = owned.iter().min_by_key(|(id, b)| (load(b), *id))?;
+    let (hi, lo) = (load(most_bundles), load(least_bundles));
+    if most == least || hi < MIN_RATE {
+        return None;
+    }
+    let need = (SHED_FRACTION * hi as f64).ceil() as u64;
+    // How much a move of a bundle at rate r lowers the busier side.
+    let gain = |r: u64| hi.saturating_sub((hi - r).max(lo + r));
+    let (bundle, r) = most_bundles
+        .iter()
+        .filter(|(_, r)| gain(*r) >= need.max(1))
+        .max_by_key(|(b, r)| (gain(*r), std::cmp::Reverse(b.clone())))?;
+    tracing::debug!(bundle, rate = r, from = %most, to = %least, hi, lo, "shedding by rate");
+    Some(MoveRequest {
+        bundle: bundle.clone(),
+        from: most.clone(),
+        to: least.clone(),
+    })
+}
+
+fn shed_by_count(owned: &Owned, threshold: usize) -> Option<MoveRequest> {
     let (most, most_bundles) = owned
         .iter()
         .max_by_key(|(id, b)| (b.len(), std::cmp::Reverse(*id)))?;
@@ -48,10 +99,28 @@ pub fn shed(owned: &BTreeMap<String, Vec<String>>, threshold: usize) -> Option<M
     if most_bundles.len() <= least_bundles.len() + threshold {
         return None;
     }
+    let (bundle, r) = most_bundles.iter().min_by_key(|(b, r)| (*r, b.clone()))?;
+    let (giver, receiver) = (load(most_bundles) - r, load(least_bundles) + r);
+    if receiver > giver && receiver >= MIN_RATE {
+        return None;
+    }
     Some(MoveRequest {
-        bundle: most_bundles.iter().min()?.clone(),
+        bundle: bundle.clone(),
         from: most.clone(),
         to: least.clone(),
+    })
+}
+
+/// Whether reported rates moved enough to report again: a bundle came or
+/// went, or one's rate changed by more than a fifth and more than
+/// [`MIN_RATE`] / 10.
+pub fn rates_moved(old: &BTreeMap<String, u64>, new: &BTreeMap<String, u64>) -> bool {
+    if old.len() != new.len() || old.keys().zip(new.keys()).any(|(a, b)| a != b) {
+        return true;
+    }
+    old.values().zip(new.values()).any(|(&a, &b)| {
+        let d = a.abs_diff(b);
+        d > MIN_RATE / 10 && d * 5 > a.max(b)
     })
 }
 
@@ -94,19 +163,27 @@ impl Cluster {
         }
     }
 
-    /// The leader's view: every live broker and the bundles it owns (moving
-    /// bundles count for no one).
-    fn ownership_map(&self) -> BTreeMap<String, Vec<String>> {
-        let mut map: BTreeMap<String, Vec<String>> = self
-            .live_brokers()
-            .into_iter()
-            .map(|b| (b.broker_id, Vec::new()))
+    /// The leader's view: every live broker and the bundles it owns, with
+    /// the rates it reported for them (moving bundles count for no one).
+    fn ownership_map(&self) -> Owned {
+        let brokers = self.live_brokers();
+        let mut map: Owned = brokers
+            .iter()
+            .map(|b| (b.broker_id.clone(), Vec::new()))
             .collect();
+        let rate = |broker: &str, path: &str| {
+            brokers
+                .iter()
+                .find(|b| b.broker_id == broker)
+                .and_then(|b| b.bundle_rates.get(path).copied())
+                .unwrap_or(0)
+        };
         for (path, o) in self.owners() {
             if o.state == OwnerState::Owned
                 && let Some(v) = map.get_mut(&o.broker.broker_id)
             {
-                v.push(path);
+                let r = rate(&o.broker.broker_id, &path);
+                v.push((path, r));
             }
         }
         map
@@ -189,13 +266,30 @@ async fn lead_once(
 mod tests {
     use super::*;
 
-    fn map(counts: &[(&str, usize)]) -> BTreeMap<String, Vec<String>> {
+    fn map(counts: &[(&str, usize)]) -> Owned {
         counts
             .iter()
             .map(|(id, n)| {
                 (
                     id.to_string(),
-                    (0..*n).map(|i| format!("/namespace/t/n/{id}{i}")).collect(),
+                    (0..*n)
+                        .map(|i| (format!("/namespace/t/n/{id}{i}"), 0))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    fn rates(brokers: &[(&str, &[u64])]) -> Owned {
+        brokers
+            .iter()
+            .map(|(id, rs)| {
+                (
+                    id.to_string(),
+                    rs.iter()
+                        .enumerate()
+                        .map(|(i, r)| (format!("/namespace/t/n/{id}{i}"), *r))
+                        .collect(),
                 )
             })
             .collect()
@@ -213,6 +307,48 @@ mod tests {
         assert_eq!(shed(&map(&[("a", 2), ("b", 2), ("new", 0)]), 2), None);
         assert_eq!(shed(&BTreeMap::new(), 1), None);
         assert_eq!(shed(&map(&[("solo", 9)]), 0), None);
+    }
+
+    #[test]
+    fn busy_brokers_shed_by_rate_and_equal_loads_stay_put() {
+        // Bundle counts are even, but a's bundles carry the traffic: the move
+        // that lowers the busier side most goes to b (a 3000, b 3000 after).
+        let r = shed(&rates(&[("a", &[3000, 2000, 1000]), ("b", &[0, 0])]), 1).unwrap();
+        assert_eq!((r.from.as_str(), r.to.as_str()), ("a", "b"));
+        assert_eq!(r.bundle, "/namespace/t/n/a0");
+        assert_eq!(
+            shed(&rates(&[("a", &[2000, 1000]), ("b", &[0, 0, 3000])]), 1),
+            None
+        );
+        // a 3000 against b 2800: no move gains 10% of the load.
+        assert_eq!(
+            shed(&rates(&[("a", &[3000]), ("b", &[2800, 0, 0])]), 1),
+            None
+        );
+        // One hot bundle alone cannot be balanced by moving it.
+        assert_eq!(shed(&rates(&[("a", &[5000]), ("b", &[10])]), 1), None);
+        // Below MIN_RATE the rates are noise: counts decide.
+        assert_eq!(shed(&rates(&[("a", &[50, 10]), ("b", &[0, 0])]), 1), None);
+        // The count rule moves the coldest bundle, and never onto a broker
+        // that would end up busier than the giver.
+        let r = shed(&rates(&[("a", &[60, 5, 30]), ("b", &[])]), 1).unwrap();
+        assert_eq!(r.bundle, "/namespace/t/n/a1");
+        assert_eq!(
+            shed(&rates(&[("a", &[300, 300, 300]), ("b", &[1000])]), 1),
+            None
+        );
+    }
+
+    #[test]
+    fn rates_are_reported_again_only_when_they_moved() {
+        let m = |v: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            v.iter().map(|(k, r)| (k.to_string(), *r)).collect()
+        };
+        assert!(!rates_moved(&m(&[("x", 1000)]), &m(&[("x", 1100)])));
+        assert!(rates_moved(&m(&[("x", 1000)]), &m(&[("x", 1500)])));
+        assert!(!rates_moved(&m(&[("x", 1)]), &m(&[("x", 5)])), "noise");
+        assert!(rates_moved(&m(&[("x", 1)]), &m(&[("x", 1), ("y", 0)])));
+        assert!(rates_moved(&m(&[("x", 1)]), &m(&[("y", 1)])));
     }
 
     #[test]

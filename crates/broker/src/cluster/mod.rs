@@ -23,7 +23,7 @@
 //!   closes all its topics (clients look up again) and, once the session has a
 //!   new lease, registers again and owns nothing until assigned.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +43,9 @@ mod split;
 pub mod state;
 
 pub use state::OwnerState;
+
+/// The most often a broker rewrites its bundles' rates in its registration.
+pub const RATE_REPORT_EVERY: Duration = Duration::from_secs(5);
 
 /// Where the live brokers register.
 pub const BROKERS: &str = "/loadbalance/brokers";
@@ -72,6 +75,10 @@ pub struct BrokerInfo {
     /// Topics loaded when the registration was last written.
     #[serde(default)]
     pub topics: u32,
+    /// Messages per second in and out of each owned bundle's topics (by
+    /// bundle path), as last reported: the load the load manager balances.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bundle_rates: BTreeMap<String, u64>,
 }
 
 /// A broker as an ownership record names it.
@@ -230,6 +237,8 @@ pub struct Cluster {
     /// Set when the broker starts shutting down: lookups send clients to the
     /// other brokers while this one closes its topics and releases them.
     leaving: std::sync::atomic::AtomicBool,
+    /// When the bundle rates were last written to the registration.
+    rates_reported: Mutex<Option<std::time::Instant>>,
     /// The advertised listener each connection's lookups named, by
     /// connection id, so a handoff tells its clients the destination's URL
     /// on their network (see [`Cluster::remember_listener`]).
@@ -285,6 +294,7 @@ impl Cluster {
             acquiring: tokio::sync::Mutex::new(()),
             registration: tokio::sync::Mutex::new(None),
             leaving: std::sync::atomic::AtomicBool::new(false),
+            rates_reported: Mutex::new(None),
             conn_listeners: Mutex::new(ConnListeners::default()),
         });
         let deadline = tokio::time::Instant::now() + ttl * 2;
@@ -429,16 +439,26 @@ impl Cluster {
             .collect())
     }
 
-    /// Writes this broker's load into its registration.
-    pub async fn report_load(&self, topics: u32) {
+    /// Updates this broker's registration with its load: bundles and topics
+    /// when their counts change, the bundles' message rates when they moved
+    /// noticeably (at most every [`RATE_REPORT_EVERY`], so a busy broker does
+    /// not write to the store each second).
+    pub async fn report_load(&self, topics: u32, rates: BTreeMap<String, u64>) {
         let bundles = self.owned_bundles().len() as u32;
         let info = {
             let mut me = self.me.lock();
-            if me.bundles == bundles && me.topics == topics {
+            let mut reported = self.rates_reported.lock();
+            let counts_changed = me.bundles != bundles || me.topics != topics;
+            let rates_due = reported.is_none_or(|at| at.elapsed() >= RATE_REPORT_EVERY)
+                && balance::rates_moved(&me.bundle_rates, &rates);
+            if !counts_changed && !rates_due {
                 return;
             }
             me.bundles = bundles;
             me.topics = topics;
+            // Written anyway: the rates go along.
+            me.bundle_rates = rates;
+            *reported = Some(std::time::Instant::now());
             me.clone()
         };
         if let Some(lock) = self.registration.lock().await.as_mut()
@@ -585,6 +605,7 @@ mod tests {
             advertised_listeners: Vec::new(),
             bundles: 0,
             topics: 0,
+            bundle_rates: BTreeMap::new(),
         }
     }
 

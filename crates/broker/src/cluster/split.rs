@@ -27,9 +27,9 @@ impl Cluster {
     /// transfer or another split of the bundle is refused meanwhile.
     pub async fn begin_split(&self, path: &str) -> Result<(), BrokerError> {
         let h = self.owned.lock().get(path).cloned();
-        let Some(h) = h.filter(|h| {
-            h.info.state == OwnerState::Owned && self.session.is_alive_in(h.epoch)
-        }) else {
+        let Some(h) =
+            h.filter(|h| h.info.state == OwnerState::Owned && self.session.is_alive_in(h.epoch))
+        else {
             return Err(BrokerError::NotAllowed(format!(
                 "bundle {path} is not owned by this broker"
             )));
@@ -58,7 +58,8 @@ impl Cluster {
     ) -> Result<(), BrokerError> {
         let (lease, epoch) = self.lease()?;
         let h = self.owned.lock().get(path).cloned();
-        let Some(h) = h.filter(|h| h.info.state == OwnerState::Splitting && h.epoch == epoch) else {
+        let Some(h) = h.filter(|h| h.info.state == OwnerState::Splitting && h.epoch == epoch)
+        else {
             return Err(BrokerError::NotAllowed(format!(
                 "bundle {path} is not being split by this broker"
             )));
@@ -138,7 +139,9 @@ impl Cluster {
             Ok(()) | Err(MetadataError::NotFound(_)) | Err(MetadataError::BadVersion { .. }) => {
                 debug!(bundle = path, "a split bundle's record removed")
             }
-            Err(e) => tracing::warn!(bundle = path, error = %e, "removing a split bundle's record failed"),
+            Err(e) => {
+                tracing::warn!(bundle = path, error = %e, "removing a split bundle's record failed")
+            }
         }
     }
 }
@@ -236,9 +239,7 @@ mod tests {
         let parent = bundle_path(ns, "0x00000000_0xffffffff");
         a.acquire(&parent).await.unwrap();
         a.begin_split(&parent).await.unwrap();
-        let (split, halves) = BundlesData::even(1)
-            .split("0x00000000_0xffffffff")
-            .unwrap();
+        let (split, halves) = BundlesData::even(1).split("0x00000000_0xffffffff").unwrap();
         let paths: Vec<String> = halves.iter().map(|h| bundle_path(ns, h)).collect();
         let stale = boundaries_op(&a, ns, split).await;
         // Someone changes the policies in between.

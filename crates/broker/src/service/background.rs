@@ -57,7 +57,19 @@ impl BrokerService {
             return;
         };
         self.close_unowned_topics().await;
-        c.report_load(self.loaded_topics().len() as u32).await;
+        // Each owned bundle's message rate (in and out of its loaded topics).
+        let topics = self.loaded_topics();
+        let mut rates: std::collections::BTreeMap<String, u64> =
+            c.owned_bundles().into_iter().map(|b| (b, 0)).collect();
+        for t in &topics {
+            if let Ok(path) = self.bundle_path(&t.name)
+                && let Some(r) = rates.get_mut(&path)
+            {
+                let tr = t.counters.rates.lock();
+                *r += (tr.msg_in + tr.msg_out).round() as u64;
+            }
+        }
+        c.report_load(topics.len() as u32, rates).await;
         // Moves the load manager asked of this broker.
         let owned = c.owned_bundles();
         for (key, r) in c.move_requests() {

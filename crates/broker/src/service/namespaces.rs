@@ -208,6 +208,11 @@ impl BrokerService {
         c.acquire(&parent).await?;
         c.begin_split(&parent).await?;
         let done = self.finish_split(&c, ns, bundle, &parent).await;
+        if done.is_ok() {
+            self.cluster_counters
+                .splits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         if let Err(e) = &done {
             // Splitting → Free: its topics close, their clients look them up.
             tracing::warn!(bundle = %parent, error = %e, "splitting a bundle failed; released it");

@@ -35,6 +35,7 @@ pub struct ClusterCounters {
     /// Time from Assigning until the destination owned the bundle, microseconds.
     pub transfer_take_us: std::sync::atomic::AtomicU64,
     pub unloads: std::sync::atomic::AtomicU64,
+    pub splits: std::sync::atomic::AtomicU64,
 }
 
 impl BrokerService {
