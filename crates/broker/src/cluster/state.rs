@@ -370,14 +370,14 @@ mod tests {
             let mut last: [Option<(u8, u64)>; 2] = [None, None];
             for op in &ops {
                 w.apply(op);
-                for k in 0..2 {
+                for (k, last) in last.iter_mut().enumerate() {
                     let s = w.servers(k);
                     prop_assert!(s.len() <= 1, "key {k} served by {s:?} after {op:?}: {w:?}");
                     if let Some(&now) = s.first() {
-                        if let Some(prev) = last[k] && prev != now {
+                        if let Some(prev) = *last && prev != now {
                             prop_assert!(now.1 > prev.1, "key {k}: {prev:?} -> {now:?}");
                         }
-                        last[k] = Some(now);
+                        *last = Some(now);
                     }
                 }
             }
