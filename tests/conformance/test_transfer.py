@@ -200,10 +200,13 @@ def test_a_rolling_restart_under_load_gives_the_clients_no_error():
     try:
         topics = [f"persistent://public/default/rolling-{os.getpid()}-{i}" for i in range(4)]
         urls = "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in c.brokers)
-        client = pulsar.Client(urls, operation_timeout_seconds=30)
+        client, _ = client_with_log(urls)
         consumers = [client.subscribe(t, "s", initial_position=pulsar.InitialPosition.Earliest) for t in topics]
         producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0,
                                             max_pending_messages=100000) for t in topics]
+        # Placement is settled: from here on every move should be a transfer.
+        time.sleep(1)
+        settled = len(_LINES.lines)
         acked, failed = set(), []
         lock = threading.Lock()
         stop = threading.Event()
@@ -249,6 +252,11 @@ def test_a_rolling_restart_under_load_gives_the_clients_no_error():
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
         handed = sum(b.log_text().count("bundle transferred") for b in c.brokers)
         assert handed > 0, "no bundle was handed over at shutdown"
+        # The clients followed the assigned URLs: no lookup during the restarts.
+        during = _LINES.lines[settled:]
+        assert any("assignedBrokerUrl" in line for line in during), "the client was never told the assigned broker"
+        looked_up = [line for line in during if "Lookup response" in line]
+        assert not looked_up, f"{len(looked_up)} lookups during the rolling restart, e.g. {looked_up[:3]}"
         print(f"\nrolling restart: {len(acked)} acknowledged, none lost, {handed} bundle transfers at shutdown")
         client.close()
     finally:
