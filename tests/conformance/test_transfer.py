@@ -425,7 +425,13 @@ def test_a_bundle_split_in_the_cluster_disconnects_nobody(cluster):
     via = next(b for b in c.brokers if b is not owner)
     status, body, _ = via.http("PUT", f"/admin/v2/namespaces/public/{ns}/{whole}/split")
     assert status == 204, (status, body, c.logs())
-    status, bundles, _ = via.http("GET", f"/admin/v2/namespaces/public/{ns}/bundles")
+    # Every broker follows the boundaries by watch (a moment behind the owner's answer).
+    deadline = time.time() + 5
+    while True:
+        status, bundles, _ = via.http("GET", f"/admin/v2/namespaces/public/{ns}/bundles")
+        if status == 200 and bundles["numBundles"] == 2 or time.time() > deadline:
+            break
+        time.sleep(0.05)
     assert status == 200 and bundles["numBundles"] == 2, bundles
     halves = [f"{lo}_{hi}" for lo, hi in zip(bundles["boundaries"], bundles["boundaries"][1:])]
     # The owner holds both halves; nobody holds the old bundle.
