@@ -566,7 +566,11 @@ impl Topic {
                             InitialPosition::Latest => self.next_position(),
                         },
                     };
-                    self.ledger.new_non_durable_cursor(start)
+                    if consumer.read_compacted {
+                        self.ledger.new_non_durable_cursor_unmoved(start)
+                    } else {
+                        self.ledger.new_non_durable_cursor(start)
+                    }
                 };
                 let h = self.start_subscription(name, durable, cursor);
                 let mut st = self.state.lock();

@@ -67,6 +67,18 @@ impl ManagedCursor {
         self.with(|cs, st| st.normalize(cs.read_pos.max(cs.floor)))
     }
 
+    /// The read position as set, not moved onto a stored entry (it may lie
+    /// in a trimmed ledger: the compacted view still has entries there).
+    pub fn read_position_unmoved(&self) -> Position {
+        self.with(|cs, _| cs.read_pos.max(cs.floor))
+    }
+
+    /// Moves the read position to `p` as given (see
+    /// [`ManagedCursor::read_position_unmoved`]).
+    pub fn seek_read_unmoved(&self, p: Position) {
+        self.with(|cs, _| cs.read_pos = p);
+    }
+
     /// Moves the read position (dispatch bookkeeping; acks are unchanged).
     pub fn seek_read(&self, p: Position) {
         self.with(|cs, st| cs.read_pos = st.normalize(p));

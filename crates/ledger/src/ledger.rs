@@ -595,6 +595,19 @@ impl ManagedLedger {
     /// (for readers). It starts reading at `start`.
     pub fn new_non_durable_cursor(&self, start: Position) -> ManagedCursor {
         let floor = self.inner.state.lock().normalize(start);
+        self.non_durable_at(floor)
+    }
+
+    /// A non-durable cursor that keeps `start` as given, even in ledgers
+    /// already trimmed: a reader of a compacted topic reads the compacted
+    /// view from there (Pulsar's `NonDurableCursorImpl` with `isReadCompacted`
+    /// does not move the start onto a stored entry either). Reads of the
+    /// topic itself still begin at the first stored entry from `start` on.
+    pub fn new_non_durable_cursor_unmoved(&self, start: Position) -> ManagedCursor {
+        self.non_durable_at(start)
+    }
+
+    fn non_durable_at(&self, floor: Position) -> ManagedCursor {
         let mut cs = CursorState::new(floor);
         cs.dirty = false;
         ManagedCursor {

@@ -157,7 +157,9 @@ impl Subscription {
             return Ok(None);
         };
         loop {
-            let rp = self.cursor.read_position();
+            // Not moved onto a stored entry: the ledgers under the horizon
+            // may be trimmed while the view still holds their kept entries.
+            let rp = self.cursor.read_position_unmoved();
             if rp > view.horizon {
                 return Ok(None);
             }
@@ -170,7 +172,7 @@ impl Subscription {
                 return Ok(None);
             };
             self.cursor
-                .seek_read(Position::new(last.ledger_id, last.entry_id + 1));
+                .seek_read_unmoved(Position::new(last.ledger_id, last.entry_id + 1));
             let fresh: Vec<Entry> = raw
                 .into_iter()
                 .filter(|e| !self.cursor.is_acked(e.position))
