@@ -466,3 +466,4 @@ def test_the_load_manager_sheds_a_busy_broker_by_message_rate():
         client.close()
     finally:
         c.stop()
+

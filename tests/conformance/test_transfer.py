@@ -46,6 +46,17 @@ def client_with_log(url):
     return pulsar.Client(url, operation_timeout_seconds=30, logger=_LOG), len(_LINES.lines)
 
 
+def drain(consumer, idle_ms=3000):
+    out = []
+    while True:
+        try:
+            m = consumer.receive(timeout_millis=idle_ms)
+        except pulsar.Timeout:
+            return out
+        out.append(m.data().decode())
+        consumer.acknowledge(m)
+
+
 def lookups(broker):
     status, body, _ = broker.http("GET", "/metrics")
     assert status == 200
@@ -481,3 +492,89 @@ def test_a_bundle_split_in_the_cluster_disconnects_nobody(cluster):
     assert splits >= 1, "no split counted on /metrics"
     print(f"\nsplit under load: {len(acked)} acknowledged, none lost, no client closed by the split")
     client.close()
+
+
+def test_a_busy_bundle_is_split_and_shed_without_clients_noticing():
+    """One bundle carries all the traffic, above the split limit: its owner
+    splits it (no client is closed or looks anything up) and the load
+    manager then moves a busy half to the idle broker by transfer; no send
+    fails and nothing is lost."""
+    c = Cluster(n=2, ttl=4, config="load_balancer_interval_secs = 1\nstats_update_interval_secs = 1\n"
+                                   "load_balancer_namespace_bundle_max_msg_rate = 500\n"
+                                   "load_balancer_namespace_maximum_bundles = 16\n")
+    try:
+        ns = f"hot-{os.getpid()}"
+        status, body, _ = c.brokers[0].http("PUT", f"/admin/v2/namespaces/public/{ns}",
+                                            {"bundles": {"numBundles": 1}})
+        assert status in (200, 204), body
+        topics = [f"persistent://public/{ns}/t{i}" for i in range(6)]
+        urls = "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in c.brokers)
+        client, _ = client_with_log(urls)
+        producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0,
+                                            max_pending_messages=100000) for t in topics]
+        consumers = [client.subscribe(t, "s") for t in topics]
+        first = c.owner(topics[0])
+        settled = len(_LINES.lines)
+        acked, failed, received = set(), [], set()
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def send():
+            i = 0
+            while not stop.is_set():
+                for n, p in enumerate(producers):
+                    payload = f"{n}-{i}"
+
+                    def done(res, _id, payload=payload):
+                        with lock:
+                            if res == pulsar.Result.Ok:
+                                acked.add(payload)
+                            else:
+                                failed.append((payload, str(res)))
+                    p.send_async(payload.encode(), done)
+                i += 1
+                if i % 5 == 0:
+                    time.sleep(0.01)
+
+        def receive(cons):
+            while not stop.is_set():
+                try:
+                    m = cons.receive(timeout_millis=500)
+                except pulsar.Timeout:
+                    continue
+                with lock:
+                    received.add(m.data().decode())
+                cons.acknowledge(m)
+
+        threads = [threading.Thread(target=send, daemon=True)] + \
+            [threading.Thread(target=receive, args=(cons,), daemon=True) for cons in consumers]
+        for t in threads:
+            t.start()
+        deadline = time.time() + 60
+        while len({c.owner(t).id for t in topics}) < 2:
+            assert time.time() < deadline, f"all topics still on {first.id}\n{c.logs()}"
+            time.sleep(1)
+        _, bundles, _ = first.http("GET", f"/admin/v2/namespaces/public/{ns}/bundles")
+        stop.set()
+        threads[0].join()
+        for p in producers:
+            p.flush()
+        for t in threads[1:]:
+            t.join(timeout=10)
+        for cons in consumers:
+            for m in drain(cons, idle_ms=2000):
+                received.add(m)
+        with lock:
+            missing = acked - received
+        assert not failed, failed[:5]
+        assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {sorted(missing)[:5]}"
+        splits = sum(b.log_text().count("load manager: splitting a busy bundle") for b in c.brokers)
+        assert splits >= 1 and bundles["numBundles"] >= 2, (splits, bundles)
+        during = _LINES.lines[settled:]
+        looked_up = [line for line in during if "Lookup response" in line]
+        assert not looked_up, f"{len(looked_up)} lookups, e.g. {looked_up[:3]}"
+        print(f"\nauto split: {bundles['numBundles']} bundles after {splits} splits; "
+              f"{len(acked)} acknowledged, none lost")
+        client.close()
+    finally:
+        c.stop()

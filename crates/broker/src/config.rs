@@ -51,13 +51,23 @@ pub struct BrokerConfig {
     /// (Pulsar: metadataStoreSessionTimeoutMillis). At least 3.
     pub metadata_session_timeout_secs: u64,
     /// Cluster mode only: run the load manager (one broker, elected, moves
-    /// bundles off a broker owning too many by PIP-307 transfers).
+    /// bundles off a busy broker by PIP-307 transfers).
     pub load_balancer_enabled: bool,
     /// Cluster mode only: seconds between the load manager's rounds.
     pub load_balancer_interval_secs: u64,
     /// Cluster mode only: a bundle moves when the most loaded broker owns
     /// more than this many bundles beyond the least loaded one.
     pub load_balancer_bundle_threshold: u32,
+    /// Cluster mode only: a bundle's owner splits it in two when it holds
+    /// more than `load_balancer_namespace_bundle_max_topics` loaded topics or
+    /// carries more than `load_balancer_namespace_bundle_max_msg_rate`
+    /// messages per second in and out (Pulsar's
+    /// loadBalancerAutoBundleSplitEnabled and its limits), while the
+    /// namespace has fewer than `load_balancer_namespace_maximum_bundles`.
+    pub load_balancer_auto_bundle_split_enabled: bool,
+    pub load_balancer_namespace_bundle_max_topics: u32,
+    pub load_balancer_namespace_bundle_max_msg_rate: u64,
+    pub load_balancer_namespace_maximum_bundles: u32,
     /// Cluster mode only, object storage: milliseconds a topic's flush waits
     /// for more entries before its put (0: put as soon as the previous put of
     /// the topic returned; entries arriving meanwhile share the next one).
@@ -243,6 +253,10 @@ impl Default for BrokerConfig {
             load_balancer_enabled: true,
             load_balancer_interval_secs: 10,
             load_balancer_bundle_threshold: 1,
+            load_balancer_auto_bundle_split_enabled: true,
+            load_balancer_namespace_bundle_max_topics: 1000,
+            load_balancer_namespace_bundle_max_msg_rate: 30_000,
+            load_balancer_namespace_maximum_bundles: 128,
             storage_flush_delay_ms: 0,
             storage_max_put_bytes: 8 << 20,
             storage_cache_mb: 64,

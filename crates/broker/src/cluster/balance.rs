@@ -111,6 +111,41 @@ fn shed_by_count(owned: &Owned, threshold: usize) -> Option<MoveRequest> {
     })
 }
 
+/// Limits past which a bundle's owner splits it (Pulsar's
+/// `loadBalancerNamespaceBundleMax*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitLimits {
+    pub max_topics: u32,
+    pub max_msg_rate: u64,
+    pub max_bundles: u32,
+}
+
+/// The one bundle to split this round, if any, from each owned bundle's
+/// (loaded topics, message rate) and its namespace's bundle count: the one
+/// furthest over a limit. A bundle with one topic is never split (both halves
+/// would not share its load), nor one whose namespace is at the maximum.
+/// Pure, for tests.
+pub fn to_split(
+    bundles: &BTreeMap<String, (u32, u64)>,
+    namespace_bundles: impl Fn(&str) -> u32,
+    limits: SplitLimits,
+) -> Option<String> {
+    bundles
+        .iter()
+        .filter(|(path, (topics, _))| {
+            *topics >= 2
+                && super::parse_bundle_path(path)
+                    .is_some_and(|(ns, _)| namespace_bundles(ns) < limits.max_bundles)
+        })
+        .filter_map(|(path, (topics, rate))| {
+            let over = (*topics as f64 / limits.max_topics.max(1) as f64)
+                .max(*rate as f64 / limits.max_msg_rate.max(1) as f64);
+            (*topics > limits.max_topics || *rate > limits.max_msg_rate).then_some((path, over))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(p, _)| p.clone())
+}
+
 /// Whether reported rates moved enough to report again: a bundle came or
 /// went, or one's rate changed by more than a fifth and more than
 /// [`MIN_RATE`] / 10.
@@ -337,6 +372,30 @@ mod tests {
             shed(&rates(&[("a", &[300, 300, 300]), ("b", &[1000])]), 1),
             None
         );
+    }
+
+    #[test]
+    fn bundles_over_a_limit_split_one_at_a_time() {
+        let limits = SplitLimits {
+            max_topics: 10,
+            max_msg_rate: 1000,
+            max_bundles: 8,
+        };
+        let b = |v: &[(&str, u32, u64)]| -> BTreeMap<String, (u32, u64)> {
+            v.iter()
+                .map(|(k, t, r)| (format!("/namespace/t/n/{k}"), (*t, *r)))
+                .collect()
+        };
+        let four = |_: &str| 4;
+        assert_eq!(to_split(&b(&[("x", 10, 1000)]), four, limits), None);
+        // The one furthest over a limit: y has 3x the rate limit, x 1.2x the topics.
+        assert_eq!(
+            to_split(&b(&[("x", 12, 0), ("y", 2, 3000)]), four, limits).as_deref(),
+            Some("/namespace/t/n/y")
+        );
+        // One topic alone is never split, nor a namespace at the maximum.
+        assert_eq!(to_split(&b(&[("y", 1, 9000)]), four, limits), None);
+        assert_eq!(to_split(&b(&[("x", 50, 0)]), |_| 8, limits), None);
     }
 
     #[test]

@@ -24,11 +24,23 @@ impl BrokerService {
         // A cluster broker: ownership checks and load reports.
         let mut ownership = tokio::time::interval(std::time::Duration::from_secs(1));
         ownership.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // And splits of its busy bundles, once a load manager round.
+        let auto_split = self.cluster().is_some()
+            && self.config.load_balancer_enabled
+            && self.config.load_balancer_auto_bundle_split_enabled;
+        let mut split = tokio::time::interval(std::time::Duration::from_secs(
+            self.config.load_balancer_interval_secs.max(1),
+        ));
+        split.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        split.tick().await;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = ownership.tick(), if self.cluster().is_some() => {
                     self.check_ownership().await;
+                }
+                _ = split.tick(), if auto_split => {
+                    self.split_busy_bundle().await;
                 }
                 _ = stats.tick() => {
                     for t in self.loaded_topics() {
@@ -57,19 +69,10 @@ impl BrokerService {
             return;
         };
         self.close_unowned_topics().await;
-        // Each owned bundle's message rate (in and out of its loaded topics).
-        let topics = self.loaded_topics();
-        let mut rates: std::collections::BTreeMap<String, u64> =
-            c.owned_bundles().into_iter().map(|b| (b, 0)).collect();
-        for t in &topics {
-            if let Ok(path) = self.bundle_path(&t.name)
-                && let Some(r) = rates.get_mut(&path)
-            {
-                let tr = t.counters.rates.lock();
-                *r += (tr.msg_in + tr.msg_out).round() as u64;
-            }
-        }
-        c.report_load(topics.len() as u32, rates).await;
+        let loads = self.bundle_loads(&c);
+        let rates = loads.iter().map(|(b, (_, r))| (b.clone(), *r)).collect();
+        c.report_load(self.loaded_topics().len() as u32, rates)
+            .await;
         // Moves the load manager asked of this broker.
         let owned = c.owned_bundles();
         for (key, r) in c.move_requests() {
@@ -81,6 +84,56 @@ impl BrokerService {
                 tracing::warn!(bundle = %r.bundle, to = %r.to, error = %e, "a move the load manager asked for failed");
             }
             c.done_with(&key).await;
+        }
+    }
+}
+
+impl BrokerService {
+    /// Each owned bundle's loaded topics and message rate (in and out).
+    fn bundle_loads(
+        &self,
+        c: &crate::cluster::Cluster,
+    ) -> std::collections::BTreeMap<String, (u32, u64)> {
+        let mut loads: std::collections::BTreeMap<String, (u32, u64)> =
+            c.owned_bundles().into_iter().map(|b| (b, (0, 0))).collect();
+        for t in self.loaded_topics() {
+            if let Ok(path) = self.bundle_path(&t.name)
+                && let Some((topics, rate)) = loads.get_mut(&path)
+            {
+                let tr = t.counters.rates.lock();
+                *topics += 1;
+                *rate += (tr.msg_in + tr.msg_out).round() as u64;
+            }
+        }
+        loads
+    }
+
+    /// Splits the owned bundle furthest over the split limits, if any
+    /// (Pulsar's automatic bundle split; see `cluster::balance::to_split`).
+    async fn split_busy_bundle(&self) {
+        let Some(c) = self.cluster().cloned() else {
+            return;
+        };
+        let limits = crate::cluster::balance::SplitLimits {
+            max_topics: self.config.load_balancer_namespace_bundle_max_topics,
+            max_msg_rate: self.config.load_balancer_namespace_bundle_max_msg_rate,
+            max_bundles: self.config.load_balancer_namespace_maximum_bundles,
+        };
+        let count = |ns: &str| {
+            self.bundles(ns)
+                .map(|b| b.boundaries.len().saturating_sub(1) as u32)
+                .unwrap_or(u32::MAX)
+        };
+        let Some(path) = crate::cluster::balance::to_split(&self.bundle_loads(&c), count, limits)
+        else {
+            return;
+        };
+        let Some((ns, bundle)) = crate::cluster::parse_bundle_path(&path) else {
+            return;
+        };
+        info!(bundle = %path, "load manager: splitting a busy bundle");
+        if let Err(e) = self.split_bundle(ns, bundle).await {
+            tracing::warn!(bundle = %path, error = %e, "splitting a busy bundle failed");
         }
     }
 }
