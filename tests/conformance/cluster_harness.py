@@ -9,10 +9,12 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 
+import pulsar
 import pytest
 
 from conftest import free_port, strobe_binary, wait_ready
@@ -232,3 +234,76 @@ class Cluster:
                 pass
         self.etcd.stop()
         self.tmp.cleanup()
+
+
+def drain(consumer, idle_ms=3000):
+    """Receives and acknowledges until nothing comes for idle_ms; the payloads."""
+    out = []
+    while True:
+        try:
+            m = consumer.receive(timeout_millis=idle_ms)
+        except pulsar.Timeout:
+            return out
+        out.append(m.data().decode())
+        consumer.acknowledge(m)
+
+
+class Traffic:
+    """Producers sending continuously (send_async, a pause of `pause` s
+    after every `burst` rounds over all of them) and consumers acknowledging
+    what they receive, each in its own thread. Payloads are unique
+    ("<producer index>-<round>"); `finish()` stops, flushes, drains and
+    returns the acknowledged payloads no consumer received."""
+
+    def __init__(self, producers, consumers, burst=1, pause=0.01):
+        self.producers, self.consumers = producers, consumers
+        self.burst, self.pause = burst, pause
+        self.acked, self.failed, self.received = set(), [], set()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self._send, daemon=True)] + \
+            [threading.Thread(target=self._receive, args=(c,), daemon=True) for c in consumers]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def _send(self):
+        i = 0
+        while not self.stopping.is_set():
+            for n, p in enumerate(self.producers):
+                payload = f"{n}-{i}"
+
+                def done(res, _id, payload=payload):
+                    with self.lock:
+                        if res == pulsar.Result.Ok:
+                            self.acked.add(payload)
+                        else:
+                            self.failed.append((payload, str(res)))
+                p.send_async(payload.encode(), done)
+            i += 1
+            if i % self.burst == 0:
+                time.sleep(self.pause)
+
+    def _receive(self, consumer):
+        while not self.stopping.is_set():
+            try:
+                m = consumer.receive(timeout_millis=500)
+            except pulsar.Timeout:
+                continue
+            with self.lock:
+                self.received.add(m.data().decode())
+            consumer.acknowledge(m)
+
+    def finish(self):
+        self.stopping.set()
+        self.threads[0].join()
+        for p in self.producers:
+            p.flush()
+        for t in self.threads[1:]:
+            t.join(timeout=10)
+        for c in self.consumers:
+            self.received.update(drain(c, idle_ms=2000))
+        with self.lock:
+            return sorted(self.acked - self.received)

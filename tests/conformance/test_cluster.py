@@ -10,7 +10,7 @@ import time
 import pulsar
 import pytest
 
-from cluster_harness import Cluster
+from cluster_harness import Cluster, Traffic, drain
 
 
 # These tests follow where topics live; the load manager moving bundles
@@ -43,17 +43,6 @@ def unique(prefix):
 def all_urls(c):
     """A service URL naming every live broker (the C++ client rotates over them)."""
     return "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in c.live())
-
-
-def drain(consumer, idle_ms=3000):
-    out = []
-    while True:
-        try:
-            m = consumer.receive(timeout_millis=idle_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(m.data().decode())
-        consumer.acknowledge(m)
 
 
 def test_every_broker_is_registered_and_agrees(cluster):
@@ -402,43 +391,7 @@ def test_the_load_manager_sheds_a_busy_broker_by_message_rate():
             time.sleep(0.5)
         busy_broker = owners[topics[0]]
         busy = [t for t in topics if owners[t] == busy_broker]
-        acked, failed = set(), []
-        lock = threading.Lock()
-        stop = threading.Event()
-
-        def send():
-            i = 0
-            while not stop.is_set():
-                for t in busy:
-                    payload = f"{t}-{i}"
-
-                    def done(res, _id, payload=payload):
-                        with lock:
-                            if res == pulsar.Result.Ok:
-                                acked.add(payload)
-                            else:
-                                failed.append((payload, str(res)))
-                    producers[t].send_async(payload.encode(), done)
-                i += 1
-                if i % 10 == 0:
-                    time.sleep(0.01)
-
-        received = set()
-
-        def receive(cons):
-            while not stop.is_set():
-                try:
-                    m = cons.receive(timeout_millis=500)
-                except pulsar.Timeout:
-                    continue
-                with lock:
-                    received.add(m.data().decode())
-                cons.acknowledge(m)
-
-        threads = [threading.Thread(target=send, daemon=True)] + \
-            [threading.Thread(target=receive, args=(consumers[t],), daemon=True) for t in busy]
-        for t in threads:
-            t.start()
+        traffic = Traffic([producers[t] for t in busy], [consumers[t] for t in busy], burst=10).start()
         deadline = time.time() + 40
         while len({c.owner(t).id for t in busy}) < 2:
             assert time.time() < deadline, f"the busy bundles stayed on {busy_broker}\n{c.logs()}"
@@ -447,22 +400,12 @@ def test_the_load_manager_sheds_a_busy_broker_by_message_rate():
         # Settled: the busy bundles stay apart (equal loads never swap back).
         time.sleep(6)
         assert len({c.owner(t).id for t in busy}) == 2
-        stop.set()
-        threads[0].join()
-        for p in producers.values():
-            p.flush()
-        for t in threads[1:]:
-            t.join(timeout=10)
-        for t in busy:
-            for m in drain(consumers[t], idle_ms=2000):
-                received.add(m)
-        with lock:
-            missing = acked - received
-        assert not failed, failed[:5]
-        assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {sorted(missing)[:5]}"
+        missing = traffic.finish()
+        assert not traffic.failed, traffic.failed[:5]
+        assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {missing[:5]}"
         later = sum(b.log_text().count("load manager: moving a bundle") for b in c.brokers)
         assert later - moves <= 1, f"{later - moves} more moves after the busy bundles parted\n{c.logs()}"
-        print(f"\nshed by rate: {len(acked)} acknowledged, none lost; {later} moves in all")
+        print(f"\nshed by rate: {len(traffic.acked)} acknowledged, none lost; {later} moves in all")
         client.close()
     finally:
         c.stop()

@@ -10,7 +10,7 @@ import time
 import pulsar
 import pytest
 
-from cluster_harness import Cluster
+from cluster_harness import Cluster, Traffic
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +44,6 @@ _LOG.addHandler(_LINES)
 def client_with_log(url):
     """A client, and the index in the shared log where its lines start."""
     return pulsar.Client(url, operation_timeout_seconds=30, logger=_LOG), len(_LINES.lines)
-
-
-def drain(consumer, idle_ms=3000):
-    out = []
-    while True:
-        try:
-            m = consumer.receive(timeout_millis=idle_ms)
-        except pulsar.Timeout:
-            return out
-        out.append(m.data().decode())
-        consumer.acknowledge(m)
 
 
 def lookups(broker):
@@ -395,42 +384,7 @@ def test_a_bundle_split_in_the_cluster_disconnects_nobody(cluster):
     producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0,
                                         max_pending_messages=100000) for t in topics]
     owner = c.owner(topics[0])
-    acked, failed, received = set(), [], set()
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def send():
-        i = 0
-        while not stop.is_set():
-            for n, p in enumerate(producers):
-                payload = f"{n}-{i}"
-
-                def done(res, _id, payload=payload):
-                    with lock:
-                        if res == pulsar.Result.Ok:
-                            acked.add(payload)
-                        else:
-                            failed.append((payload, str(res)))
-                p.send_async(payload.encode(), done)
-            i += 1
-            time.sleep(0.01)
-
-    def receive(cons):
-        while True:
-            try:
-                m = cons.receive(timeout_millis=3000)
-            except pulsar.Timeout:
-                if stop.is_set():
-                    return
-                continue
-            with lock:
-                received.add(m.data().decode())
-            cons.acknowledge(m)
-
-    threads = [threading.Thread(target=send, daemon=True)] + \
-        [threading.Thread(target=receive, args=(cons,), daemon=True) for cons in consumers]
-    for t in threads:
-        t.start()
+    traffic = Traffic(producers, consumers).start()
     time.sleep(1)
     before = sum(lookups(b) for b in c.brokers)
     via = next(b for b in c.brokers if b is not owner)
@@ -474,23 +428,16 @@ def test_a_bundle_split_in_the_cluster_disconnects_nobody(cluster):
     assert status == 204, (status, body)
     time.sleep(1)
     assert c.owner(topics[0]) is dst
-    stop.set()
-    threads[0].join()
-    for p in producers:
-        p.flush()
-    for t in threads[1:]:
-        t.join(timeout=30)
-    with lock:
-        missing = acked - received
-    assert not failed, failed[:5]
-    assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {sorted(missing)[:5]}"
+    missing = traffic.finish()
+    assert not traffic.failed, traffic.failed[:5]
+    assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {missing[:5]}"
     splits = 0
     for b in c.brokers:
         _, body, _ = b.http("GET", "/metrics")
         splits += sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
                       if line.startswith("strobe_bundle_splits_total"))
     assert splits >= 1, "no split counted on /metrics"
-    print(f"\nsplit under load: {len(acked)} acknowledged, none lost, no client closed by the split")
+    print(f"\nsplit under load: {len(traffic.acked)} acknowledged, none lost, no client closed by the split")
     client.close()
 
 
@@ -515,66 +462,22 @@ def test_a_busy_bundle_is_split_and_shed_without_clients_noticing():
         consumers = [client.subscribe(t, "s") for t in topics]
         first = c.owner(topics[0])
         settled = len(_LINES.lines)
-        acked, failed, received = set(), [], set()
-        lock = threading.Lock()
-        stop = threading.Event()
-
-        def send():
-            i = 0
-            while not stop.is_set():
-                for n, p in enumerate(producers):
-                    payload = f"{n}-{i}"
-
-                    def done(res, _id, payload=payload):
-                        with lock:
-                            if res == pulsar.Result.Ok:
-                                acked.add(payload)
-                            else:
-                                failed.append((payload, str(res)))
-                    p.send_async(payload.encode(), done)
-                i += 1
-                if i % 5 == 0:
-                    time.sleep(0.01)
-
-        def receive(cons):
-            while not stop.is_set():
-                try:
-                    m = cons.receive(timeout_millis=500)
-                except pulsar.Timeout:
-                    continue
-                with lock:
-                    received.add(m.data().decode())
-                cons.acknowledge(m)
-
-        threads = [threading.Thread(target=send, daemon=True)] + \
-            [threading.Thread(target=receive, args=(cons,), daemon=True) for cons in consumers]
-        for t in threads:
-            t.start()
+        traffic = Traffic(producers, consumers, burst=5).start()
         deadline = time.time() + 60
         while len({c.owner(t).id for t in topics}) < 2:
             assert time.time() < deadline, f"all topics still on {first.id}\n{c.logs()}"
             time.sleep(1)
         _, bundles, _ = first.http("GET", f"/admin/v2/namespaces/public/{ns}/bundles")
-        stop.set()
-        threads[0].join()
-        for p in producers:
-            p.flush()
-        for t in threads[1:]:
-            t.join(timeout=10)
-        for cons in consumers:
-            for m in drain(cons, idle_ms=2000):
-                received.add(m)
-        with lock:
-            missing = acked - received
-        assert not failed, failed[:5]
-        assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {sorted(missing)[:5]}"
+        missing = traffic.finish()
+        assert not traffic.failed, traffic.failed[:5]
+        assert not missing, f"{len(missing)} acknowledged messages not received, e.g. {missing[:5]}"
         splits = sum(b.log_text().count("load manager: splitting a busy bundle") for b in c.brokers)
         assert splits >= 1 and bundles["numBundles"] >= 2, (splits, bundles)
         during = _LINES.lines[settled:]
         looked_up = [line for line in during if "Lookup response" in line]
         assert not looked_up, f"{len(looked_up)} lookups, e.g. {looked_up[:3]}"
         print(f"\nauto split: {bundles['numBundles']} bundles after {splits} splits; "
-              f"{len(acked)} acknowledged, none lost")
+              f"{len(traffic.acked)} acknowledged, none lost")
         client.close()
     finally:
         c.stop()

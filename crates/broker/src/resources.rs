@@ -366,12 +366,15 @@ impl Resources {
     }
 
     /// A namespace's policies as the store has them now, with their version
-    /// (the cache may be a moment behind another broker's write).
+    /// (the cache may be a moment behind another broker's write); 404 if
+    /// the namespace does not exist.
     pub async fn namespace_policies_now(
         &self,
         ns: &str,
-    ) -> Result<Option<Versioned<NamespacePolicies>>, BrokerError> {
-        self.get(&paths::namespace(ns)).await
+    ) -> Result<Versioned<NamespacePolicies>, BrokerError> {
+        self.get(&paths::namespace(ns))
+            .await?
+            .ok_or_else(|| BrokerError::TopicNotFound(format!("namespace {ns} does not exist")))
     }
 
     /// Writes a namespace's policies if the store still has them at

@@ -124,11 +124,7 @@ impl BrokerService {
         // Read from the store, not the cache, and written back only over
         // that version: another broker's change (a bundle split's new
         // boundaries) is never overwritten with an older copy.
-        let current = self
-            .resources
-            .namespace_policies_now(ns)
-            .await?
-            .ok_or_else(|| namespace_missing(ns))?;
+        let current = self.resources.namespace_policies_now(ns).await?;
         let mut p = current.value;
         f(&mut p);
         self.resources
@@ -233,11 +229,7 @@ impl BrokerService {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let current = self
-                .resources
-                .namespace_policies_now(ns)
-                .await?
-                .ok_or_else(|| namespace_missing(ns))?;
+            let current = self.resources.namespace_policies_now(ns).await?;
             let mut p = current.value;
             let bundles = p.bundles.clone().unwrap_or_else(|| {
                 BundlesData::even(self.config.default_number_of_namespace_bundles)
