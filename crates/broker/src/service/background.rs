@@ -96,10 +96,23 @@ impl BrokerService {
     ) -> std::collections::BTreeMap<String, (u32, u64)> {
         let mut loads: std::collections::BTreeMap<String, (u32, u64)> =
             c.owned_bundles().into_iter().map(|b| (b, (0, 0))).collect();
+        // One copy of each namespace's boundaries per round, not one per topic.
+        let mut boundaries: std::collections::HashMap<
+            String,
+            Option<crate::namespace::BundlesData>,
+        > = std::collections::HashMap::new();
         for t in self.loaded_topics() {
-            if let Ok(path) = self.bundle_path(&t.name)
-                && let Some((topics, rate)) = loads.get_mut(&path)
-            {
+            let ns = t.name.namespace();
+            let bundles = boundaries
+                .entry(ns.to_string())
+                .or_insert_with(|| self.bundles(ns).ok());
+            let Some(bundle) = bundles
+                .as_ref()
+                .and_then(|b| b.bundle_of(&t.name.to_string()))
+            else {
+                continue;
+            };
+            if let Some((topics, rate)) = loads.get_mut(&crate::cluster::bundle_path(ns, &bundle)) {
                 let tr = t.counters.rates.lock();
                 *topics += 1;
                 *rate += (tr.msg_in + tr.msg_out).round() as u64;
