@@ -22,7 +22,10 @@ mod admin_cli;
 mod admin_http;
 mod perf;
 mod perf_txn;
+mod runtime;
 mod tokens_cli;
+
+use runtime::runtime;
 
 /// Strobe: a message broker that speaks Apache Pulsar's binary protocol.
 ///
@@ -223,7 +226,7 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
 #[cfg(feature = "cluster")]
 fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
     use std::sync::Arc;
-    use strobe_broker::cluster::{BrokerInfo, Cluster};
+    use strobe_cluster::{BrokerInfo, Cluster};
     use strobe_metadata::{EtcdOptions, EtcdStore, MetadataStore, SessionOptions};
     let cfg = broker_config(args)?;
     let runtime = runtime(cfg.worker_threads, "strobe")?;
@@ -339,20 +342,6 @@ async fn bind_ports(
         .with_context(|| format!("binding {addr}"))?;
     cfg.broker_port = broker.local_addr()?.port();
     Ok((http, broker))
-}
-
-/// A multi-threaded runtime of `worker_threads` threads (0: one per core)
-/// named `name`, for the broker and for `strobe perf`.
-fn runtime(worker_threads: usize, name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if worker_threads > 0 {
-        builder.worker_threads(worker_threads);
-    }
-    builder
-        .enable_all()
-        .thread_name(name)
-        .build()
-        .context("starting the async runtime")
 }
 
 fn run_standalone(cfg: BrokerConfig) -> anyhow::Result<()> {

@@ -135,7 +135,7 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
         Mode::Consume(o) => ("consume", o, false, true),
         Mode::E2e(o) => ("e2e", o, true, true),
     };
-    let rt = crate::runtime(opts.io_threads, "perf")?;
+    let rt = crate::runtime::runtime(opts.io_threads, "perf")?;
     rt.block_on(run_async(name, opts, produce, consume))
 }
 

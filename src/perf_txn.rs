@@ -46,7 +46,7 @@ pub struct TxnOpts {
 }
 
 pub fn run(o: TxnOpts) -> anyhow::Result<()> {
-    let rt = crate::runtime(1, "perf-txn")?;
+    let rt = crate::runtime::runtime(1, "perf-txn")?;
     rt.block_on(run_async(o))
 }
 

@@ -12,67 +12,21 @@
 //! renders `/metrics`; `auth` is the authentication and authorization layer
 //! in front of every route.
 
-use std::fmt::Write as _;
-use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
-
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
-use serde_json::{Value, json};
-use std::collections::BTreeSet;
-use strobe_broker::BrokerError;
-use strobe_broker::policies::{
-    AUTH_ACTIONS, BacklogQuotaJson, NamespacePolicies, RetentionPolicies, TenantInfo,
-};
-use strobe_broker::service::BrokerService;
-use strobe_broker::subscription::{AdminOp, AdminReply, SeekTarget, StartPosition};
-use strobe_broker::topic::Topic;
-use strobe_model::TopicName;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-type Svc = Arc<BrokerService>;
-
+mod api;
 mod auth;
 mod metrics;
 mod owner;
 mod routes;
 
+use api::Svc;
 pub use auth::{PeerInfo, TlsListener};
 use metrics::metrics;
-
-/// An error in Pulsar's admin shape.
-#[derive(Debug)]
-struct ApiError(u16, String);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(json!({ "reason": self.1 }))).into_response()
-    }
-}
-
-impl From<BrokerError> for ApiError {
-    fn from(e: BrokerError) -> Self {
-        ApiError(e.http_status(), e.to_string())
-    }
-}
-
-fn bad(msg: impl Into<String>) -> ApiError {
-    ApiError(400, msg.into())
-}
-
-type ApiResult<T> = Result<T, ApiError>;
-
-fn no_content() -> Response {
-    StatusCode::NO_CONTENT.into_response()
-}
 
 /// Serves until `shutdown` is cancelled.
 pub async fn serve(
@@ -111,54 +65,6 @@ pub async fn serve_tls(
     .await
 }
 
-fn parse_json<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> ApiResult<T> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON body: {e}")))
-}
-
-fn parse_scalar<T: std::str::FromStr>(body: &Bytes, what: &str) -> ApiResult<T> {
-    let text = std::str::from_utf8(body).map_err(|_| bad(format!("{what}: body is not UTF-8")))?;
-    text.trim()
-        .trim_matches('"')
-        .parse()
-        .map_err(|_| bad(format!("{what}: cannot read {:?}", text.trim())))
-}
-
-fn topic_name(domain: &str, t: &str, ns: &str, topic: &str) -> ApiResult<TopicName> {
-    if !matches!(domain, "persistent" | "non-persistent") {
-        return Err(ApiError(404, format!("unknown domain {domain}")));
-    }
-    TopicName::parse(&format!("{domain}://{t}/{ns}/{topic}")).map_err(|e| bad(e.to_string()))
-}
-
-/// A topic named by the path's `{domain}/{tenant}/{ns}/{topic}` segments:
-/// an unknown domain is 404, a bad name 400.
-struct TopicPath(TopicName);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TopicPath {
-    type Rejection = Response;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        let Path((domain, t, ns, topic)) =
-            Path::<(String, String, String, String)>::from_request_parts(parts, state)
-                .await
-                .map_err(IntoResponse::into_response)?;
-        topic_name(&domain, &t, &ns, &topic)
-            .map(TopicPath)
-            .map_err(IntoResponse::into_response)
-    }
-}
-
-#[derive(Deserialize)]
-struct ForceQuery {
-    force: Option<bool>,
-}
-
 /// Every route of the HTTP port, behind the authentication and
 /// authorization layer.
 pub fn router(service: Svc) -> Router {
@@ -187,4 +93,138 @@ pub fn router(service: Svc) -> Router {
         auth::layer,
     ))
     .with_state(service)
+}
+
+/// The HTTPS port end to end: TLS in front of the router, client
+/// certificates as the peer's role.
+#[cfg(test)]
+mod tls_tests {
+    use std::net::SocketAddr;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use axum::serve::Listener;
+    use tokio::net::TcpStream;
+
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use strobe_broker::{Broker, BrokerConfig};
+    use strobe_security::tls::rustls::pki_types::ServerName;
+    use strobe_security::tls::tokio_rustls::TlsConnector;
+    use strobe_security::{ClientAuth, client_config, server_config};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn write(dir: &Path, name: &str, contents: String) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// A CA, a "localhost" server certificate and a client certificate
+    /// for the role "alice", all as PEM files: (ca, server cert, server
+    /// key, client cert, client key).
+    fn pki(dir: &Path) -> [PathBuf; 5] {
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+        let leaf = |name: &str, cn: &str| {
+            let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+            let key = KeyPair::generate().unwrap();
+            let cert = params.signed_by(&key, &ca).unwrap();
+            (
+                write(dir, &format!("{name}.pem"), cert.pem()),
+                write(dir, &format!("{name}.key"), key.serialize_pem()),
+            )
+        };
+        let (server_cert, server_key) = leaf("server", "localhost");
+        let (client_cert, client_key) = leaf("client", "alice");
+        let ca = write(dir, "ca.pem", ca.pem());
+        [ca, server_cert, server_key, client_cert, client_key]
+    }
+
+    async fn get_metrics(addr: SocketAddr) -> String {
+        let client = client_config(None, None, true, false).unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let mut tls = TlsConnector::from(client)
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        tls.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        tls.read_to_end(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_does_not_hold_up_other_https_clients() {
+        let dir = tempfile::tempdir().unwrap();
+        let [_, cert, key, _, _] = pki(dir.path());
+        let config = BrokerConfig {
+            storage: "memory".into(),
+            advertised_address: "127.0.0.1".into(),
+            // Only makes the broker build its TLS configuration: the test
+            // binds the HTTPS listener itself.
+            http_port_tls: 1,
+            tls_certificate_file: cert.display().to_string(),
+            tls_key_file: key.display().to_string(),
+            ..BrokerConfig::default()
+        };
+        let binary = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let broker = Broker::bind_on(config, binary).await.unwrap().start();
+        let https = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = https.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(crate::serve_tls(https, broker.service(), stop.clone()));
+
+        // Connected first, so a serial accept would start on it and wait
+        // for its handshake until the timeout.
+        let silent = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        let answer = tokio::time::timeout(Duration::from_secs(2), get_metrics(addr))
+            .await
+            .expect("an HTTPS request answered while a silent client is connected");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+        drop(silent);
+        stop.cancel();
+        server.await.unwrap().unwrap();
+        broker.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn client_certificates_reach_the_peer_info() {
+        let dir = tempfile::tempdir().unwrap();
+        let [ca, cert, key, client_cert, client_key] = pki(dir.path());
+        let server = server_config(&cert, &key, Some(&ca), ClientAuth::Optional).unwrap();
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut listener = TlsListener::new(tcp, strobe_security::acceptor(server)).unwrap();
+        let addr = listener.local_addr().unwrap().addr;
+
+        let with_cert = client_config(None, Some((&client_cert, &client_key)), true, false);
+        let without = client_config(None, None, true, false);
+        for (client, expected) in [(with_cert.unwrap(), 1), (without.unwrap(), 0)] {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::try_from("localhost").unwrap();
+            let (client, (_, peer)) = tokio::join!(
+                TlsConnector::from(client).connect(name, tcp),
+                listener.accept()
+            );
+            client.unwrap();
+            assert_eq!(peer.certs.len(), expected);
+            if expected == 1 {
+                assert_eq!(
+                    strobe_security::peer_role(&peer.certs).as_deref(),
+                    Some("alice")
+                );
+            }
+        }
+    }
 }

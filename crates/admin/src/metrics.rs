@@ -1,7 +1,7 @@
 //! Prometheus `/metrics`: Pulsar's metric names over the broker's, topics'
 //! and storage engine's counters, in the text exposition format.
 
-use crate::*;
+use crate::api::*;
 use strobe_ledger::{EngineMetric, MetricKind, MetricValue};
 
 pub(crate) async fn metrics(State(s): State<Svc>) -> Response {

@@ -22,7 +22,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use strobe_model::TopicName;
 
-use crate::{ApiError, PeerInfo, Svc};
+use crate::api::{ApiError, Svc};
+use crate::auth::PeerInfo;
 
 /// Marks a request one broker forwarded to another.
 const FORWARDED: &str = "x-strobe-forwarded-by";
@@ -66,7 +67,7 @@ pub(crate) async fn layer(State(s): State<Svc>, req: Request, next: Next) -> Res
         return next.run(req).await;
     };
     let path = if let Some((ns, bundle)) = bundle_of(req.uri().path()) {
-        strobe_broker::cluster::bundle_path(&ns, &bundle)
+        strobe_cluster::bundle_path(&ns, &bundle)
     } else {
         let Some(topic) = topic_of(req.uri().path()) else {
             return next.run(req).await;

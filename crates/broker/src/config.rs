@@ -5,8 +5,9 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+pub use strobe_cluster::AdvertisedListener;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -297,17 +298,6 @@ impl Default for BrokerConfig {
             auth_refresh_check_secs: 60,
         }
     }
-}
-
-/// One named listener of `advertised_listeners` (Pulsar's `AdvertisedListener`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdvertisedListener {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broker_service_url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broker_service_url_tls: Option<String>,
 }
 
 /// Parses Pulsar's `advertisedListeners` syntax: `name:url` pairs separated

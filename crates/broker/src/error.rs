@@ -163,6 +163,39 @@ impl BrokerError {
     }
 }
 
+/// A metadata document's error keeps its code and message: the variants
+/// mirror this enum's, so clients see what they saw before the documents had
+/// a crate of their own.
+impl From<strobe_resources::ResourcesError> for BrokerError {
+    fn from(e: strobe_resources::ResourcesError) -> Self {
+        use strobe_resources::ResourcesError as R;
+        match e {
+            R::Metadata(e) => BrokerError::Metadata(e),
+            R::Corrupt { path, reason } => BrokerError::CorruptMetadata { path, reason },
+            R::AlreadyExists(m) => BrokerError::AlreadyExists(m),
+            R::NotFound(m) => BrokerError::TopicNotFound(m),
+            R::Conflict(m) => BrokerError::Conflict(m),
+            R::Invalid(m) => BrokerError::NotAllowed(m),
+            R::Precondition(m) => BrokerError::Precondition(m),
+        }
+    }
+}
+
+/// Membership and ownership errors keep their codes as well.
+impl From<strobe_cluster::ClusterError> for BrokerError {
+    fn from(e: strobe_cluster::ClusterError) -> Self {
+        use strobe_cluster::ClusterError as C;
+        match e {
+            C::Metadata(e) => BrokerError::Metadata(e),
+            C::Corrupt { path, reason } => BrokerError::CorruptMetadata { path, reason },
+            C::NotReady(m) => BrokerError::ServiceNotReady(m),
+            C::NotFound(m) => BrokerError::TopicNotFound(m),
+            C::Invalid(m) => BrokerError::NotAllowed(m),
+            C::Config(m) => BrokerError::Config(m),
+        }
+    }
+}
+
 impl From<strobe_model::TopicNameError> for BrokerError {
     fn from(e: strobe_model::TopicNameError) -> Self {
         BrokerError::InvalidTopicName(e.to_string())

@@ -1,19 +1,15 @@
 //! Strobe's broker: Pulsar's `BrokerService`, `ServerCnx`, `PersistentTopic`
 //! and its subscriptions. It accepts connections (`server`), serves each
 //! one (`cnx`, one module per command family), loads topics and
-//! administers namespaces ([`service`], [`namespace`]), keeps every metadata
-//! document behind typed [`resources`], and runs each subscription's
+//! administers namespaces ([`service`]), and runs each subscription's
 //! dispatcher ([`subscription`]). Decisions that need no socket live in the
 //! pure crates (`strobe-dispatch`, `strobe-schema`, `strobe-security`).
 
-pub mod cluster;
 mod cnx;
 pub mod compaction;
 pub mod config;
+pub mod enforce;
 mod error;
-pub mod namespace;
-pub mod policies;
-pub mod resources;
 pub mod schemas;
 pub mod security;
 mod server;

@@ -17,8 +17,8 @@ use strobe_schema::{
 use strobe_wire::proto;
 
 use crate::BrokerError;
-use crate::policies::NamespacePolicies;
-use crate::resources::Resources;
+use strobe_resources::Resources;
+use strobe_resources::policies::NamespacePolicies;
 
 /// One stored entry, in the metadata store's JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,7 +64,7 @@ impl StoredEntry {
         let data = b64()
             .decode(&self.data)
             .map_err(|e| BrokerError::CorruptMetadata {
-                path: crate::resources::paths::schema(topic),
+                path: strobe_resources::paths::schema(topic),
                 reason: format!("schema version {}: {e}", self.version),
             })?;
         Ok(StoredSchema::schema(

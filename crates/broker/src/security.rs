@@ -16,8 +16,8 @@ use strobe_security::{
 
 use crate::BrokerError;
 use crate::config::BrokerConfig;
-use crate::policies::NamespacePolicies;
-use crate::resources::Resources;
+use strobe_resources::Resources;
+use strobe_resources::policies::NamespacePolicies;
 
 /// Authentication providers, the authorizer and the TLS server configuration.
 #[derive(Debug)]

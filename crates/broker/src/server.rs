@@ -25,7 +25,7 @@ pub struct Backends {
     /// Where tenants, namespaces, policies, schemas and ownership live.
     pub metadata: Arc<dyn MetadataStore>,
     /// A cluster broker's membership (`None`: standalone, owning everything).
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    pub cluster: Option<Arc<strobe_cluster::Cluster>>,
 }
 
 /// A broker bound to its port, with its storage open, not yet serving.

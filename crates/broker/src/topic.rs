@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::BrokerError;
+pub use crate::enforce::{BacklogQuota, BacklogQuotas, RetentionPolicy};
 pub use crate::subscription::DispatchSettings;
 use crate::subscription::{
     ConsumerSpec, StartPosition, Subscription, SubscriptionHandle, TopicView,
@@ -89,11 +90,12 @@ struct TopicState {
 
 mod handoff;
 mod txn;
+mod txn_buffer;
 mod view;
 
 pub use handoff::Handoff;
-pub use txn::TxnBufferStats;
-pub(crate) use txn::txn_of;
+pub use txn_buffer::TxnBufferStats;
+pub(crate) use txn_buffer::txn_of;
 
 /// The outcome of a publish.
 #[derive(Debug)]
@@ -133,30 +135,7 @@ pub struct Topic {
     is_terminated: std::sync::atomic::AtomicBool,
     state: Mutex<TopicState>,
     /// The transaction buffer (see `topic/txn.rs`).
-    txn: Mutex<txn::TopicTxn>,
-}
-
-/// Pulsar's `BacklogQuota`: a limit and what happens when a backlog exceeds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BacklogQuota {
-    /// Bytes (destination_storage) or seconds (message_age); negative: no limit.
-    pub limit: i64,
-    pub policy: RetentionPolicy,
-}
-
-/// Pulsar's `BacklogQuota.RetentionPolicy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetentionPolicy {
-    ProducerRequestHold,
-    ProducerException,
-    ConsumerBacklogEviction,
-}
-
-/// The two quota types Pulsar has.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BacklogQuotas {
-    pub size: Option<BacklogQuota>,
-    pub age: Option<BacklogQuota>,
+    txn: Mutex<txn_buffer::TopicTxn>,
 }
 
 /// Totals since the topic was loaded, for stats and metrics.
@@ -283,7 +262,7 @@ impl Topic {
             dedup_on,
             is_terminated: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(state),
-            txn: Mutex::new(txn::TopicTxn::default()),
+            txn: Mutex::new(txn_buffer::TopicTxn::default()),
         });
         Ok(topic)
     }

@@ -25,10 +25,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::client::Client;
 use crate::compression::decompress;
 use crate::connection::{Connection, ConsumerEvent};
 use crate::error::{Error, Result};
-use crate::{Backoff, Client, full_topic_name};
+use crate::util::{Backoff, full_topic_name};
 
 /// Where a new subscription starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -866,5 +867,11 @@ fn from_data(d: &MessageIdData) -> MessageId {
         partition: d.partition.unwrap_or(-1),
         batch_index: d.batch_index.unwrap_or(-1),
         batch_size: d.batch_size.unwrap_or(0),
+    }
+}
+
+impl Client {
+    pub fn consumer(&self, topic: &str, subscription: &str) -> ConsumerBuilder {
+        ConsumerBuilder::new(self.clone(), topic, subscription)
     }
 }

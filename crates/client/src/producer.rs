@@ -28,11 +28,12 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::client::Client;
 use crate::compression::Compression;
 use crate::connection::{Connection, ProducerEvent, server_error};
 use crate::error::{Error, Result};
 use crate::message::{BatchingType, ProducerMessage, entry_bucket_of, entry_hash};
-use crate::{Backoff, Client, full_topic_name};
+use crate::util::{Backoff, full_topic_name};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum BatchKey {
@@ -847,6 +848,12 @@ async fn event_loop(sh: Arc<ProducerShared>, mut rx: mpsc::UnboundedReceiver<Pro
                 }
             }
         }
+    }
+}
+
+impl Client {
+    pub fn producer(&self, topic: &str) -> ProducerBuilder {
+        ProducerBuilder::new(self.clone(), topic)
     }
 }
 

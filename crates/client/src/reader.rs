@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use strobe_model::MessageId;
 
-use crate::Client;
+use crate::client::Client;
 use crate::consumer::{
     Consumer, ConsumerBuilder, Message, SeekTo, earliest_id, id_data, latest_id, rand_u64,
 };
@@ -97,5 +97,11 @@ impl Reader {
 
     pub async fn close(self) -> Result<()> {
         self.consumer.close().await
+    }
+}
+
+impl Client {
+    pub fn reader(&self, topic: &str) -> ReaderBuilder {
+        ReaderBuilder::new(self.clone(), topic)
     }
 }

@@ -9,7 +9,7 @@ use strobe_wire::Command;
 use strobe_wire::proto::{CommandWatchTcAssignments, CommandWatchTcAssignmentsClose};
 use tokio::sync::mpsc;
 
-use crate::Client;
+use crate::client::Client;
 use crate::connection::{Connection, server_error};
 use crate::error::{Error, Result};
 

@@ -15,9 +15,11 @@ use strobe_wire::proto::{
     CommandNewTxn, CommandTcClientConnectRequest, command_ack::AckType,
 };
 
+use crate::client::Client;
 use crate::connection::{Connection, server_error};
 use crate::error::{Error, Result};
-use crate::{Backoff, Client, Consumer, Message, Producer, ProducerMessage, SendFuture};
+use crate::util::Backoff;
+use crate::{Consumer, Message, Producer, ProducerMessage, SendFuture};
 
 /// The legacy discovery topic (Pulsar's `SystemTopicNames.TRANSACTION_COORDINATOR_ASSIGN`).
 pub const TC_ASSIGN_TOPIC: &str = "persistent://pulsar/system/transaction_coordinator_assign";

@@ -1,6 +1,6 @@
 //! Broker endpoints (Pulsar's `BrokersBase`): health, readiness and liveness.
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {
@@ -47,7 +47,7 @@ async fn owned_namespaces(
     let Some(c) = s.cluster() else {
         return Ok(axum::Json(json!({})));
     };
-    let prefix = format!("{}/", strobe_broker::cluster::OWNERSHIP);
+    let prefix = format!("{}/", strobe_cluster::OWNERSHIP);
     let mut out = serde_json::Map::new();
     for (path, owner) in c.owners() {
         if owner.broker.broker_id == broker {

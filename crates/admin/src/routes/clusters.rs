@@ -1,6 +1,6 @@
 //! Clusters and tenants (Pulsar's `ClustersBase` and `TenantsBase`).
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {

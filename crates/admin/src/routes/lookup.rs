@@ -1,6 +1,6 @@
 //! HTTP lookups (Pulsar's `TopicLookup`): the broker that serves a topic, and its bundle.
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {

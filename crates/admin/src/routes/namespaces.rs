@@ -1,7 +1,7 @@
 //! Namespaces (Pulsar's `NamespacesBase`): policies, backlog quotas,
 //! permissions and bundles.
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {

@@ -1,6 +1,6 @@
 //! The schema registry (Pulsar's `SchemasResource`).
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {

@@ -1,7 +1,7 @@
 //! Subscriptions of a topic (Pulsar's `PersistentTopicsBase` subscription
 //! endpoints): create, delete, skip, reset, expire, peek.
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {

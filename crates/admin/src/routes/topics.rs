@@ -1,7 +1,7 @@
 //! Topics (Pulsar's `PersistentTopicsBase`): creation, deletion, partitions,
 //! termination, compaction and stats.
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {

@@ -5,7 +5,7 @@
 
 use strobe_model::TxnId;
 
-use crate::*;
+use crate::api::*;
 
 /// This resource's routes.
 pub(crate) fn routes() -> Router<Svc> {

@@ -13,13 +13,13 @@ use strobe_wire::proto::{self, CommandConsumerStatsResponse};
 use strobe_wire::{Command, commands};
 use tracing::info;
 
+use super::session::ConsumerRef;
 use super::{Outcome, ServerCnx};
 use crate::BrokerError;
 use crate::security::Operation;
 use crate::subscription::{
-    AdminOp, AdminReply, ConsumerSpec, KeySharedSpec, SeekTarget, StartPosition, SubscriptionHandle,
+    AdminOp, AdminReply, ConsumerSpec, KeySharedSpec, SeekTarget, StartPosition,
 };
-use crate::topic::Topic;
 
 fn consumer_missing() -> BrokerError {
     BrokerError::ConsumerNotFound("consumer not found".into())
@@ -279,10 +279,4 @@ impl ServerCnx {
         }
         .into())
     }
-}
-
-pub(super) struct ConsumerRef {
-    topic: Arc<Topic>,
-    pub(super) sub: SubscriptionHandle,
-    closed_by_broker: Arc<std::sync::atomic::AtomicBool>,
 }

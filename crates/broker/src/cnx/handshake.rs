@@ -8,15 +8,8 @@ use strobe_wire::proto::{self, FeatureFlags, ServerError};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::session::Authenticated;
 use super::{Next, ServerCnx, State};
-
-/// The authenticated identity of a connection.
-#[derive(Debug, Clone)]
-pub(super) struct Authenticated {
-    pub(super) role: Option<String>,
-    pub(super) method: String,
-    pub(super) expires_at: Option<std::time::SystemTime>,
-}
 
 /// Pulsar sends REACHED_END_OF_TOPIC to clients of protocol v9 and later. The
 /// C++ client (and the Python, Node.js and other clients built on it, which all

@@ -13,7 +13,9 @@ mod consume;
 mod handshake;
 mod lookup;
 mod produce;
+mod producer;
 mod schema;
+mod session;
 mod txn;
 mod writer;
 
@@ -36,9 +38,8 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::BrokerError;
 use crate::service::BrokerService;
-use consume::ConsumerRef;
-use handshake::Authenticated;
-use produce::ProducerRef;
+use producer::ProducerRef;
+use session::{Authenticated, ConsumerRef};
 
 /// What the reader does after a frame.
 enum Next {

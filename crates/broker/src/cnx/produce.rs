@@ -2,8 +2,6 @@
 //! SENDs is stored as one append batch, and each producer's task answers its
 //! sends in order, once each is durable.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use strobe_model::TopicName;
@@ -13,12 +11,13 @@ use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
-use tracing::{Instrument, info, warn};
+use tracing::{Instrument, info};
 
+use super::producer::{PENDING_SENDS, PendingSend, ProducerRef, Stored, producer_task};
 use super::{Next, NextFrame, Outcome, ServerCnx};
 use crate::BrokerError;
 use crate::security::Operation;
-use crate::topic::{AddProducer, Published, Topic};
+use crate::topic::{AddProducer, Published};
 
 /// What a SEND's section is stored as, and the CRC-32C of that: the section
 /// itself when it carries a checksum (every MESSAGE frame then reuses the
@@ -343,20 +342,6 @@ impl ServerCnx {
     }
 }
 
-/// Sends not yet answered per producer before the connection's reader waits
-/// (plus at most one run of SENDs stored before the first wait: see
-/// [`MAX_SEND_RUN`]).
-const PENDING_SENDS: usize = 1000;
-
-pub(super) struct ProducerRef {
-    pub(super) topic: Arc<Topic>,
-    name: String,
-    pending: mpsc::Sender<PendingSend>,
-    /// The producer's task: answers what is pending, then ends once
-    /// `pending` is dropped.
-    task: tokio::task::JoinHandle<()>,
-}
-
 /// SEND frames at most stored as one append batch (see
 /// [`ServerCnx::handle_sends`]).
 const MAX_SEND_RUN: usize = 64;
@@ -366,87 +351,6 @@ const MAX_SEND_RUN: usize = 64;
 /// producer's pending limit, so it bounds what a connection holds decoded
 /// beyond that limit, and the work done before the group commit is woken.
 const MAX_SEND_RUN_BYTES: usize = 1 << 20;
-
-/// What became of a SEND's synchronous part ([`ServerCnx::store_send`]).
-pub(super) enum Stored {
-    /// For a producer that closed a moment ago: dropped without an answer.
-    Dropped,
-    /// For a producer this connection never had: an error, and the
-    /// connection closes.
-    UnknownProducer,
-    /// Handed to the topic (or refused by it): the outcome to answer with.
-    Queued(PendingSend),
-}
-
-pub(super) struct PendingSend {
-    sequence_id: u64,
-    highest_sequence_id: u64,
-    outcome: Result<Published, BrokerError>,
-    /// When the append was queued (for the storage write latency metric).
-    queued_at: std::time::Instant,
-}
-
-/// Answers one producer's sends in the order they arrived, each once it is durable.
-async fn producer_task(
-    topic: Arc<Topic>,
-    name: String,
-    producer_id: u64,
-    mut rx: mpsc::Receiver<PendingSend>,
-    tx: mpsc::Sender<OutFrame>,
-) {
-    let mut connected = true;
-    while let Some(p) = rx.recv().await {
-        // `published` is called only once the receipt is queued: a topic
-        // handed to another broker waits for its publishes to be published
-        // before it closes the producers, so no receipt follows the close.
-        let mut outcome = None;
-        let reply = match p.outcome {
-            Ok(Published::Stored(fut)) => match fut.await {
-                Ok(pos) => {
-                    topic.counters.write_latency.record(p.queued_at.elapsed());
-                    outcome = Some(true);
-                    commands::send_receipt(
-                        producer_id,
-                        p.sequence_id,
-                        p.highest_sequence_id,
-                        commands::message_id(pos.ledger_id, pos.entry_id),
-                    )
-                }
-                Err(e) => {
-                    outcome = Some(false);
-                    let e = BrokerError::from(e);
-                    warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
-                    commands::send_error(
-                        producer_id,
-                        p.sequence_id,
-                        e.server_error(),
-                        e.to_string(),
-                    )
-                }
-            },
-            // Pulsar answers a duplicate with message id -1:-1.
-            Ok(Published::Duplicate) => commands::send_receipt(
-                producer_id,
-                p.sequence_id,
-                p.highest_sequence_id,
-                commands::message_id(u64::MAX, u64::MAX),
-            ),
-            // The topic is moving: the client resends this to the new owner.
-            Ok(Published::Held) => continue,
-            Err(e) => {
-                commands::send_error(producer_id, p.sequence_id, e.server_error(), e.to_string())
-            }
-        };
-        // With the connection gone, the rest are still awaited (and their
-        // outcome recorded) but not answered.
-        if connected && tx.send(OutFrame::command(reply)).await.is_err() {
-            connected = false;
-        }
-        if let Some(ok) = outcome {
-            topic.published(&name, p.highest_sequence_id as i64, ok);
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

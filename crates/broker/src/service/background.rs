@@ -76,7 +76,7 @@ impl BrokerService {
         // Moves the load manager asked of this broker.
         let owned = c.owned_bundles();
         for (key, r) in c.move_requests() {
-            let parsed = crate::cluster::parse_bundle_path(&r.bundle);
+            let parsed = strobe_cluster::parse_bundle_path(&r.bundle);
             if owned.contains(&r.bundle)
                 && let Some((ns, bundle)) = parsed
                 && let Err(e) = self.transfer_bundle(ns, bundle, &r.to).await
@@ -92,14 +92,14 @@ impl BrokerService {
     /// Each owned bundle's loaded topics and message rate (in and out).
     fn bundle_loads(
         &self,
-        c: &crate::cluster::Cluster,
+        c: &strobe_cluster::Cluster,
     ) -> std::collections::BTreeMap<String, (u32, u64)> {
         let mut loads: std::collections::BTreeMap<String, (u32, u64)> =
             c.owned_bundles().into_iter().map(|b| (b, (0, 0))).collect();
         // One copy of each namespace's boundaries per round, not one per topic.
         let mut boundaries: std::collections::HashMap<
             String,
-            Option<crate::namespace::BundlesData>,
+            Option<strobe_resources::BundlesData>,
         > = std::collections::HashMap::new();
         for t in self.loaded_topics() {
             let ns = t.name.namespace();
@@ -112,7 +112,7 @@ impl BrokerService {
             else {
                 continue;
             };
-            if let Some((topics, rate)) = loads.get_mut(&crate::cluster::bundle_path(ns, &bundle)) {
+            if let Some((topics, rate)) = loads.get_mut(&strobe_cluster::bundle_path(ns, &bundle)) {
                 let tr = t.counters.rates.lock();
                 *topics += 1;
                 *rate += (tr.msg_in + tr.msg_out).round() as u64;
@@ -127,7 +127,7 @@ impl BrokerService {
         let Some(c) = self.cluster().cloned() else {
             return;
         };
-        let limits = crate::cluster::balance::SplitLimits {
+        let limits = strobe_cluster::balance::SplitLimits {
             max_topics: self.config.load_balancer_namespace_bundle_max_topics,
             max_msg_rate: self.config.load_balancer_namespace_bundle_max_msg_rate,
             max_bundles: self.config.load_balancer_namespace_maximum_bundles,
@@ -137,11 +137,11 @@ impl BrokerService {
                 .map(|b| b.boundaries.len().saturating_sub(1) as u32)
                 .unwrap_or(u32::MAX)
         };
-        let Some(path) = crate::cluster::balance::to_split(&self.bundle_loads(&c), count, limits)
+        let Some(path) = strobe_cluster::balance::to_split(&self.bundle_loads(&c), count, limits)
         else {
             return;
         };
-        let Some((ns, bundle)) = crate::cluster::parse_bundle_path(&path) else {
+        let Some((ns, bundle)) = strobe_cluster::parse_bundle_path(&path) else {
             return;
         };
         info!(bundle = %path, "load manager: splitting a busy bundle");

@@ -10,8 +10,8 @@ use tracing::{info, warn};
 
 use super::BrokerService;
 use crate::BrokerError;
-use crate::resources::{CompactionMeta, StoredPosition};
 use crate::topic::Topic;
+use strobe_resources::{CompactionMeta, StoredPosition};
 
 impl BrokerService {
     /// Starts a compaction of the topic (Pulsar's `PUT .../compaction`); 409

@@ -37,7 +37,7 @@ impl BrokerService {
     }
 
     fn local_target(&self, listener: Option<&str>) -> Result<LookupTarget, BrokerError> {
-        let (service_url, service_url_tls) = crate::cluster::listener_urls(
+        let (service_url, service_url_tls) = strobe_cluster::listener_urls(
             &self.config.listeners().unwrap_or_default(),
             listener,
             (&self.service_url(), self.service_url_tls().as_deref()),
@@ -98,10 +98,10 @@ impl BrokerService {
     /// network may not reach.
     pub fn assigned_urls(
         &self,
-        dst: &crate::cluster::BrokerInfo,
+        dst: &strobe_cluster::BrokerInfo,
         conns: &[u64],
     ) -> Option<(String, Option<String>)> {
-        let dst = crate::cluster::BrokerRef::from(dst);
+        let dst = strobe_cluster::BrokerRef::from(dst);
         let cluster = self.cluster()?;
         if self.config.advertised_listeners.trim().is_empty() && dst.advertised_listeners.is_empty()
         {

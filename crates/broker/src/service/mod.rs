@@ -9,6 +9,7 @@
 
 mod background;
 mod compaction;
+mod counters;
 mod keyed;
 mod lookup;
 mod namespaces;
@@ -26,17 +27,18 @@ use strobe_model::TopicName;
 use tracing::info;
 
 use crate::BrokerError;
-use crate::cluster::Cluster;
 use crate::config::BrokerConfig;
-use crate::policies::{NamespacePolicies, quotas_of, retention_of};
-use crate::resources::Resources;
+use crate::enforce::{quotas_of, retention_of};
 use crate::schemas::SchemaRegistry;
 use crate::security::Operation;
 use crate::topic::{DispatchSettings, Topic};
+use strobe_cluster::Cluster;
+use strobe_resources::Resources;
+use strobe_resources::policies::NamespacePolicies;
 
+pub use counters::ClusterCounters;
 pub use lookup::LookupTarget;
 pub use topics::topics_hash;
-pub use transfer::ClusterCounters;
 
 /// The broker's topics and namespaces.
 pub struct BrokerService {
@@ -151,7 +153,7 @@ impl BrokerService {
 
     /// The path of the ownership lock of `topic`'s bundle.
     pub fn bundle_path(&self, topic: &TopicName) -> Result<String, BrokerError> {
-        Ok(crate::cluster::bundle_path(
+        Ok(strobe_cluster::bundle_path(
             topic.namespace(),
             &self.bundle_of(topic)?,
         ))
@@ -164,7 +166,7 @@ impl BrokerService {
     async fn fence_for(&self, topic: &TopicName) -> Result<u64, BrokerError> {
         match &self.cluster {
             None => Ok(self.next_fence.fetch_add(1, Ordering::Relaxed)),
-            Some(c) => c.acquire(&self.bundle_path(topic)?).await,
+            Some(c) => Ok(c.acquire(&self.bundle_path(topic)?).await?),
         }
     }
 
@@ -172,7 +174,7 @@ impl BrokerService {
     async fn own_fence(&self) -> Result<u64, BrokerError> {
         match &self.cluster {
             None => Ok(self.next_fence.fetch_add(1, Ordering::Relaxed)),
-            Some(c) => c.registration_fence().await,
+            Some(c) => Ok(c.registration_fence().await?),
         }
     }
 
@@ -491,7 +493,7 @@ impl BrokerService {
             )));
         }
         if let Some(c) = &self.cluster {
-            c.announce(&crate::resources::paths::topic_key(name)).await;
+            c.announce(&strobe_resources::paths::topic_key(name)).await;
         }
         let config = LedgerConfig {
             max_entries_per_ledger: 1000,
@@ -532,7 +534,7 @@ impl BrokerService {
         if let Some(c) = &self.cluster
             && !name.is_persistent()
         {
-            c.retract(&crate::resources::paths::topic_key(name)).await;
+            c.retract(&strobe_resources::paths::topic_key(name)).await;
         }
     }
 

@@ -9,9 +9,10 @@ use tracing::info;
 
 use super::BrokerService;
 use crate::BrokerError;
-use crate::namespace::BundlesData;
-use crate::policies::{NamespacePolicies, TenantInfo, quotas_of, validate_actions};
+use crate::enforce::quotas_of;
 use crate::topic::Topic;
+use strobe_resources::BundlesData;
+use strobe_resources::policies::{NamespacePolicies, TenantInfo, validate_actions};
 
 fn tenant_missing(tenant: &str) -> BrokerError {
     BrokerError::TopicNotFound(format!("tenant {tenant} does not exist"))
@@ -23,7 +24,7 @@ fn namespace_missing(ns: &str) -> BrokerError {
 
 impl BrokerService {
     pub async fn tenants(&self) -> Result<Vec<String>, BrokerError> {
-        self.resources.tenants().await
+        Ok(self.resources.tenants().await?)
     }
 
     pub async fn tenant(&self, tenant: &str) -> Result<TenantInfo, BrokerError> {
@@ -42,7 +43,7 @@ impl BrokerService {
     ) -> Result<(), BrokerError> {
         validate_name(tenant)?;
         if !update {
-            return self.resources.create_tenant(tenant, info).await;
+            return Ok(self.resources.create_tenant(tenant, info).await?);
         }
         if self.resources.update_tenant(tenant, info).await? {
             Ok(())
@@ -60,7 +61,7 @@ impl BrokerService {
         if !self.resources.tenant_exists(tenant).await? {
             return Err(tenant_missing(tenant));
         }
-        self.resources.delete_tenant(tenant).await
+        Ok(self.resources.delete_tenant(tenant).await?)
     }
 
     pub fn namespaces_of(&self, tenant: &str) -> Vec<String> {
@@ -99,7 +100,7 @@ impl BrokerService {
         if !self.resources.tenant_exists(tenant).await? {
             return Err(tenant_missing(tenant));
         }
-        self.resources.create_namespace(ns, &policies).await
+        Ok(self.resources.create_namespace(ns, &policies).await?)
     }
 
     pub async fn delete_namespace(&self, ns: &str) -> Result<(), BrokerError> {
@@ -111,7 +112,7 @@ impl BrokerService {
                 "namespace {ns} still has topics"
             )));
         }
-        self.resources.delete_namespace(ns).await
+        Ok(self.resources.delete_namespace(ns).await?)
     }
 
     /// Changes a namespace's policies with `f` and stores them; topics that are
@@ -157,7 +158,7 @@ impl BrokerService {
         bundles
             .bundle_of(&topic.to_string())
             .ok_or_else(|| BrokerError::CorruptMetadata {
-                path: crate::resources::paths::namespace(topic.namespace()),
+                path: strobe_resources::paths::namespace(topic.namespace()),
                 reason: format!("no bundle holds {topic}: {:?}", bundles.boundaries),
             })
     }
@@ -200,7 +201,7 @@ impl BrokerService {
             info!(namespace = ns, bundle, "bundle split");
             return Ok(());
         };
-        let parent = crate::cluster::bundle_path(ns, bundle);
+        let parent = strobe_cluster::bundle_path(ns, bundle);
         c.acquire(&parent).await?;
         c.begin_split(&parent).await?;
         let done = self.finish_split(&c, ns, bundle, &parent).await;
@@ -221,7 +222,7 @@ impl BrokerService {
     /// store has them (retried if they change meanwhile).
     async fn finish_split(
         &self,
-        c: &Arc<crate::cluster::Cluster>,
+        c: &Arc<strobe_cluster::Cluster>,
         ns: &str,
         bundle: &str,
         parent: &str,
@@ -238,7 +239,7 @@ impl BrokerService {
             p.bundles = Some(split);
             let paths: Vec<String> = halves
                 .iter()
-                .map(|h| crate::cluster::bundle_path(ns, h))
+                .map(|h| strobe_cluster::bundle_path(ns, h))
                 .collect();
             let op = self
                 .resources
@@ -251,13 +252,12 @@ impl BrokerService {
                 })
                 .await
             {
-                Err(BrokerError::Metadata(strobe_metadata::MetadataError::BadVersion {
-                    key,
-                    ..
-                })) if key == crate::resources::paths::namespace(ns) && attempts < 5 => {
+                Err(strobe_cluster::ClusterError::Metadata(
+                    strobe_metadata::MetadataError::BadVersion { key, .. },
+                )) if key == strobe_resources::paths::namespace(ns) && attempts < 5 => {
                     continue;
                 }
-                r => return r,
+                r => return Ok(r?),
             }
         }
     }

@@ -10,8 +10,8 @@ use tracing::info;
 
 use super::BrokerService;
 use crate::BrokerError;
-use crate::resources::StoredPosition;
 use crate::topic::Topic;
+use strobe_resources::StoredPosition;
 
 fn topic_missing(name: &TopicName) -> BrokerError {
     BrokerError::TopicNotFound(format!("topic {name} does not exist"))
@@ -43,7 +43,7 @@ impl BrokerService {
                 "the number of partitions can only grow ({current} -> {partitions} refused)"
             )));
         }
-        self.resources.set_partitions(topic, partitions).await
+        Ok(self.resources.set_partitions(topic, partitions).await?)
     }
 
     /// The partitioned topics of a namespace.
@@ -95,8 +95,10 @@ impl BrokerService {
         match self.resources.create_partitioned(topic, partitions).await {
             // Pulsar answers a second create with 409 on the REST path and
             // NotAllowed on the binary one; this broker has always said NotAllowed.
-            Err(BrokerError::AlreadyExists(m)) => Err(BrokerError::NotAllowed(m)),
-            Err(e) => Err(e),
+            Err(strobe_resources::ResourcesError::AlreadyExists(m)) => {
+                Err(BrokerError::NotAllowed(m))
+            }
+            Err(e) => Err(e.into()),
             Ok(()) => {
                 info!(%topic, partitions, "created partitioned topic");
                 Ok(())
@@ -108,7 +110,7 @@ impl BrokerService {
         if self.loaded_topic(topic).is_some() {
             return Ok(true);
         }
-        self.resources.topic_recorded(topic).await
+        Ok(self.resources.topic_recorded(topic).await?)
     }
 
     /// Topics of a namespace (partitions listed by their partition names, as
@@ -138,7 +140,7 @@ impl BrokerService {
                 let keys = c.announced(&format!("{ns}/non-persistent/")).await?;
                 names.extend(
                     keys.iter()
-                        .filter_map(|k| crate::resources::paths::name_from_key(k)),
+                        .filter_map(|k| strobe_resources::paths::name_from_key(k)),
                 );
             }
         }

@@ -18,25 +18,11 @@ use tracing::{info, warn};
 
 use super::BrokerService;
 use crate::BrokerError;
-use crate::cluster::{BrokerInfo, bundle_path};
 use crate::topic::Handoff;
+use strobe_cluster::{BrokerInfo, bundle_path};
 
 /// How long a source waits for the destination to take a bundle.
 const TAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Counters of transfers and lookups, for `/metrics`.
-#[derive(Debug, Default)]
-pub struct ClusterCounters {
-    pub lookups: std::sync::atomic::AtomicU64,
-    pub transfers: std::sync::atomic::AtomicU64,
-    pub transfers_failed: std::sync::atomic::AtomicU64,
-    /// Time spent closing topics (Releasing → Assigning), microseconds.
-    pub transfer_close_us: std::sync::atomic::AtomicU64,
-    /// Time from Assigning until the destination owned the bundle, microseconds.
-    pub transfer_take_us: std::sync::atomic::AtomicU64,
-    pub unloads: std::sync::atomic::AtomicU64,
-    pub splits: std::sync::atomic::AtomicU64,
-}
 
 impl BrokerService {
     /// The live broker `name` means: its id, or the `host:port` of its HTTP
@@ -168,7 +154,7 @@ impl BrokerService {
         };
         let me = c.broker_id();
         for path in c.owned_bundles() {
-            let Some((ns, bundle)) = crate::cluster::parse_bundle_path(&path) else {
+            let Some((ns, bundle)) = strobe_cluster::parse_bundle_path(&path) else {
                 continue;
             };
             let mut load = std::collections::HashMap::new();
@@ -180,7 +166,7 @@ impl BrokerService {
                 .into_iter()
                 .filter(|b| b.broker_id != me)
                 .collect();
-            let Some(dst) = crate::cluster::pick_broker(&path, &others, &load).cloned() else {
+            let Some(dst) = strobe_cluster::pick_broker(&path, &others, &load).cloned() else {
                 return;
             };
             if let Err(e) = self.transfer_bundle(ns, bundle, &dst.broker_id).await {

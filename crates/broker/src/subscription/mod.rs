@@ -20,6 +20,7 @@ mod dispatch;
 mod filter;
 mod handle;
 mod kind;
+mod turns;
 mod txn;
 
 use std::sync::Arc;

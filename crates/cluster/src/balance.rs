@@ -19,18 +19,14 @@
 //!
 //! The move is a request under `/loadbalance/transfer-requests/`, fenced by
 //! the leadership and bound to the leader's lease. One move is in flight at a
-//! time: the owner executes the request and deletes it.
+//! time: the owner executes the request and deletes it. This file holds the
+//! decisions, pure and property-tested; `load_manager` runs them.
 
 use std::collections::BTreeMap;
-use std::sync::Weak;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use strobe_metadata::{Expect, LeaderElection, Op};
-use tracing::{info, warn};
 
-use super::{Cluster, OWNERSHIP, OwnerState};
-use crate::BrokerError;
+use crate::registry::{OWNERSHIP, parse_bundle_path};
 
 /// Where the leader asks owners to move bundles.
 pub const REQUESTS: &str = "/loadbalance/transfer-requests";
@@ -134,7 +130,7 @@ pub fn to_split(
         .iter()
         .filter(|(path, (topics, _))| {
             *topics >= 2
-                && super::parse_bundle_path(path)
+                && parse_bundle_path(path)
                     .is_some_and(|(ns, _)| namespace_bundles(ns) < limits.max_bundles)
         })
         .filter_map(|(path, (topics, rate))| {
@@ -159,142 +155,12 @@ pub fn rates_moved(old: &BTreeMap<String, u64>, new: &BTreeMap<String, u64>) -> 
     })
 }
 
-fn request_path(bundle_path: &str) -> String {
+pub(crate) fn request_path(bundle_path: &str) -> String {
     let rest = bundle_path
         .strip_prefix(OWNERSHIP)
         .unwrap_or(bundle_path)
         .trim_start_matches('/');
     format!("{REQUESTS}/{rest}")
-}
-
-impl Cluster {
-    /// Moves asked of this broker: requests whose bundle it owns.
-    /// (Read from the watch-fed cache: every broker checks each second.)
-    pub fn move_requests(&self) -> Vec<(String, MoveRequest)> {
-        let me = self.broker_id();
-        self.pending_requests()
-            .into_iter()
-            .filter_map(|(key, r)| Some((key, r.ok()?)))
-            .filter(|(_, r)| r.from == me)
-            .collect()
-    }
-
-    /// Every pending request by key; `Err` for one that does not decode.
-    fn pending_requests(&self) -> Vec<(String, Result<MoveRequest, serde_json::Error>)> {
-        self.requests
-            .snapshot()
-            .entries
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_json::from_slice(&v.value)))
-            .collect()
-    }
-
-    /// Deletes a request once handled (moved, or no longer possible).
-    pub async fn done_with(&self, key: &str) {
-        if let Err(e) = self.session.store().delete(key, None).await
-            && !matches!(e, strobe_metadata::MetadataError::NotFound(_))
-        {
-            warn!(key, error = %e, "deleting a move request failed");
-        }
-    }
-
-    /// The leader's view: every live broker and the bundles it owns, with
-    /// the rates it reported for them (moving bundles count for no one).
-    fn ownership_map(&self) -> Owned {
-        let brokers = self.live_brokers();
-        let mut map: Owned = brokers
-            .iter()
-            .map(|b| (b.broker_id.clone(), Vec::new()))
-            .collect();
-        let rate = |broker: &str, path: &str| {
-            brokers
-                .iter()
-                .find(|b| b.broker_id == broker)
-                .and_then(|b| b.bundle_rates.get(path).copied())
-                .unwrap_or(0)
-        };
-        for (path, o) in self.owners() {
-            if o.state == OwnerState::Owned
-                && let Some(v) = map.get_mut(&o.broker.broker_id)
-            {
-                let r = rate(&o.broker.broker_id, &path);
-                v.push((path, r));
-            }
-        }
-        map
-    }
-}
-
-/// Campaigns for the load manager's leadership and, while leading, sheds.
-pub(super) async fn run(cluster: Weak<Cluster>, interval: Duration, threshold: usize) {
-    let election = {
-        let Some(c) = cluster.upgrade() else { return };
-        match LeaderElection::new(c.session(), LEADER, c.broker_id()) {
-            Ok(e) => e,
-            Err(e) => {
-                warn!(error = %e, "the load manager cannot campaign");
-                return;
-            }
-        }
-    };
-    election.campaign();
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let Some(c) = cluster.upgrade() else { return };
-        if c.is_leaving() {
-            return;
-        }
-        if !election.is_leader() {
-            continue;
-        }
-        if let Err(e) = lead_once(&c, &election, threshold).await {
-            warn!(error = %e, "the load manager's round failed");
-        }
-    }
-}
-
-async fn lead_once(
-    c: &Cluster,
-    election: &LeaderElection<String>,
-    threshold: usize,
-) -> Result<(), BrokerError> {
-    let store = c.session().store().clone();
-    let owners = c.owners();
-    let mut in_flight = false;
-    for (key, req) in c.pending_requests() {
-        // A request whose bundle is no longer its source's is done or moot.
-        let stale = req.map_or(true, |r| {
-            !owners
-                .iter()
-                .any(|(p, o)| *p == r.bundle && o.broker.broker_id == r.from)
-        });
-        if stale {
-            let _ = store.delete(&key, None).await;
-        } else {
-            in_flight = true;
-        }
-    }
-    if in_flight {
-        return Ok(());
-    }
-    let Some(req) = shed(&c.ownership_map(), threshold) else {
-        return Ok(());
-    };
-    let Some((lease, _)) = c.session().lease() else {
-        return Ok(());
-    };
-    let fence = election.fence()?;
-    let op = Op::Put {
-        key: request_path(&req.bundle),
-        value: serde_json::to_vec(&req).expect("a move request serialises"),
-        expect: Expect::Absent,
-        lease: Some(lease),
-    };
-    store.txn(vec![fence, op]).await?;
-    info!(bundle = %req.bundle, from = %req.from, to = %req.to, "load manager: moving a bundle");
-    Ok(())
 }
 
 #[cfg(test)]

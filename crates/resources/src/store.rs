@@ -1,16 +1,5 @@
-//! Every path the broker keeps in the metadata store, and the typed documents
-//! stored there (Pulsar's `PulsarResources`: `TenantResources`,
-//! `NamespaceResources`, `PartitionedTopicResources`, `ManagedLedger`
-//! metadata, `SchemaStorage`). Nothing else in the broker spells a path or
-//! decodes a stored value: a value that does not decode is an error naming
-//! its path ([`BrokerError::CorruptMetadata`]), never a silent default.
-//!
-//! Namespace policies and partition counts are read on every lookup, so they
-//! are cached here. Each cache follows its prefix through one watch
-//! ([`PrefixCache`]), so a namespace or partitioned topic another broker of the
-//! cluster creates or changes is seen here too; this broker's own writes show
-//! at once (a snapshot older than our last write is not applied, so the cache
-//! never steps back behind what we wrote).
+//! [`Resources`]: the typed documents of the metadata store behind one
+//! handle, with the caches of namespace policies and partition counts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,79 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use strobe_ledger::Position;
 use strobe_metadata::{CacheSnapshot, Expect, MetadataError, MetadataStore, Op, PrefixCache};
+use strobe_model::Position;
 use strobe_model::TopicName;
 use tracing::{error, info};
 
-use crate::BrokerError;
+use crate::error::ResourcesError;
+use crate::paths;
 use crate::policies::{NamespacePolicies, TenantInfo};
-
-/// The paths, in Pulsar's layout.
-pub mod paths {
-    use strobe_model::TopicName;
-
-    /// Tenants (`<root>/<tenant>`) and namespaces (`<root>/<tenant>/<ns>`).
-    pub const POLICIES: &str = "/admin/policies";
-    /// Partitioned topics' partition counts.
-    pub const PARTITIONED_TOPICS: &str = "/admin/partitioned-topics";
-    /// Persistent topics that exist, with what the broker records of each.
-    pub const MANAGED_LEDGERS: &str = "/managed-ledgers";
-    /// Schema histories (partitions share their partitioned topic's).
-    pub const SCHEMAS: &str = "/schemas";
-    /// The health check's write.
-    pub const HEALTH: &str = "/admin/health";
-
-    pub fn tenant(tenant: &str) -> String {
-        format!("{POLICIES}/{tenant}")
-    }
-
-    /// `ns` is `<tenant>/<namespace>`.
-    pub fn namespace(ns: &str) -> String {
-        format!("{POLICIES}/{ns}")
-    }
-
-    /// `<tenant>/<ns>/<domain>/<local>`: the key layout of a topic under a root.
-    pub fn topic_key(t: &TopicName) -> String {
-        format!(
-            "{}/{}/{}",
-            t.namespace(),
-            t.domain().as_str(),
-            t.local_name()
-        )
-    }
-
-    /// `topic_key` back to a topic name.
-    pub fn name_from_key(key: &str) -> Option<String> {
-        let parts: Vec<&str> = key.splitn(4, '/').collect();
-        match parts.as_slice() {
-            [tenant, ns, domain, local] => Some(format!("{domain}://{tenant}/{ns}/{local}")),
-            _ => None,
-        }
-    }
-
-    pub fn partitioned_topic(t: &TopicName) -> String {
-        format!("{PARTITIONED_TOPICS}/{}", topic_key(t))
-    }
-
-    pub fn managed_ledger(t: &TopicName) -> String {
-        format!("{MANAGED_LEDGERS}/{}", topic_key(t))
-    }
-
-    /// The prefix under which a namespace's persistent topics are recorded.
-    pub fn persistent_topics_of(ns: &str) -> String {
-        format!("{MANAGED_LEDGERS}/{ns}/persistent/")
-    }
-
-    pub fn schema(t: &TopicName) -> String {
-        let base = t.partitioned_parent();
-        format!("{SCHEMAS}/{}/{}", base.namespace(), base.local_name())
-    }
-
-    pub fn health(broker_port: u16) -> String {
-        format!("{HEALTH}/{broker_port}")
-    }
-}
 
 /// What the metadata store records of a persistent topic (`/managed-ledgers/...`).
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -152,8 +76,8 @@ pub struct Versioned<T> {
     pub version: u64,
 }
 
-fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, BrokerError> {
-    serde_json::from_slice(bytes).map_err(|e| BrokerError::CorruptMetadata {
+fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, ResourcesError> {
+    serde_json::from_slice(bytes).map_err(|e| ResourcesError::Corrupt {
         path: path.to_owned(),
         reason: e.to_string(),
     })
@@ -200,7 +124,7 @@ impl Resources {
     /// partitioned-topic record that does not decode is logged with its path
     /// and left out (the broker still starts; that namespace or topic answers
     /// as missing).
-    pub async fn load(store: Arc<dyn MetadataStore>) -> Result<Resources, BrokerError> {
+    pub async fn load(store: Arc<dyn MetadataStore>) -> Result<Resources, ResourcesError> {
         for path in [paths::tenant("public"), paths::namespace("public/default")] {
             match store.put(&path, b"{}", Expect::Absent).await {
                 Ok(_) => info!(path, "created"),
@@ -246,7 +170,7 @@ impl Resources {
     }
 
     /// Deletes `path` and notes the delete's revision.
-    async fn delete_cached(&self, cache: usize, path: &str) -> Result<(), BrokerError> {
+    async fn delete_cached(&self, cache: usize, path: &str) -> Result<(), ResourcesError> {
         let r = self.store.txn(vec![Op::delete(path, None)]).await?;
         self.wrote(cache, r.revision);
         Ok(())
@@ -260,7 +184,7 @@ impl Resources {
     async fn get<T: DeserializeOwned>(
         &self,
         path: &str,
-    ) -> Result<Option<Versioned<T>>, BrokerError> {
+    ) -> Result<Option<Versioned<T>>, ResourcesError> {
         match self.store.get(path).await? {
             None => Ok(None),
             Some(v) => Ok(Some(Versioned {
@@ -276,33 +200,40 @@ impl Resources {
         path: &str,
         value: &T,
         what: &str,
-    ) -> Result<u64, BrokerError> {
+    ) -> Result<u64, ResourcesError> {
         match self.store.put(path, &encode(value), Expect::Absent).await {
             Ok(stat) => Ok(stat.version),
-            Err(MetadataError::AlreadyExists(_)) => {
-                Err(BrokerError::AlreadyExists(format!("{what} already exists")))
-            }
+            Err(MetadataError::AlreadyExists(_)) => Err(ResourcesError::AlreadyExists(format!(
+                "{what} already exists"
+            ))),
             Err(e) => Err(e.into()),
         }
     }
 
     // --- tenants ------------------------------------------------------------
 
-    pub async fn tenants(&self) -> Result<Vec<String>, BrokerError> {
+    pub async fn tenants(&self) -> Result<Vec<String>, ResourcesError> {
         let mut out = self.store.list_children(paths::POLICIES).await?;
         out.sort();
         Ok(out)
     }
 
-    pub async fn tenant(&self, tenant: &str) -> Result<Option<Versioned<TenantInfo>>, BrokerError> {
+    pub async fn tenant(
+        &self,
+        tenant: &str,
+    ) -> Result<Option<Versioned<TenantInfo>>, ResourcesError> {
         self.get(&paths::tenant(tenant)).await
     }
 
-    pub async fn tenant_exists(&self, tenant: &str) -> Result<bool, BrokerError> {
+    pub async fn tenant_exists(&self, tenant: &str) -> Result<bool, ResourcesError> {
         Ok(self.store.exists(&paths::tenant(tenant)).await?)
     }
 
-    pub async fn create_tenant(&self, tenant: &str, info: &TenantInfo) -> Result<(), BrokerError> {
+    pub async fn create_tenant(
+        &self,
+        tenant: &str,
+        info: &TenantInfo,
+    ) -> Result<(), ResourcesError> {
         self.create(&paths::tenant(tenant), info, &format!("tenant {tenant}"))
             .await
             .map(|_| ())
@@ -315,7 +246,7 @@ impl Resources {
         &self,
         tenant: &str,
         info: &TenantInfo,
-    ) -> Result<bool, BrokerError> {
+    ) -> Result<bool, ResourcesError> {
         let path = paths::tenant(tenant);
         let Some(current) = self.store.get(&path).await? else {
             return Ok(false);
@@ -326,7 +257,7 @@ impl Resources {
         Ok(true)
     }
 
-    pub async fn delete_tenant(&self, tenant: &str) -> Result<(), BrokerError> {
+    pub async fn delete_tenant(&self, tenant: &str) -> Result<(), ResourcesError> {
         Ok(self.store.delete(&paths::tenant(tenant), None).await?)
     }
 
@@ -354,7 +285,7 @@ impl Resources {
         &self,
         ns: &str,
         policies: &NamespacePolicies,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), ResourcesError> {
         let rev = self
             .create(&paths::namespace(ns), policies, &format!("namespace {ns}"))
             .await?;
@@ -371,10 +302,10 @@ impl Resources {
     pub async fn namespace_policies_now(
         &self,
         ns: &str,
-    ) -> Result<Versioned<NamespacePolicies>, BrokerError> {
+    ) -> Result<Versioned<NamespacePolicies>, ResourcesError> {
         self.get(&paths::namespace(ns))
             .await?
-            .ok_or_else(|| BrokerError::TopicNotFound(format!("namespace {ns} does not exist")))
+            .ok_or_else(|| ResourcesError::NotFound(format!("namespace {ns} does not exist")))
     }
 
     /// Writes a namespace's policies if the store still has them at
@@ -385,7 +316,7 @@ impl Resources {
         ns: &str,
         policies: &NamespacePolicies,
         version: u64,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), ResourcesError> {
         let stat = match self
             .store
             .put(
@@ -397,7 +328,7 @@ impl Resources {
         {
             Ok(stat) => stat,
             Err(MetadataError::BadVersion { .. }) | Err(MetadataError::NotFound(_)) => {
-                return Err(BrokerError::Conflict(format!(
+                return Err(ResourcesError::Conflict(format!(
                     "Concurrent modification of namespace {ns}'s policies; try again"
                 )));
             }
@@ -428,7 +359,7 @@ impl Resources {
         self.namespaces.lock().insert(ns.to_owned(), policies);
     }
 
-    pub async fn delete_namespace(&self, ns: &str) -> Result<(), BrokerError> {
+    pub async fn delete_namespace(&self, ns: &str) -> Result<(), ResourcesError> {
         self.delete_cached(0, &paths::namespace(ns)).await?;
         self.namespaces.lock().remove(ns);
         Ok(())
@@ -455,7 +386,7 @@ impl Resources {
         &self,
         topic: &TopicName,
         partitions: u32,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), ResourcesError> {
         let meta = PartitionedTopicMeta { partitions };
         let rev = self
             .create(
@@ -475,7 +406,7 @@ impl Resources {
         &self,
         topic: &TopicName,
         partitions: u32,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), ResourcesError> {
         let meta = PartitionedTopicMeta { partitions };
         let stat = self
             .store
@@ -492,7 +423,7 @@ impl Resources {
         Ok(())
     }
 
-    pub async fn delete_partitioned(&self, topic: &TopicName) -> Result<(), BrokerError> {
+    pub async fn delete_partitioned(&self, topic: &TopicName) -> Result<(), ResourcesError> {
         self.delete_cached(1, &paths::partitioned_topic(topic))
             .await?;
         self.partitioned.lock().remove(&topic.to_string());
@@ -504,16 +435,16 @@ impl Resources {
     pub async fn topic_meta(
         &self,
         topic: &TopicName,
-    ) -> Result<Option<Versioned<TopicMeta>>, BrokerError> {
+    ) -> Result<Option<Versioned<TopicMeta>>, ResourcesError> {
         self.get(&paths::managed_ledger(topic)).await
     }
 
-    pub async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, BrokerError> {
+    pub async fn topic_recorded(&self, topic: &TopicName) -> Result<bool, ResourcesError> {
         Ok(self.store.exists(&paths::managed_ledger(topic)).await?)
     }
 
     /// Records that a persistent topic exists.
-    pub async fn record_topic(&self, topic: &TopicName) -> Result<(), BrokerError> {
+    pub async fn record_topic(&self, topic: &TopicName) -> Result<(), ResourcesError> {
         self.store
             .put(
                 &paths::managed_ledger(topic),
@@ -529,7 +460,7 @@ impl Resources {
         &self,
         topic: &TopicName,
         f: impl FnOnce(&mut TopicMeta),
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), ResourcesError> {
         let current = self.topic_meta(topic).await?;
         let version = current.as_ref().map(|v| v.version);
         let mut meta = current.map(|v| v.value).unwrap_or_default();
@@ -544,7 +475,7 @@ impl Resources {
         Ok(())
     }
 
-    pub async fn delete_topic_record(&self, topic: &TopicName) -> Result<(), BrokerError> {
+    pub async fn delete_topic_record(&self, topic: &TopicName) -> Result<(), ResourcesError> {
         Ok(self
             .store
             .delete(&paths::managed_ledger(topic), None)
@@ -553,7 +484,7 @@ impl Resources {
 
     /// The persistent topics recorded in a namespace (partitions of
     /// partitioned topics only once they were used).
-    pub async fn recorded_topics_of(&self, ns: &str) -> Result<Vec<String>, BrokerError> {
+    pub async fn recorded_topics_of(&self, ns: &str) -> Result<Vec<String>, ResourcesError> {
         let root = format!("{}/", paths::MANAGED_LEDGERS);
         Ok(self
             .store
@@ -570,7 +501,7 @@ impl Resources {
     pub async fn schema_history<T: DeserializeOwned>(
         &self,
         topic: &TopicName,
-    ) -> Result<Option<Versioned<T>>, BrokerError> {
+    ) -> Result<Option<Versioned<T>>, ResourcesError> {
         self.get(&paths::schema(topic)).await
     }
 
@@ -595,14 +526,14 @@ impl Resources {
         &self,
         topic: &TopicName,
         version: Option<u64>,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), ResourcesError> {
         Ok(self.store.delete(&paths::schema(topic), version).await?)
     }
 
     // --- health ---------------------------------------------------------------
 
     /// The health check's write: a timestamp under the broker's port.
-    pub async fn touch_health(&self, broker_port: u16, stamp: &str) -> Result<(), BrokerError> {
+    pub async fn touch_health(&self, broker_port: u16, stamp: &str) -> Result<(), ResourcesError> {
         self.store
             .put(&paths::health(broker_port), stamp.as_bytes(), Expect::Any)
             .await?;
@@ -707,7 +638,7 @@ mod tests {
         assert!(r.namespace_exists("public/default"));
         assert!(!r.namespace_exists("t/bad"));
         match r.tenant("t").await {
-            Err(BrokerError::CorruptMetadata { path, .. }) => assert_eq!(path, "/admin/policies/t"),
+            Err(ResourcesError::Corrupt { path, .. }) => assert_eq!(path, "/admin/policies/t"),
             other => panic!("expected CorruptMetadata, got {other:?}"),
         }
         let t = TopicName::parse("persistent://t/good/x").unwrap();
@@ -717,7 +648,7 @@ mod tests {
             .unwrap();
         assert!(matches!(
             r.topic_meta(&t).await,
-            Err(BrokerError::CorruptMetadata { .. })
+            Err(ResourcesError::Corrupt { .. })
         ));
     }
 
@@ -729,7 +660,7 @@ mod tests {
         r.create_partitioned(&t, 3).await.unwrap();
         assert!(matches!(
             r.create_partitioned(&t, 4).await,
-            Err(BrokerError::AlreadyExists(_))
+            Err(ResourcesError::AlreadyExists(_))
         ));
         assert_eq!(r.partitions(&t), Some(3));
         r.set_partitions(&t, 5).await.unwrap();

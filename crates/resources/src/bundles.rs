@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::BrokerError;
+use crate::error::ResourcesError;
 
 /// Pulsar's `BundlesData`: the hash-range boundaries of a namespace's bundles.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -30,21 +30,21 @@ impl BundlesData {
     }
 
     /// The boundaries as numbers (validated: at least two, increasing, 0 to 0xffffffff).
-    pub fn parsed(&self) -> Result<Vec<u64>, BrokerError> {
+    pub fn parsed(&self) -> Result<Vec<u64>, ResourcesError> {
         let v: Result<Vec<u64>, _> = self
             .boundaries
             .iter()
             .map(|b| u64::from_str_radix(b.trim_start_matches("0x"), 16))
             .collect();
         let v = v.map_err(|_| {
-            BrokerError::NotAllowed(format!("invalid bundle boundaries {:?}", self.boundaries))
+            ResourcesError::Invalid(format!("invalid bundle boundaries {:?}", self.boundaries))
         })?;
         if v.len() < 2
             || v[0] != 0
             || *v.last().unwrap_or(&0) != 0xffff_ffff
             || v.windows(2).any(|w| w[0] >= w[1])
         {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ResourcesError::Invalid(format!(
                 "bundle boundaries must rise from 0x00000000 to 0xffffffff: {:?}",
                 self.boundaries
             )));
@@ -67,7 +67,7 @@ impl BundlesData {
 impl BundlesData {
     /// The hash range `[lo, hi)` of `bundle` (`0xLOW_0xHIGH`), which must be
     /// one of these bundles.
-    pub fn range_of(&self, bundle: &str) -> Result<(u64, u64), BrokerError> {
+    pub fn range_of(&self, bundle: &str) -> Result<(u64, u64), ResourcesError> {
         let v = self.parsed()?;
         let (lo, hi) = bundle
             .split_once('_')
@@ -78,10 +78,10 @@ impl BundlesData {
                 ))
             })
             .ok_or_else(|| {
-                BrokerError::NotAllowed(format!("invalid bundle {bundle:?}: expected 0xLOW_0xHIGH"))
+                ResourcesError::Invalid(format!("invalid bundle {bundle:?}: expected 0xLOW_0xHIGH"))
             })?;
         if !v.windows(2).any(|w| w[0] == lo && w[1] == hi) {
-            return Err(BrokerError::TopicNotFound(format!(
+            return Err(ResourcesError::NotFound(format!(
                 "bundle {bundle} is not one of the namespace's bundles"
             )));
         }
@@ -90,10 +90,10 @@ impl BundlesData {
 
     /// These bundles with `bundle` split into two halves (Pulsar's
     /// `range_equally_divide`), and the halves' names.
-    pub fn split(&self, bundle: &str) -> Result<(BundlesData, [String; 2]), BrokerError> {
+    pub fn split(&self, bundle: &str) -> Result<(BundlesData, [String; 2]), ResourcesError> {
         let (lo, hi) = self.range_of(bundle)?;
         if hi - lo < 2 {
-            return Err(BrokerError::Precondition(format!(
+            return Err(ResourcesError::Precondition(format!(
                 "bundle {bundle} is too small to split"
             )));
         }

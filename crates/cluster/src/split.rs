@@ -13,9 +13,10 @@ use std::time::Duration;
 use strobe_metadata::{Expect, MetadataError, Op, OpResult};
 use tracing::{debug, info};
 
-use super::ownership::Held;
-use super::{Cluster, OwnerInfo, OwnerState};
-use crate::BrokerError;
+use crate::ClusterError;
+use crate::cluster::Cluster;
+use crate::registry::{Held, OwnerInfo};
+use crate::state::OwnerState;
 
 /// How long a split's Deleted record stays (every broker follows the
 /// boundaries by watch, within milliseconds; taking a bundle checks them in
@@ -25,12 +26,12 @@ pub const TOMBSTONE_DELAY: Duration = Duration::from_secs(60);
 impl Cluster {
     /// A split's first step: Owned → Splitting. The owner serves on; a
     /// transfer or another split of the bundle is refused meanwhile.
-    pub async fn begin_split(&self, path: &str) -> Result<(), BrokerError> {
+    pub async fn begin_split(&self, path: &str) -> Result<(), ClusterError> {
         let h = self.owned.lock().get(path).cloned();
         let Some(h) =
             h.filter(|h| h.info.state == OwnerState::Owned && self.session.is_alive_in(h.epoch))
         else {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ClusterError::Invalid(format!(
                 "bundle {path} is not owned by this broker"
             )));
         };
@@ -55,12 +56,12 @@ impl Cluster {
         halves: &[String],
         also: Vec<Op>,
         committed: impl FnOnce(u64),
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(), ClusterError> {
         let (lease, epoch) = self.lease()?;
         let h = self.owned.lock().get(path).cloned();
         let Some(h) = h.filter(|h| h.info.state == OwnerState::Splitting && h.epoch == epoch)
         else {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ClusterError::Invalid(format!(
                 "bundle {path} is not being split by this broker"
             )));
         };
@@ -81,7 +82,7 @@ impl Cluster {
         let r = self.session.store().txn(ops).await?;
         let version = |i: usize| match r.results.get(i) {
             Some(OpResult::Put(stat)) => Ok(stat.version),
-            other => Err(BrokerError::CorruptMetadata {
+            other => Err(ClusterError::Corrupt {
                 path: path.to_string(),
                 reason: format!("a split's put answered {other:?}"),
             }),
@@ -125,7 +126,7 @@ impl Cluster {
 
     /// Deleted → Free: removes a split parent's record (if it is still the
     /// one this broker wrote).
-    async fn tombstone(&self, path: &str, version: u64) {
+    pub(crate) async fn tombstone(&self, path: &str, version: u64) {
         {
             let mut held = self.owned.lock();
             match held.get(path) {
@@ -148,15 +149,15 @@ impl Cluster {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::pair;
-    use super::super::{bundle_path, parse_bundle_path};
     use super::*;
-    use crate::namespace::BundlesData;
-    use crate::policies::NamespacePolicies;
+    use crate::registry::{bundle_path, parse_bundle_path};
+    use crate::testing::pair;
+    use strobe_resources::BundlesData;
+    use strobe_resources::policies::NamespacePolicies;
 
     /// The namespace's new boundaries, written in the split's transaction.
     async fn boundaries_op(c: &Cluster, ns: &str, split: BundlesData) -> Op {
-        let key = crate::resources::paths::namespace(ns);
+        let key = strobe_resources::paths::namespace(ns);
         let v = c.session.store().get(&key).await.unwrap().unwrap();
         let p = NamespacePolicies {
             bundles: Some(split),
@@ -206,7 +207,7 @@ mod tests {
         }
         for e in [b.place(&parent).await.err(), b.acquire(&parent).await.err()] {
             match e {
-                Some(BrokerError::ServiceNotReady(m)) => {
+                Some(ClusterError::NotReady(m)) => {
                     assert!(m.contains("is being unloaded"), "{m}")
                 }
                 other => panic!("expected ServiceNotReady, got {other:?}"),
@@ -219,7 +220,7 @@ mod tests {
         a.tombstone(&parent, deleted_version).await;
         assert!(a.session.store().get(&parent).await.unwrap().is_none());
         match b.acquire(&parent).await {
-            Err(BrokerError::ServiceNotReady(m)) => assert!(m.contains("it was split"), "{m}"),
+            Err(ClusterError::NotReady(m)) => assert!(m.contains("it was split"), "{m}"),
             other => panic!("expected ServiceNotReady, got {other:?}"),
         }
         // A half moves on like any bundle, with a higher token.
@@ -243,7 +244,7 @@ mod tests {
         let paths: Vec<String> = halves.iter().map(|h| bundle_path(ns, h)).collect();
         let stale = boundaries_op(&a, ns, split).await;
         // Someone changes the policies in between.
-        let key = crate::resources::paths::namespace(ns);
+        let key = strobe_resources::paths::namespace(ns);
         a.session
             .store()
             .put(&key, b"{}", Expect::Any)
@@ -254,7 +255,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&e, BrokerError::Metadata(MetadataError::BadVersion { key: k, .. }) if *k == key),
+            matches!(&e, ClusterError::Metadata(MetadataError::BadVersion { key: k, .. }) if *k == key),
             "{e:?}"
         );
         for p in &paths {

@@ -17,45 +17,17 @@ use std::time::Duration;
 use strobe_metadata::{Expect, MetadataError, Op, OpResult};
 use tracing::{info, warn};
 
-use super::{
-    BrokerInfo, BrokerRef, Cluster, OwnerInfo, OwnerState, Placement, parse_bundle_path,
-    pick_broker,
+use crate::cluster::Cluster;
+use crate::error::{ClusterError, not_served, split_away};
+use crate::registry::{
+    BrokerInfo, BrokerRef, Held, OwnerInfo, Placement, parse_bundle_path, pick_broker,
 };
-use crate::BrokerError;
-
-/// A record this broker holds.
-#[derive(Debug, Clone)]
-pub(crate) struct Held {
-    /// The record's version as this broker last wrote it.
-    pub version: u64,
-    /// The session epoch it was written in (a later epoch holds nothing).
-    pub epoch: u64,
-    /// The fencing token of the bundle's ledgers here: the version of the
-    /// write that made this broker the owner (the halves of a split keep
-    /// their parent's: the same broker goes on writing the same logs).
-    pub fence: u64,
-    pub info: OwnerInfo,
-}
-
-fn not_served(path: &str, owner: &str) -> BrokerError {
-    BrokerError::ServiceNotReady(format!(
-        "Namespace bundle {path} is owned by {owner}, not served by this broker"
-    ))
-}
-
-/// A bundle that was split: the client looks the topic up again and finds
-/// its half. (The C++ client keeps its connection on a lookup error that says
-/// "is being unloaded".)
-pub(super) fn split_away(path: &str) -> BrokerError {
-    BrokerError::ServiceNotReady(format!(
-        "Namespace bundle {path} is being unloaded: it was split; look the topic up again"
-    ))
-}
+use crate::state::OwnerState;
 
 impl Cluster {
     /// The fencing token of `path` if this broker serves it now (Owned, or
     /// Splitting: the owner serves on while it splits).
-    pub(super) fn holds(&self, path: &str) -> Option<u64> {
+    pub(crate) fn holds(&self, path: &str) -> Option<u64> {
         let mut owned = self.owned.lock();
         let h = owned.get(path)?;
         if !self.session.is_alive_in(h.epoch) {
@@ -83,24 +55,26 @@ impl Cluster {
     }
 
     /// The record as the store has it now (not the cache), with its version.
-    async fn read_record(&self, path: &str) -> Result<Option<(OwnerInfo, u64)>, BrokerError> {
+    pub(crate) async fn read_record(
+        &self,
+        path: &str,
+    ) -> Result<Option<(OwnerInfo, u64)>, ClusterError> {
         match self.session.store().get(path).await? {
             None => Ok(None),
             Some(v) => {
-                let info =
-                    serde_json::from_slice(&v.value).map_err(|e| BrokerError::CorruptMetadata {
-                        path: path.to_string(),
-                        reason: e.to_string(),
-                    })?;
+                let info = serde_json::from_slice(&v.value).map_err(|e| ClusterError::Corrupt {
+                    path: path.to_string(),
+                    reason: e.to_string(),
+                })?;
                 Ok(Some((info, v.stat.version)))
             }
         }
     }
 
     /// This broker's lease and its session epoch.
-    pub(super) fn lease(&self) -> Result<(strobe_metadata::LeaseId, u64), BrokerError> {
+    pub(crate) fn lease(&self) -> Result<(strobe_metadata::LeaseId, u64), ClusterError> {
         self.session.lease().ok_or_else(|| {
-            BrokerError::ServiceNotReady(
+            ClusterError::NotReady(
                 "this broker lost its metadata session; look the topic up again".into(),
             )
         })
@@ -111,13 +85,13 @@ impl Cluster {
     /// and remembers it as held. The fencing token stays what it was while
     /// this broker goes on holding the record (a transfer's or split's
     /// steps); a record written anew starts with its own version.
-    pub(super) async fn write_checked(
+    pub(crate) async fn write_checked(
         &self,
         path: &str,
         info: OwnerInfo,
         expect: Expect,
         also: Vec<Op>,
-    ) -> Result<u64, BrokerError> {
+    ) -> Result<u64, ClusterError> {
         let (lease, epoch) = self.lease()?;
         let bytes = serde_json::to_vec(&info).expect("an ownership record serialises");
         let version = if also.is_empty() {
@@ -138,7 +112,7 @@ impl Cluster {
             match self.session.store().txn(ops).await?.results.get(n) {
                 Some(OpResult::Put(stat)) => stat.version,
                 other => {
-                    return Err(BrokerError::CorruptMetadata {
+                    return Err(ClusterError::Corrupt {
                         path: path.to_string(),
                         reason: format!("a transaction's put answered {other:?}"),
                     });
@@ -162,7 +136,12 @@ impl Cluster {
         Ok(fence)
     }
 
-    async fn write(&self, path: &str, info: OwnerInfo, expect: Expect) -> Result<u64, BrokerError> {
+    pub(crate) async fn write(
+        &self,
+        path: &str,
+        info: OwnerInfo,
+        expect: Expect,
+    ) -> Result<u64, ClusterError> {
         self.write_checked(path, info, expect, Vec::new()).await
     }
 
@@ -171,20 +150,20 @@ impl Cluster {
     /// moment behind a split must not take the bundle that was split away.
     /// Goes into the transaction that takes the bundle, so a split landing
     /// between this read and that write makes the write fail.
-    async fn boundaries_check(&self, path: &str) -> Result<Op, BrokerError> {
+    pub(crate) async fn boundaries_check(&self, path: &str) -> Result<Op, ClusterError> {
         let Some((ns, bundle)) = parse_bundle_path(path) else {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ClusterError::Invalid(format!(
                 "{path:?} is not a bundle's ownership path"
             )));
         };
-        let key = crate::resources::paths::namespace(ns);
+        let key = strobe_resources::paths::namespace(ns);
         let Some(v) = self.session.store().get(&key).await? else {
-            return Err(BrokerError::TopicNotFound(format!(
+            return Err(ClusterError::NotFound(format!(
                 "namespace {ns} does not exist"
             )));
         };
-        let policies: crate::policies::NamespacePolicies = serde_json::from_slice(&v.value)
-            .map_err(|e| BrokerError::CorruptMetadata {
+        let policies: strobe_resources::policies::NamespacePolicies =
+            serde_json::from_slice(&v.value).map_err(|e| ClusterError::Corrupt {
                 path: key.clone(),
                 reason: e.to_string(),
             })?;
@@ -201,7 +180,7 @@ impl Cluster {
     /// Where a client should go for the bundle at `path`: its owner (the
     /// destination while it moves), or for a free bundle the broker picked
     /// for it; this broker takes the bundle at once if it is the one picked.
-    pub async fn place(&self, path: &str) -> Result<Placement, BrokerError> {
+    pub async fn place(&self, path: &str) -> Result<Placement, ClusterError> {
         let leaving = self.is_leaving();
         let me = self.me();
         if let Some(owner) = self.owner_of(path) {
@@ -226,7 +205,7 @@ impl Cluster {
         let pick = match pick_broker(path, &brokers, &load) {
             Some(b) => b.clone(),
             None if leaving => {
-                return Err(BrokerError::ServiceNotReady(
+                return Err(ClusterError::NotReady(
                     "this broker is shutting down and no other broker is live".into(),
                 ));
             }
@@ -261,12 +240,12 @@ impl Cluster {
     /// fencing token of its ledgers there: a free bundle is taken, one moving
     /// here is waited for (up to 30 s), and one another broker owns is
     /// refused with `ServiceNotReady`, which makes the client look up again.
-    pub async fn acquire(&self, path: &str) -> Result<u64, BrokerError> {
+    pub async fn acquire(&self, path: &str) -> Result<u64, ClusterError> {
         if let Some(v) = self.holds(path) {
             return Ok(v);
         }
         if self.is_leaving() {
-            return Err(BrokerError::ServiceNotReady(format!(
+            return Err(ClusterError::NotReady(format!(
                 "Namespace bundle {path} is being unloaded: this broker is shutting down"
             )));
         }
@@ -294,11 +273,11 @@ impl Cluster {
                                 info!(bundle = path, fence = v, "bundle owned");
                                 return Ok(v);
                             }
-                            Err(BrokerError::Metadata(MetadataError::AlreadyExists(_))) => {
+                            Err(ClusterError::Metadata(MetadataError::AlreadyExists(_))) => {
                                 continue;
                             }
                             // The boundaries changed since they were read: a split.
-                            Err(BrokerError::Metadata(MetadataError::BadVersion { .. })) => {
+                            Err(ClusterError::Metadata(MetadataError::BadVersion { .. })) => {
                                 return Err(split_away(path));
                             }
                             Err(e) => return Err(e),
@@ -324,7 +303,7 @@ impl Cluster {
                 tokio::time::timeout_at(deadline, changes.changed()).await,
                 Ok(Ok(()))
             ) {
-                return Err(BrokerError::ServiceNotReady(format!(
+                return Err(ClusterError::NotReady(format!(
                     "Namespace bundle {path} is being unloaded to this broker and did not arrive within 30 s"
                 )));
             }
@@ -332,7 +311,12 @@ impl Cluster {
     }
 
     /// Takes an Assigning record addressed to this broker.
-    async fn adopt(&self, path: &str, rec: OwnerInfo, version: u64) -> Result<u64, BrokerError> {
+    pub(crate) async fn adopt(
+        &self,
+        path: &str,
+        rec: OwnerInfo,
+        version: u64,
+    ) -> Result<u64, ClusterError> {
         let info = OwnerInfo::owned_by(&self.me());
         let v = self.write(path, info, Expect::Version(version)).await?;
         info!(bundle = path, from = %rec.broker.broker_id, fence = v, "bundle transferred here");
@@ -355,18 +339,18 @@ impl Cluster {
 
     /// A transfer's first step: Owned → Releasing{dst}. From now on lookups
     /// send clients to `dst`.
-    pub async fn begin_transfer(&self, path: &str, dst: &BrokerInfo) -> Result<(), BrokerError> {
+    pub async fn begin_transfer(&self, path: &str, dst: &BrokerInfo) -> Result<(), ClusterError> {
         let held = self.owned.lock().get(path).cloned();
         let Some(version) = held
             .filter(|h| h.info.state == OwnerState::Owned && self.session.is_alive_in(h.epoch))
             .map(|h| h.version)
         else {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ClusterError::Invalid(format!(
                 "bundle {path} is not owned by this broker"
             )));
         };
         if dst.broker_id == self.broker_id() {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ClusterError::Invalid(format!(
                 "bundle {path} is already owned by {}",
                 dst.broker_id
             )));
@@ -382,14 +366,14 @@ impl Cluster {
 
     /// The second step, once the bundle's topics are closed and their logs
     /// sealed: Releasing → Assigning{dst}. The destination takes it from here.
-    pub async fn assign(&self, path: &str) -> Result<(), BrokerError> {
+    pub async fn assign(&self, path: &str) -> Result<(), ClusterError> {
         let Some(h) = self.owned.lock().get(path).cloned() else {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ClusterError::Invalid(format!(
                 "bundle {path} is not held here"
             )));
         };
         if h.info.state != OwnerState::Releasing {
-            return Err(BrokerError::NotAllowed(format!(
+            return Err(ClusterError::Invalid(format!(
                 "bundle {path} is not being released"
             )));
         }
@@ -427,7 +411,7 @@ impl Cluster {
 
 /// Takes every bundle moving to this broker as soon as the source assigns it
 /// (Pulsar's destination writing Owned), without waiting for a client.
-pub(super) async fn adopt_moving(cluster: Weak<Cluster>) {
+pub(crate) async fn adopt_moving(cluster: Weak<Cluster>) {
     let Some(mut rx) = cluster.upgrade().map(|c| c.owners.subscribe()) else {
         return;
     };
@@ -455,13 +439,13 @@ pub(super) async fn adopt_moving(cluster: Weak<Cluster>) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::pair;
     use super::*;
+    use crate::testing::pair;
 
     #[tokio::test]
     async fn a_bundle_moves_to_its_destination_with_a_higher_token() {
         let (a, b) = pair().await;
-        let path = super::super::bundle_path("public/default", "0x00000000_0x40000000");
+        let path = crate::registry::bundle_path("public/default", "0x00000000_0x40000000");
         let fa = a.acquire(&path).await.unwrap();
         a.begin_transfer(&path, &b.me()).await.unwrap();
         // While it moves, lookups anywhere send clients to b.
@@ -494,7 +478,7 @@ mod tests {
     #[tokio::test]
     async fn a_destination_waiting_takes_a_bundle_its_source_gave_up() {
         let (a, b) = pair().await;
-        let path = super::super::bundle_path("public/default", "0x40000000_0x80000000");
+        let path = crate::registry::bundle_path("public/default", "0x40000000_0x80000000");
         a.acquire(&path).await.unwrap();
         a.begin_transfer(&path, &b.me()).await.unwrap();
         let waiting = tokio::spawn({

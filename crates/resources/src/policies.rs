@@ -1,13 +1,13 @@
 //! The policy documents the metadata store holds, with Pulsar's JSON field
 //! names (Pulsar's `org.apache.pulsar.common.policies.data`): tenants,
-//! namespace policies, retention and backlog quotas, and how the broker
-//! turns them into what a topic enforces.
+//! namespace policies, retention and backlog quotas. What a topic makes of
+//! them is the broker's (`strobe_broker::enforce`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::BrokerError;
+use crate::error::ResourcesError;
 
 /// A namespace's policies, stored as JSON at `/admin/policies/<tenant>/<ns>`
 /// with Pulsar's field names.
@@ -42,7 +42,7 @@ pub struct NamespacePolicies {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub backlog_quota_map: BTreeMap<String, BacklogQuotaJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub bundles: Option<crate::namespace::BundlesData>,
+    pub bundles: Option<crate::bundles::BundlesData>,
 }
 
 /// Pulsar's `AuthPolicies`: permissions by role on the namespace, on single
@@ -79,30 +79,6 @@ pub struct BacklogQuotaJson {
     pub policy: String,
 }
 
-/// The quotas a topic enforces, from a namespace's policies.
-pub fn quotas_of(p: &NamespacePolicies) -> crate::topic::BacklogQuotas {
-    use crate::topic::{BacklogQuota, BacklogQuotas, RetentionPolicy};
-    let one = |key: &str, size: bool| {
-        p.backlog_quota_map.get(key).and_then(|q| {
-            let policy = match q.policy.as_str() {
-                "producer_exception" => RetentionPolicy::ProducerException,
-                "consumer_backlog_eviction" => RetentionPolicy::ConsumerBacklogEviction,
-                _ => RetentionPolicy::ProducerRequestHold,
-            };
-            let limit = if size {
-                q.limit_size.or(q.limit).unwrap_or(-1)
-            } else {
-                q.limit_time.unwrap_or(-1)
-            };
-            (limit >= 0).then_some(BacklogQuota { limit, policy })
-        })
-    };
-    BacklogQuotas {
-        size: one("destination_storage", true),
-        age: one("message_age", false),
-    }
-}
-
 /// Pulsar's `RetentionPolicies`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -120,29 +96,16 @@ pub struct TenantInfo {
     pub allowed_clusters: Vec<String>,
 }
 
-pub(crate) fn validate_actions(
+/// Refuses an action Pulsar does not know (`AuthAction`).
+pub fn validate_actions(
     role: &str,
     actions: &std::collections::BTreeSet<String>,
-) -> Result<(), BrokerError> {
+) -> Result<(), ResourcesError> {
     if let Some(a) = actions.iter().find(|a| !AUTH_ACTIONS.contains(&a.as_str())) {
-        return Err(BrokerError::NotAllowed(format!(
+        return Err(ResourcesError::Invalid(format!(
             "unknown action {a:?} for role {role}: expected one of {}",
             AUTH_ACTIONS.join(", ")
         )));
     }
     Ok(())
-}
-
-/// Pulsar's retention policy as the ledger applies it: -1 is "no limit", and
-/// without a policy consumed ledgers go at once (Pulsar's default, 0 and 0).
-pub(crate) fn retention_of(p: &NamespacePolicies) -> strobe_ledger::Retention {
-    match &p.retention_policies {
-        None => strobe_ledger::Retention::default(),
-        Some(r) => strobe_ledger::Retention {
-            time: (r.retention_time_in_minutes >= 0)
-                .then(|| std::time::Duration::from_secs(r.retention_time_in_minutes as u64 * 60)),
-            size_bytes: (r.retention_size_in_mb >= 0)
-                .then_some((r.retention_size_in_mb as u64) << 20),
-        },
-    }
 }

@@ -1,0 +1,103 @@
+//! What every handler of the HTTP port shares: the imports the route files
+//! take with `use crate::api::*`, the error in Pulsar's admin shape
+//! ([`ApiError`]: a status and `{"reason": "..."}`, built here and nowhere
+//! else), and the extractors and body parsers.
+
+pub(crate) use std::fmt::Write as _;
+pub(crate) use std::sync::Arc;
+pub(crate) use std::sync::atomic::Ordering::Relaxed;
+
+pub(crate) use axum::Router;
+pub(crate) use axum::body::Bytes;
+pub(crate) use axum::extract::{Path, Query, State};
+pub(crate) use axum::http::{StatusCode, header};
+pub(crate) use axum::response::{IntoResponse, Response};
+pub(crate) use axum::routing::get;
+pub(crate) use serde::Deserialize;
+pub(crate) use serde_json::{Value, json};
+pub(crate) use std::collections::BTreeSet;
+pub(crate) use strobe_broker::BrokerError;
+pub(crate) use strobe_broker::service::BrokerService;
+pub(crate) use strobe_broker::subscription::{AdminOp, AdminReply, SeekTarget, StartPosition};
+pub(crate) use strobe_broker::topic::Topic;
+pub(crate) use strobe_model::TopicName;
+pub(crate) use strobe_resources::policies::{
+    AUTH_ACTIONS, BacklogQuotaJson, NamespacePolicies, RetentionPolicies, TenantInfo,
+};
+
+pub(crate) type Svc = Arc<BrokerService>;
+
+/// An error in Pulsar's admin shape.
+#[derive(Debug)]
+pub(crate) struct ApiError(pub(crate) u16, pub(crate) String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, axum::Json(json!({ "reason": self.1 }))).into_response()
+    }
+}
+
+impl From<BrokerError> for ApiError {
+    fn from(e: BrokerError) -> Self {
+        ApiError(e.http_status(), e.to_string())
+    }
+}
+
+pub(crate) fn bad(msg: impl Into<String>) -> ApiError {
+    ApiError(400, msg.into())
+}
+
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+pub(crate) fn no_content() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+pub(crate) fn parse_json<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| bad(format!("invalid JSON body: {e}")))
+}
+
+pub(crate) fn parse_scalar<T: std::str::FromStr>(body: &Bytes, what: &str) -> ApiResult<T> {
+    let text = std::str::from_utf8(body).map_err(|_| bad(format!("{what}: body is not UTF-8")))?;
+    text.trim()
+        .trim_matches('"')
+        .parse()
+        .map_err(|_| bad(format!("{what}: cannot read {:?}", text.trim())))
+}
+
+pub(crate) fn topic_name(domain: &str, t: &str, ns: &str, topic: &str) -> ApiResult<TopicName> {
+    if !matches!(domain, "persistent" | "non-persistent") {
+        return Err(ApiError(404, format!("unknown domain {domain}")));
+    }
+    TopicName::parse(&format!("{domain}://{t}/{ns}/{topic}")).map_err(|e| bad(e.to_string()))
+}
+
+/// A topic named by the path's `{domain}/{tenant}/{ns}/{topic}` segments:
+/// an unknown domain is 404, a bad name 400.
+pub(crate) struct TopicPath(pub(crate) TopicName);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TopicPath {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let Path((domain, t, ns, topic)) =
+            Path::<(String, String, String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(IntoResponse::into_response)?;
+        topic_name(&domain, &t, &ns, &topic)
+            .map(TopicPath)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ForceQuery {
+    pub(crate) force: Option<bool>,
+}

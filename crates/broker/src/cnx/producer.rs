@@ -1,0 +1,107 @@
+//! A producer on a connection: the handle the connection keeps
+//! ([`ProducerRef`]) and the producer's task, which answers its sends in the
+//! order they arrived, each once it is durable.
+
+use std::sync::Arc;
+
+use strobe_wire::{OutFrame, commands};
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use crate::BrokerError;
+use crate::topic::{Published, Topic};
+
+/// Sends not yet answered per producer before the connection's reader waits
+/// (plus at most one run of SENDs stored before the first wait: see
+/// `produce`'s `MAX_SEND_RUN`).
+pub(super) const PENDING_SENDS: usize = 1000;
+
+pub(super) struct ProducerRef {
+    pub(super) topic: Arc<Topic>,
+    pub(super) name: String,
+    pub(super) pending: mpsc::Sender<PendingSend>,
+    /// The producer's task: answers what is pending, then ends once
+    /// `pending` is dropped.
+    pub(super) task: tokio::task::JoinHandle<()>,
+}
+
+/// What became of a SEND's synchronous part (`ServerCnx::store_send`).
+pub(super) enum Stored {
+    /// For a producer that closed a moment ago: dropped without an answer.
+    Dropped,
+    /// For a producer this connection never had: an error, and the
+    /// connection closes.
+    UnknownProducer,
+    /// Handed to the topic (or refused by it): the outcome to answer with.
+    Queued(PendingSend),
+}
+
+pub(super) struct PendingSend {
+    pub(super) sequence_id: u64,
+    pub(super) highest_sequence_id: u64,
+    pub(super) outcome: Result<Published, BrokerError>,
+    /// When the append was queued (for the storage write latency metric).
+    pub(super) queued_at: std::time::Instant,
+}
+
+/// Answers one producer's sends in the order they arrived, each once it is durable.
+pub(super) async fn producer_task(
+    topic: Arc<Topic>,
+    name: String,
+    producer_id: u64,
+    mut rx: mpsc::Receiver<PendingSend>,
+    tx: mpsc::Sender<OutFrame>,
+) {
+    let mut connected = true;
+    while let Some(p) = rx.recv().await {
+        // `published` is called only once the receipt is queued: a topic
+        // handed to another broker waits for its publishes to be published
+        // before it closes the producers, so no receipt follows the close.
+        let mut outcome = None;
+        let reply = match p.outcome {
+            Ok(Published::Stored(fut)) => match fut.await {
+                Ok(pos) => {
+                    topic.counters.write_latency.record(p.queued_at.elapsed());
+                    outcome = Some(true);
+                    commands::send_receipt(
+                        producer_id,
+                        p.sequence_id,
+                        p.highest_sequence_id,
+                        commands::message_id(pos.ledger_id, pos.entry_id),
+                    )
+                }
+                Err(e) => {
+                    outcome = Some(false);
+                    let e = BrokerError::from(e);
+                    warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
+                    commands::send_error(
+                        producer_id,
+                        p.sequence_id,
+                        e.server_error(),
+                        e.to_string(),
+                    )
+                }
+            },
+            // Pulsar answers a duplicate with message id -1:-1.
+            Ok(Published::Duplicate) => commands::send_receipt(
+                producer_id,
+                p.sequence_id,
+                p.highest_sequence_id,
+                commands::message_id(u64::MAX, u64::MAX),
+            ),
+            // The topic is moving: the client resends this to the new owner.
+            Ok(Published::Held) => continue,
+            Err(e) => {
+                commands::send_error(producer_id, p.sequence_id, e.server_error(), e.to_string())
+            }
+        };
+        // With the connection gone, the rest are still awaited (and their
+        // outcome recorded) but not answered.
+        if connected && tx.send(OutFrame::command(reply)).await.is_err() {
+            connected = false;
+        }
+        if let Some(ok) = outcome {
+            topic.published(&name, p.highest_sequence_id as i64, ok);
+        }
+    }
+}
