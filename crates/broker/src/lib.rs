@@ -7,7 +7,6 @@
 
 mod cnx;
 pub mod compaction;
-pub mod config;
 pub mod enforce;
 mod error;
 pub mod schemas;
@@ -18,9 +17,12 @@ pub mod subscription;
 pub mod topic;
 pub mod txn;
 
-pub use config::{BrokerConfig, ConfigError};
 pub use error::BrokerError;
 pub use server::{Backends, Broker, BrokerHandle};
+/// The configuration, from its own crate; `strobe_broker::config` stays the
+/// path callers know.
+pub use strobe_config as config;
+pub use strobe_config::{BrokerConfig, ConfigError};
 
 /// The version string sent in CONNECTED, e.g. "Strobe 0.1.0".
 pub const SERVER_VERSION: &str = concat!("Strobe ", env!("CARGO_PKG_VERSION"));

@@ -1,13 +1,15 @@
-//! Broker configuration: the keys of `config/standalone.toml` and
-//! `config/cluster.toml`. Every key has a default; an unknown key is an error
-//! that names it.
+//! Broker configuration (Pulsar's `ServiceConfiguration`): the keys of
+//! `config/standalone.toml` and `config/cluster.toml`. Every key has a
+//! default; an unknown key is an error that names it; values are checked
+//! together (`BrokerConfig::validate`) before a broker starts. Pure: it
+//! reads the file it is given and nothing else.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-pub use strobe_cluster::AdvertisedListener;
 
 use serde::Deserialize;
+pub use strobe_cluster::AdvertisedListener;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
