@@ -7,7 +7,7 @@ use strobe_model::Position;
 
 use crate::Result;
 use crate::cursor_state::{CursorState, LedgerView};
-use crate::ledger::{CursorShared, Entry, Inner, State, encode_snapshot};
+use crate::ledger_state::{CursorShared, Entry, Inner, State, encode_snapshot};
 
 /// A subscription's (or reader's) position in a [`ManagedLedger`]: Pulsar's
 /// `ManagedCursor`. Tracks the mark-delete position, individually deleted

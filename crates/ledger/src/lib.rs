@@ -30,6 +30,7 @@ mod factory;
 pub mod file;
 mod latency;
 mod ledger;
+mod ledger_state;
 mod memory;
 #[cfg(feature = "object")]
 pub mod object;
@@ -48,7 +49,8 @@ pub use factory::open_shared_backend;
 pub use factory::{StorageUrl, open_backend};
 pub use file::{FileBackend, FileBackendConfig, FileBackendStats};
 pub use latency::{JournalSyncBounds, LatencyBounds, LatencyBuckets};
-pub use ledger::{AppendFuture, Entry, InitialPosition, LedgerStats, ManagedLedger};
+pub use ledger::{AppendFuture, InitialPosition, LedgerStats, ManagedLedger};
+pub use ledger_state::Entry;
 pub use memory::MemoryBackend;
 #[cfg(feature = "object")]
 pub use object::{ObjectBackend, ObjectBackendConfig, probe_create_only};

@@ -1,10 +1,9 @@
 //! Pulsar's schema types: wire numbers, REST names, and the classification the
-//! registry relies on.
+//! registry relies on. Reading a type from its name is in `parse`.
+
+mod parse;
 
 use std::fmt;
-use std::str::FromStr;
-
-use crate::SchemaError;
 
 /// A schema type, as the broker sees it (`org.apache.pulsar.common.schema.SchemaType`).
 ///
@@ -152,15 +151,6 @@ impl SchemaType {
         }
     }
 
-    /// The type a REST name spells. Exact, upper case, like Java's
-    /// `SchemaType.valueOf`.
-    pub fn from_name(name: &str) -> Result<SchemaType, SchemaError> {
-        ALL.iter()
-            .copied()
-            .find(|t| t.name() == name)
-            .ok_or_else(|| SchemaError::UnknownSchemaType(name.to_string()))
-    }
-
     /// Types that only exist in clients and never reach the registry as such
     /// (`BYTES` producers send no schema at all).
     pub const fn is_client_side_only(self) -> bool {
@@ -216,13 +206,5 @@ impl SchemaType {
 impl fmt::Display for SchemaType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for SchemaType {
-    type Err = SchemaError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        SchemaType::from_name(s)
     }
 }

@@ -19,8 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
-use rustls::pki_types::pem::PemObject as _;
+use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{
     CertificateDer, PrivateKeyDer, ServerName, SubjectPublicKeyInfoDer, UnixTime,
 };
@@ -35,8 +34,10 @@ use crate::der;
 use crate::error::{Error, Result};
 
 mod chain;
+mod material;
 
 use chain::{ChainVerifier, Purpose};
+pub use material::{load_certs, load_private_key, provider};
 
 pub use rustls;
 pub use tokio_rustls;
@@ -52,34 +53,6 @@ pub enum ClientAuth {
     /// Refuse a connection without a trusted client certificate
     /// (`tlsRequireTrustedClientCertOnConnect=true`).
     Required,
-}
-
-/// The provider everything here uses: rustls's `ring` provider.
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// All certificates in a PEM file (text around the PEM blocks, as in Pulsar's test
-/// files, is ignored).
-pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| Error::Tls(format!("reading certificates from {}: {e}", path.display())))?;
-    if certs.is_empty() {
-        return Err(Error::Tls(format!("no certificate in {}", path.display())));
-    }
-    Ok(certs)
-}
-
-/// The first private key in a PEM file: PKCS#8 (`PRIVATE KEY`), PKCS#1
-/// (`RSA PRIVATE KEY`) or SEC1 (`EC PRIVATE KEY`, an `EC PARAMETERS` block before it is skipped).
-pub fn load_private_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| {
-        Error::Tls(format!(
-            "reading a private key from {}: {e}",
-            path.display()
-        ))
-    })
 }
 
 /// The broker's TLS configuration: its certificate chain and key, and, unless

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use strobe_model::sticky_hash_low16;
 
 use super::MAX_HASH;
-use super::selector::{ConsumerAssignError, ConsumerId, ConsumerSpec, StickyKeyConsumerSelector};
+use super::consumer_id::ConsumerId;
+use super::selector::{ConsumerAssignError, ConsumerSpec, StickyKeyConsumerSelector};
 use super::snapshot::{AssignmentSnapshot, HashRange, HashRangeAssignment, ImpactedConsumers};
 
 /// `DEFAULT_RANGE_SIZE`: the ring is `[0, 65535]`, bounds go up to 65536.

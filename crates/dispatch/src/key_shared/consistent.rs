@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use strobe_model::sticky_hash_consistent;
 
 use super::MAX_HASH;
-use super::selector::{ConsumerAssignError, ConsumerId, ConsumerSpec, StickyKeyConsumerSelector};
+use super::consumer_id::ConsumerId;
+use super::selector::{ConsumerAssignError, ConsumerSpec, StickyKeyConsumerSelector};
 use super::snapshot::{AssignmentSnapshot, HashRange, HashRangeAssignment, ImpactedConsumers};
 
 /// `subscriptionKeySharedConsistentHashingReplicaPoints`.

@@ -37,12 +37,13 @@ use strobe_model::{Position, sticky_hash_low16};
 
 use super::auto_split::AutoSplitSelector;
 use super::consistent::{ConsistentHashingSelector, DEFAULT_REPLICA_POINTS};
+use super::consumer_id::ConsumerId;
 use super::draining::{ConsumerDrainingStats, DrainingHashesTracker};
 use super::entry_bucket::EntryBucketSelector;
 use super::exclusive::ExclusiveRangeSelector;
 use super::pending::{PendingAck, PendingAcks};
 use super::replay::{ReplayEntry, ReplayQueue};
-use super::selector::{ConsumerAssignError, ConsumerId, ConsumerSpec, StickyKeyConsumerSelector};
+use super::selector::{ConsumerAssignError, ConsumerSpec, StickyKeyConsumerSelector};
 use super::snapshot::{AssignmentSnapshot, HashRange, ImpactedConsumers};
 
 /// How hashes are assigned to consumers.

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use super::selector::ConsumerId;
+use super::consumer_id::ConsumerId;
 
 /// One draining hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,8 @@
 use strobe_model::sticky_hash_low16;
 
 use super::MAX_HASH;
-use super::selector::{ConsumerAssignError, ConsumerId, ConsumerSpec, StickyKeyConsumerSelector};
+use super::consumer_id::ConsumerId;
+use super::selector::{ConsumerAssignError, ConsumerSpec, StickyKeyConsumerSelector};
 use super::snapshot::{AssignmentSnapshot, HashRange, HashRangeAssignment, ImpactedConsumers};
 
 /// Checks a bucket boundary list: non-empty, ascending, contiguous, tiling

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use strobe_model::sticky_hash_low16;
 
 use super::MAX_HASH;
-use super::selector::{ConsumerAssignError, ConsumerId, ConsumerSpec, StickyKeyConsumerSelector};
+use super::consumer_id::ConsumerId;
+use super::selector::{ConsumerAssignError, ConsumerSpec, StickyKeyConsumerSelector};
 use super::snapshot::{AssignmentSnapshot, HashRange, HashRangeAssignment, ImpactedConsumers};
 
 #[derive(Debug, Clone, Default)]

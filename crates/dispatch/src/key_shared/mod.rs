@@ -27,6 +27,7 @@
 
 mod auto_split;
 mod consistent;
+mod consumer_id;
 mod dispatcher;
 mod draining;
 mod entry_bucket;
@@ -39,6 +40,7 @@ mod snapshot;
 
 pub use auto_split::AutoSplitSelector;
 pub use consistent::{ConsistentHashingSelector, DEFAULT_REPLICA_POINTS, NameIndexTracker};
+pub use consumer_id::ConsumerId;
 pub use dispatcher::{
     AckOutcome, Decision, HoldReason, JoinOutcome, KeySharedConfig, KeySharedConsumerStats,
     KeySharedDispatcher, KeySharedMode, LeaveOutcome, NextRead, ReadPass, ReadType,
@@ -49,7 +51,7 @@ pub use exclusive::ExclusiveRangeSelector;
 pub use hashing::{NONE_KEY, resolve_sticky_key};
 pub use pending::{PendingAck, PendingAcks};
 pub use replay::{ReplayEntry, ReplayQueue};
-pub use selector::{ConsumerAssignError, ConsumerId, ConsumerSpec, StickyKeyConsumerSelector};
+pub use selector::{ConsumerAssignError, ConsumerSpec, StickyKeyConsumerSelector};
 pub use snapshot::{AssignmentSnapshot, HashRange, HashRangeAssignment, ImpactedConsumers};
 
 /// The largest sticky-key hash: hashes live in `[0, 65535]` (`DEFAULT_RANGE_SIZE`

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use strobe_model::Position;
 
-use super::selector::ConsumerId;
+use super::consumer_id::ConsumerId;
 
 /// One delivered, unacked entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

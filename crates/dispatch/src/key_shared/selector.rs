@@ -1,20 +1,10 @@
-//! The selector trait (`StickyKeyConsumerSelector`), consumer identity and the
-//! assignment error (`ConsumerAssignException`).
+//! The selector trait (`StickyKeyConsumerSelector`), what a joining consumer
+//! tells it, and the assignment error (`ConsumerAssignException`).
 
 use std::fmt;
 
+use super::consumer_id::ConsumerId;
 use super::snapshot::{AssignmentSnapshot, HashRange, ImpactedConsumers};
-
-/// An opaque consumer identity chosen by the broker (for example a key into its
-/// consumer table). Ties between equal names are broken by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ConsumerId(pub u64);
-
-impl fmt::Display for ConsumerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
 
 /// What a selector needs to know about a joining consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::selector::ConsumerId;
+use super::consumer_id::ConsumerId;
 
 /// An inclusive range of sticky-key hashes, Pulsar's `Range`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

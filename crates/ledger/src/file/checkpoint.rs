@@ -1,4 +1,6 @@
-//! Checkpoints (`checkpoint.json`), journal recycling and recovery.
+//! The checkpoint thread and the work handed to it: segment write-outs and
+//! page-cache drops, checkpoints (segments synced, `checkpoint.json` written,
+//! journal files recycled), and the paced deletion of trimmed ledgers' files.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -11,20 +13,10 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::journal::{prepare_pool, recycle_below};
-use super::topic::TopicShared;
-use super::{BackendShared, start_counted, start_writebacks, sync_dir};
+use super::segment;
+use super::shared::{BackendShared, start_counted, start_writebacks, sync_dir};
+use super::topic::{TopicMeta, TopicShared};
 use crate::{LedgerError, Result};
-
-/// A topic's durable metadata (Pulsar's `ManagedLedgerInfo` plus cursor positions).
-#[derive(Debug, Clone, Default)]
-pub struct TopicMeta {
-    /// Every ledger below this id is deleted.
-    pub first_kept: u64,
-    /// Synced ledgers and their entry counts.
-    pub ledgers: BTreeMap<u64, u64>,
-    /// Cursor snapshots (opaque bytes from the ledger layer).
-    pub cursors: BTreeMap<String, Bytes>,
-}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(super) struct TopicMetaFile {
@@ -126,29 +118,26 @@ impl CheckpointFile {
     }
 }
 
-/// Work handed from the flusher to the checkpoint thread.
-#[derive(Debug, Default)]
-pub struct CheckpointState {
-    pub upto: u64,
-    pub topics: Vec<Arc<TopicShared>>,
-    pub requested: bool,
-    pub shutdown: bool,
-    /// Files of trimmed ledgers, deleted here rather than on the flusher:
-    /// unlinking a large segment takes tens of milliseconds, which would
-    /// stall every producer's group commit. The trim is already durable
-    /// (journal record, then checkpoint), and an open after a crash deletes
-    /// ledgers below the trim point, so a later unlink loses nothing.
-    pub trash: Vec<PathBuf>,
-    /// Segment ranges whose write-out to the disk should start.
-    pub writeback: Vec<super::segment::Writeback>,
-    /// The thread is working (not waiting for work).
-    pub busy: bool,
+/// Queues segment write-outs and cache drops for the checkpoint thread,
+/// which starts them (waking it if there are any).
+pub(super) fn hand_to_checkpoint(
+    sh: &BackendShared,
+    wbs: impl IntoIterator<Item = segment::Writeback>,
+) {
+    let mut p = sh.ckpt.lock();
+    let before = p.writeback.len();
+    p.writeback.extend(wbs);
+    if p.writeback.len() > before {
+        drop(p);
+        sh.ckpt_cv.notify_all();
+    }
 }
 
-impl CheckpointState {
-    /// Work queued or under way.
-    pub fn active(&self) -> bool {
-        self.busy || self.requested || !self.trash.is_empty() || !self.writeback.is_empty()
+/// Hands files of trimmed ledgers to the checkpoint thread for deletion.
+pub(super) fn delete_later(sh: &BackendShared, mut trash: Vec<PathBuf>) {
+    if !trash.is_empty() {
+        sh.ckpt.lock().trash.append(&mut trash);
+        sh.ckpt_cv.notify_all();
     }
 }
 
@@ -332,7 +321,7 @@ pub(super) enum SyncTarget {
 /// (docs/storage.md, "Checkpoint syncs"); their data
 /// was written out (paced) beforehand, so none of them waits on a burst.
 /// This departs on purpose from the group commit's rule of one sync in flight
-/// (`flusher::commit_round`): there a second concurrent flush slows both
+/// (`flusher::commit::commit_round`): there a second concurrent flush slows both
 /// in every round, here one short burst replaces a hundred serial commits.
 /// A directory is opened by the thread that syncs it, so at most
 /// [`SYNC_THREADS`] extra descriptors are open at a time.
@@ -436,7 +425,7 @@ pub(super) fn checkpoint(
         // the time; write-outs queued meanwhile start between steps.
         for w in work.iter().filter(|w| w.len > w.from) {
             let t0 = std::time::Instant::now();
-            super::segment::write_out_and_wait(&w.file, w.from, w.len - w.from)
+            segment::write_out_and_wait(&w.file, w.from, w.len - w.from)
                 .map_err(|e| refuse_service(t, LedgerError::io("write out", &w.path, e)))?;
             cost.writeout_us += t0.elapsed().as_micros() as u64;
             if !sh.ckpt.lock().shutdown {

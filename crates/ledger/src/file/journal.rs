@@ -2,22 +2,14 @@
 //! spare (zero-filled or recycled) files that keeps a journal rotation from
 //! allocating blocks while appends wait.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::start_writebacks;
-use super::{BackendShared, sync_dir};
+use super::shared::{BackendShared, JournalFile, start_writebacks, sync_dir};
 use crate::{LedgerError, Result};
-
-pub struct JournalFile {
-    pub seq: u64,
-    pub path: PathBuf,
-    pub file: Arc<File>,
-    pub offset: u64,
-}
 
 pub fn journal_path(sh: &BackendShared, seq: u64) -> PathBuf {
     sh.journal_dir.join(format!("J{seq:016}.wal"))

@@ -32,7 +32,8 @@
 //! completes only after the fsync that makes it durable, in queue order.
 //! Appends issued together ([`crate::append_batch`]) wake the group commit once.
 //! Journal syncs are paced (`pacing`) and journal files preallocated
-//! (`journal`).
+//! (`journal`). A topic's handle (`handle`) queues its requests through
+//! `flusher::enqueue`; what the threads and handles share is in `shared`.
 //!
 //! The checkpoint thread (`checkpoint`) writes out and syncs the segments
 //! touched since the previous checkpoint (one fdatasync per touched segment,
@@ -57,22 +58,24 @@
 //! synced is a write the crash cut short and is truncated.
 
 mod checkpoint;
+mod config;
 mod flusher;
 mod format;
+mod handle;
 mod journal;
 mod pacing;
 mod queue;
 mod recovery;
 mod segment;
+mod shared;
 mod topic;
 
-use std::collections::{BTreeMap, HashMap};
-use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -81,158 +84,11 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::{LedgerBackend, RecoveredTopic, TopicStorage};
 use crate::{LedgerError, Result, SyncMode};
 
-use checkpoint::{CheckpointFile, TopicMeta};
+use checkpoint::CheckpointFile;
 use queue::Queue;
-use topic::Req;
-use topic::TopicShared;
+use shared::{BackendShared, CheckpointState, Counters, Flusher, sync_dir};
 
-/// Settings of the [`FileBackend`].
-#[derive(Debug, Clone)]
-pub struct FileBackendConfig {
-    /// The data directory.
-    pub dir: PathBuf,
-    /// When an append counts as durable.
-    pub sync: SyncMode,
-    /// Size of one journal file; a full file triggers a checkpoint.
-    pub journal_file_bytes: u64,
-    /// Zero-fill spare journal files ahead of use (and recycle used ones).
-    pub preallocate: bool,
-    /// Spare journal files kept ready.
-    pub journal_pool: usize,
-    /// At most this many bytes of entries per group commit.
-    pub max_batch_bytes: usize,
-    /// Checkpoint at least this often while there are writes.
-    pub checkpoint_interval: Duration,
-    /// A checkpoint fdatasyncs every segment written since the previous one,
-    /// so it waits until the journal behind it holds this many bytes per
-    /// such topic (and at least one full journal file). Larger values mean
-    /// fewer fsyncs with many busy topics, and more journal to keep and to
-    /// replay after a crash (at most `checkpoint_interval` of it).
-    pub checkpoint_bytes_per_topic: u64,
-    /// Write-once threshold (`sync = always` only): when one topic's entries
-    /// in one group commit add up to at least this many bytes, they are
-    /// written once, straight to the topic's segment, which is fdatasync'd
-    /// before the journal records a small reference to them. Smaller groups
-    /// go through the journal (one fsync for every topic). `0` turns
-    /// write-once off.
-    pub direct_write_bytes: usize,
-    /// How long the journal may hold write-once references unsynced. A
-    /// write-once group's entries are fdatasync'd in their segment before
-    /// their appends resolve; the reference (what lets recovery tell synced
-    /// bytes gone bad from a torn write) is written to the journal by the
-    /// next group commit and made durable by the next journal fsync that is
-    /// due anyway, when the flusher goes idle, or at the latest after this
-    /// window. So one fsync per write-once group commit, not two. Until then
-    /// a `kill -9` or a power loss loses nothing (the entries are synced in
-    /// their segment, and recovery keeps intact records past what the
-    /// journal and the checkpoint account for); only damage to those newest synced
-    /// bytes coinciding with a power loss would be cut as a torn tail instead
-    /// of refused. `Duration::ZERO` syncs every reference before the appends
-    /// resolve (two fsyncs per write-once group commit).
-    pub reference_sync_window: Duration,
-    /// With `sync = always`, a group commit starts its journal fdatasync no
-    /// sooner than this after the previous one started: a flusher thread
-    /// that finds appends queued that soon waits out the rest first, and
-    /// takes what queued meanwhile too. Appends arriving after a pause are
-    /// written at once, and under load (syncs longer than this) it never
-    /// waits. Without it, appends arriving one by one and evenly (a producer
-    /// with batching off at a fixed rate) get a sync of about one entry each,
-    /// thousands a second. On a VM each sync costs the host CPU time (VM
-    /// exits to submit and complete the write and the cache flush), and a VM
-    /// held to a CPU quota then stalls its flushes; fewer syncs stop that.
-    /// It costs an append that arrives just after a sync started at most
-    /// this much extra latency, so the default is `Duration::ZERO`: a host
-    /// that stalls raises the interval through `max_sync_interval` (150 us
-    /// on the first stall, doubling per stall), and a quiet one keeps the
-    /// disk's own latency (docs/storage.md has the measurements).
-    pub min_sync_interval: Duration,
-    /// How far stalls may raise the interval between journal syncs: a
-    /// journal fdatasync of a small group commit that takes 5 ms or more
-    /// doubles it, up to this; after 2 s without one it steps back down by
-    /// a quarter, to `min_sync_interval` at the lowest. On a quiet host the
-    /// short minimum gives the lower latency, on one that runs short of CPU
-    /// time for the VM fewer syncs stop the stalls (docs/storage.md has the
-    /// figures; default 600 us). At or below `min_sync_interval` the
-    /// interval is fixed.
-    pub max_sync_interval: Duration,
-    /// How many of the newest bytes of each segment stay in the page cache
-    /// once they are on the disk; older pages are dropped
-    /// (`POSIX_FADV_DONTNEED`), and a sealed segment's all go at the
-    /// checkpoint that indexes it. A consumer at the tail reads from the page
-    /// cache, one further behind from the disk. Without it a broker fills
-    /// all free memory with page cache, which on a VM that reports free
-    /// pages to its host costs a host page fault per new page (figures in
-    /// docs/storage.md). 0 leaves it to the kernel; otherwise
-    /// at least [`MIN_PAGE_CACHE_WINDOW`]. Default 64 MiB. See also
-    /// [`FileBackendConfig::page_cache_budget`].
-    pub page_cache_window: u64,
-    /// How many bytes of all topics' segments together stay in the page
-    /// cache (with a window on): each topic that writes to the disk keeps the
-    /// smaller of `page_cache_window` and its share of the budget (shared by
-    /// the topics that wrote in the last 10 s), but at least
-    /// [`MIN_PAGE_CACHE_SHARE`]. Without it 1,000 topics would keep up to
-    /// 64 GiB: in effect no window, and every page they write a new one,
-    /// which costs the kernel a copy into a fresh page. 0: no budget. Default
-    /// 256 MiB.
-    pub page_cache_budget: u64,
-}
-
-/// The least a topic keeps in the page cache under
-/// [`FileBackendConfig::page_cache_budget`]: four write-out steps, so what
-/// is dropped has been on its way to the disk for a while (the pages of a
-/// write-out still running cannot be dropped).
-pub const MIN_PAGE_CACHE_SHARE: u64 = 4 * segment::WRITEBACK_STEP;
-
-/// A topic counts towards the page-cache budget's shares this long after
-/// its last write to the disk.
-const WRITER_SECS: u64 = 10;
-
-/// The topics that wrote to their segments lately, by topic id: the second
-/// (since the backend opened) of each one's last write-out.
-#[derive(Debug, Default)]
-struct Writers {
-    last: HashMap<u32, u64>,
-    pruned_at: u64,
-}
-
-impl Writers {
-    /// Notes a write-out of topic `id` at second `now`; how many topics
-    /// wrote within the last [`WRITER_SECS`].
-    fn saw(&mut self, id: u32, now: u64) -> usize {
-        self.last.insert(id, now);
-        if now > self.pruned_at {
-            self.pruned_at = now;
-            self.last.retain(|_, t| now - *t < WRITER_SECS);
-        }
-        self.last.len()
-    }
-}
-
-/// The smallest non-zero [`FileBackendConfig::page_cache_window`]: twice the
-/// stretch behind a segment's end that reads serve on the caller's thread,
-/// expecting the page cache.
-pub const MIN_PAGE_CACHE_WINDOW: u64 = 16 << 20;
-
-impl FileBackendConfig {
-    pub fn new(dir: impl Into<PathBuf>) -> FileBackendConfig {
-        FileBackendConfig {
-            dir: dir.into(),
-            sync: SyncMode::Always,
-            journal_file_bytes: 64 << 20,
-            preallocate: true,
-            journal_pool: 2,
-            max_batch_bytes: 1 << 20,
-            checkpoint_interval: Duration::from_secs(30),
-            checkpoint_bytes_per_topic: 256 << 10,
-            direct_write_bytes: 256 << 10,
-            reference_sync_window: Duration::from_millis(50),
-            min_sync_interval: Duration::ZERO,
-            max_sync_interval: Duration::from_micros(600),
-            page_cache_window: 64 << 20,
-            page_cache_budget: 256 << 20,
-        }
-    }
-}
+pub use config::{FileBackendConfig, MIN_PAGE_CACHE_SHARE, MIN_PAGE_CACHE_WINDOW};
 
 /// Counters of the journal, for benchmarks and metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -367,60 +223,6 @@ const _: () = assert!(
     JOURNAL_SYNC_BUCKETS == <crate::JournalSyncBounds as crate::LatencyBounds>::MS.len() + 1
 );
 
-#[derive(Debug, Default)]
-struct Counters {
-    batches: AtomicU64,
-    /// Journal fdatasyncs (count, by duration and their sum).
-    syncs: crate::LatencyBuckets<crate::JournalSyncBounds>,
-    entries: AtomicU64,
-    journal_bytes: AtomicU64,
-    checkpoints: AtomicU64,
-    direct_entries: AtomicU64,
-    direct_bytes: AtomicU64,
-    segment_syncs: AtomicU64,
-    page_cache_dropped_bytes: AtomicU64,
-}
-
-#[derive(Debug)]
-struct BackendShared {
-    cfg: FileBackendConfig,
-    journal_dir: PathBuf,
-    topics_dir: PathBuf,
-    topics: Mutex<HashMap<String, Arc<TopicShared>>>,
-    /// Topics whose segments took writes lately, for the page-cache
-    /// budget's share (see [`BackendShared::page_cache_keep`]).
-    writers: Mutex<Writers>,
-    /// When the backend opened (the clock of `writers`).
-    started: std::time::Instant,
-    next_topic_id: AtomicU32,
-    /// Durable per-topic metadata (what the next checkpoint writes).
-    meta: Mutex<BTreeMap<String, TopicMeta>>,
-    queue: Mutex<Queue>,
-    queue_cv: Condvar,
-    /// The group commit's state; `None` once its thread stopped. Whoever
-    /// holds this lock takes the next batch from `queue` (see [`flusher::run`]).
-    flusher: Mutex<Option<flusher::Flusher>>,
-    /// Flusher threads (two with `sync = always`, see [`flusher::run`]).
-    flusher_threads: usize,
-    /// Group commits written and waiting for their sync, in order.
-    written: Mutex<std::collections::VecDeque<flusher::Written>>,
-    /// Held while the journal is synced for `written` groups.
-    sync_lock: Mutex<()>,
-    /// Held while synced groups complete (taken before `sync_lock` is
-    /// released, so completions keep the order of the writes).
-    complete_lock: Mutex<()>,
-    /// Write-once chunks synced by `flusher::commit_round` whose journal
-    /// references the next group commit writes.
-    synced_refs: Mutex<Vec<flusher::SyncedRef>>,
-    ckpt: Mutex<checkpoint::CheckpointState>,
-    ckpt_cv: Condvar,
-    /// Spare journal files, ready to be renamed into use.
-    pool: Mutex<Vec<PathBuf>>,
-    next_pool_id: AtomicU64,
-    counters: Counters,
-    _lock: File,
-}
-
 /// The file [`LedgerBackend`]. Dropping it stops its threads without a final
 /// checkpoint (the next open recovers from the journal); [`FileBackend::close`]
 /// shuts down cleanly.
@@ -428,28 +230,6 @@ struct BackendShared {
 pub struct FileBackend {
     shared: Arc<BackendShared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-}
-
-fn sync_dir(path: &Path) -> Result<()> {
-    File::open(path)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| LedgerError::io("fsync directory", path, e))
-}
-
-/// A topic name as a directory name: bytes outside `[A-Za-z0-9._-]` as `%XX`.
-fn escape(name: &str) -> String {
-    let mut s = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-' {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    if s.starts_with('.') {
-        s.replace_range(..1, "%2E");
-    }
-    s
 }
 
 impl FileBackend {
@@ -505,7 +285,7 @@ impl FileBackend {
             sync_lock: Mutex::new(()),
             complete_lock: Mutex::new(()),
             synced_refs: Mutex::new(Vec::new()),
-            ckpt: Mutex::new(checkpoint::CheckpointState::default()),
+            ckpt: Mutex::new(CheckpointState::default()),
             ckpt_cv: Condvar::new(),
             pool: Mutex::new(Vec::new()),
             next_pool_id: AtomicU64::new(0),
@@ -514,7 +294,7 @@ impl FileBackend {
             cfg,
         });
         let next_seq = recovery::recover(&shared, ckpt.journal_seq)?;
-        *shared.flusher.lock() = Some(flusher::Flusher::start(shared.clone(), next_seq)?);
+        *shared.flusher.lock() = Some(Flusher::start(shared.clone(), next_seq)?);
         let backend = FileBackend {
             shared: shared.clone(),
             threads: Mutex::new(Vec::new()),
@@ -630,7 +410,7 @@ impl LedgerBackend for FileBackend {
         let sh = self.shared.clone();
         let name = topic.to_string();
         async move {
-            tokio::task::spawn_blocking(move || topic::open_topic(&sh, &name, fence))
+            tokio::task::spawn_blocking(move || handle::open_topic(&sh, &name, fence))
                 .await
                 .map_err(|e| LedgerError::Io {
                     op: "open topic",
@@ -651,126 +431,5 @@ impl LedgerBackend for FileBackend {
 
     fn close(&self) -> Result<()> {
         FileBackend::close(self)
-    }
-}
-
-impl crate::batch::HeldWake for BackendShared {
-    /// The wake-up an append batch held back: the flusher threads are
-    /// woken if they all sleep and something is queued.
-    fn wake_held(&self) {
-        let q = self.queue.lock();
-        if q.waiting == self.flusher_threads && !q.reqs.is_empty() {
-            self.queue_cv.notify_one();
-        }
-    }
-}
-
-impl BackendShared {
-    /// Notes that some of topic `id`'s segment bytes went to the disk, and
-    /// returns how many of its newest bytes stay in the page cache: the
-    /// window, or the budget's
-    /// share of each topic that wrote to the disk in the last
-    /// [`WRITER_SECS`] where that is smaller (see
-    /// [`FileBackendConfig::page_cache_budget`]); 0: all. Open topics that
-    /// take no writes do not shrink the share of those that do.
-    fn page_cache_keep(&self, id: u32) -> u64 {
-        let (window, budget) = (self.cfg.page_cache_window, self.cfg.page_cache_budget);
-        if window == 0 || budget == 0 {
-            return window;
-        }
-        let writing = self
-            .writers
-            .lock()
-            .saw(id, self.started.elapsed().as_secs()) as u64;
-        window.min((budget / writing.max(1)).max(MIN_PAGE_CACHE_SHARE)) & !(segment::PAGE - 1)
-    }
-
-    fn topic_dir(&self, name: &str) -> PathBuf {
-        self.topics_dir.join(escape(name))
-    }
-
-    fn enqueue(self: &Arc<Self>, req: Req) {
-        let mut q = self.queue.lock();
-        let err = if let Some(e) = &q.failed {
-            Some(e.clone())
-        } else if q.shutdown {
-            Some(LedgerError::Closed("file backend".into()))
-        } else {
-            None
-        };
-        if let Some(e) = err {
-            drop(q);
-            req.fail(e);
-            return;
-        }
-        let size = req.size();
-        q.bytes += size;
-        q.reqs.push_back(req);
-        // With nothing to sync (`sync = never`) and the flusher idle, the
-        // appending thread runs the group commit itself: two thread hand-offs
-        // (wake the flusher, wake the appender's task) cost more than the
-        // write into the page cache.
-        if self.cfg.sync == SyncMode::Never
-            && q.reqs.len() == 1
-            && let Some(mut g) = self.flusher.try_lock()
-            && let Some(f) = g.as_mut()
-            && f.can_process_inline(size)
-        {
-            if let Some(reqs) = flusher::take_batch(self, &mut q) {
-                drop(q);
-                f.process(reqs);
-            }
-            return;
-        }
-        // Only when every flusher thread sleeps: a busy one comes back for
-        // the queue, and `flusher::commit_round` wakes the other when
-        // there is enough to overlap with its sync. Inside an
-        // [`crate::append_batch`] the wake-up waits for the batch's end.
-        if q.waiting == self.flusher_threads && !crate::batch::hold_wake(self) {
-            self.queue_cv.notify_one();
-        }
-    }
-
-    fn take_pool_file(&self) -> Option<PathBuf> {
-        self.pool.lock().pop()
-    }
-
-    fn topic_meta_entry(&self, name: &str, f: impl FnOnce(&mut TopicMeta)) {
-        let mut m = self.meta.lock();
-        f(m.entry(name.to_string()).or_default());
-    }
-}
-
-/// Starts the segment write-outs queued for this thread.
-fn start_writebacks(sh: &BackendShared) {
-    let queued = std::mem::take(&mut sh.ckpt.lock().writeback);
-    for wb in &queued {
-        start_counted(sh, wb);
-    }
-}
-
-/// Starts a write-out or drops pages from the page cache, counting the
-/// bytes dropped.
-fn start_counted(sh: &BackendShared, wb: &segment::Writeback) {
-    wb.start();
-    sh.counters
-        .page_cache_dropped_bytes
-        .fetch_add(wb.dropped_bytes(), Ordering::Relaxed);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{WRITER_SECS, Writers};
-
-    #[test]
-    fn topics_that_stopped_writing_leave_the_budget_shares() {
-        let mut w = Writers::default();
-        assert_eq!(w.saw(1, 0), 1);
-        assert_eq!(w.saw(2, 0), 2);
-        assert_eq!(w.saw(1, 0), 2, "a topic counts once");
-        assert_eq!(w.saw(3, WRITER_SECS - 1), 3);
-        // Topic 2 last wrote WRITER_SECS ago; 1 and 3 write on.
-        assert_eq!(w.saw(1, WRITER_SECS), 2);
-        assert_eq!(w.saw(3, 3 * WRITER_SECS), 1, "only the one writing now");
     }
 }

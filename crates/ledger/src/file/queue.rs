@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 
+use super::config::FileBackendConfig;
 use super::pacing::SyncPacer;
 use super::topic::Req;
 use crate::LedgerError;
@@ -33,7 +34,7 @@ pub const PIPELINE_REQS: usize = 64;
 pub const PIPELINE_BYTES: usize = 1 << 20;
 
 impl Queue {
-    pub fn new(cfg: &super::FileBackendConfig) -> Queue {
+    pub fn new(cfg: &FileBackendConfig) -> Queue {
         Queue {
             reqs: VecDeque::new(),
             bytes: 0,

@@ -14,8 +14,8 @@ use super::format::{
 };
 use super::journal::{list_journal, recycle_below};
 use super::segment::{ScanStop, Segment};
+use super::shared::{BackendShared, sync_dir};
 use super::topic::CORRUPT_MARKER;
-use super::{BackendShared, sync_dir};
 use crate::{LedgerError, Result};
 
 /// What the journal since the checkpoint says as a whole, gathered before

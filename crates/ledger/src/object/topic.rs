@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::format::{self, Body, Checkpoint, ObjEntry, ObjMeta};
-use super::{Shared, corrupt, put_id};
+use super::shared::{Shared, corrupt, put_id};
 use crate::backend::{AppendCallback, TopicStorage};
 use crate::{LedgerError, Result};
 

@@ -3,22 +3,15 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{MetadataError, Result};
 use crate::store::LeaseId;
 
-use super::{Entry, State, now_ms};
-
-#[derive(Debug)]
-pub(super) struct Disk {
-    pub(super) dir: PathBuf,
-    pub(super) wal: File,
-    pub(super) wal_records: usize,
-    pub(super) _lock: File,
-}
+use super::state::{Disk, Entry, State};
 
 /// One log record: the mutations of one transaction.
 #[derive(Debug, Serialize, Deserialize)]
@@ -275,4 +268,10 @@ pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
 /// CRC-32 (IEEE); guards log lines against torn writes and bit rot.
 pub(super) fn crc32(data: &[u8]) -> u32 {
     crc32fast::hash(data)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_millis() as i64)
 }

@@ -11,15 +11,16 @@
 //! key that was bound to a lease (and writes a fresh snapshot, so the drop is itself durable).
 //! A `LOCK` file held with an OS lock keeps a second process out of the directory.
 //!
-//! The log, the snapshot and recovery are in `disk`.
+//! The log, the snapshot and recovery are in `disk`; the state they hold, in `state`.
 
 mod disk;
+mod state;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -29,12 +30,13 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::{MetadataError, Result};
 use crate::store::{
-    EventKind, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan, Stat,
+    EventKind, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan,
     TxnResponse, Versioned, WATCH_CHANNEL, WatchBatch, WatchEvent, WatchStream, validate_ops,
     validate_prefix,
 };
 
-use disk::{Disk, Mutation, Record, encode_line, hex, recover, write_snapshot};
+use disk::{Mutation, Record, encode_line, hex, recover, write_snapshot};
+use state::{Entry, HistItem, LeaseState, State};
 
 /// Tuning of the embedded store.
 #[derive(Debug, Clone)]
@@ -73,52 +75,6 @@ struct Inner {
     /// Wakes the lease reaper when a lease with an earlier deadline appears.
     reaper_wake: Arc<Notify>,
     opts: EmbeddedOptions,
-}
-
-#[derive(Debug, Clone)]
-struct Entry {
-    value: Vec<u8>,
-    created: u64,
-    modified: u64,
-    lease: Option<LeaseId>,
-}
-
-impl Entry {
-    fn stat(&self) -> Stat {
-        Stat {
-            version: self.modified,
-            created: self.created,
-            lease: self.lease,
-        }
-    }
-}
-
-#[derive(Debug)]
-struct LeaseState {
-    ttl: Duration,
-    deadline: Instant,
-    keys: BTreeSet<String>,
-}
-
-#[derive(Debug)]
-struct HistItem {
-    revision: Revision,
-    events: Vec<WatchEvent>,
-}
-
-#[derive(Debug)]
-struct State {
-    rev: Revision,
-    data: BTreeMap<String, Entry>,
-    leases: HashMap<LeaseId, LeaseState>,
-    next_lease: LeaseId,
-    history: VecDeque<Arc<HistItem>>,
-    /// Revisions up to this one are not in `history` any more.
-    compacted: Revision,
-    disk: Option<Disk>,
-    /// Set after a failed write: the log may end in a partial record, so no further write is safe.
-    failed: Option<String>,
-    closed: bool,
 }
 
 impl EmbeddedStore {
@@ -192,34 +148,6 @@ impl Drop for EmbeddedStore {
         st.disk = None;
         drop(st);
         self.inner.head.send_modify(|_| {});
-    }
-}
-
-impl State {
-    fn empty(disk: Option<Disk>) -> State {
-        State {
-            rev: 0,
-            data: BTreeMap::new(),
-            leases: HashMap::new(),
-            next_lease: 1,
-            history: VecDeque::new(),
-            compacted: 0,
-            disk,
-            failed: None,
-            closed: false,
-        }
-    }
-
-    fn usable(&self) -> Result<()> {
-        if self.closed {
-            return Err(MetadataError::Closed);
-        }
-        if let Some(why) = &self.failed {
-            return Err(MetadataError::Backend(format!(
-                "store failed earlier: {why}"
-            )));
-        }
-        Ok(())
     }
 }
 
@@ -384,12 +312,6 @@ fn trim_history(st: &mut State, keep: usize) {
             st.compacted = item.revision;
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_millis() as i64)
 }
 
 #[async_trait]

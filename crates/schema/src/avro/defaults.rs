@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::parse::{AvroSchema, NamedDef, Node, Primitive};
+use super::schema::{AvroSchema, NamedDef, Node, Primitive};
 
 /// Defaults nest as deep as their JSON; records whose field defaults refer to
 /// the record itself could loop, so stop somewhere.

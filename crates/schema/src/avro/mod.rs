@@ -5,9 +5,10 @@
 mod defaults;
 mod parse;
 mod resolve;
+mod schema;
 
-pub use parse::{
-    AvroParseError, AvroSchema, Field, FieldOrder, FullName, NamedDef, NamedType, Node,
-    ParseOptions, Primitive, Props,
-};
+pub use parse::{AvroParseError, ParseOptions};
 pub use resolve::{Incompatibility, Resolution, can_read, can_read_with};
+pub use schema::{
+    AvroSchema, Field, FieldOrder, FullName, NamedDef, NamedType, Node, Primitive, Props,
+};

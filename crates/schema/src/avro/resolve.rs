@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::defaults::{check_default, is_special_float_default};
-use super::parse::{AvroSchema, Field, NamedDef, Node, Primitive};
+use super::schema::{AvroSchema, Field, NamedDef, Node, Primitive};
 
 /// Which rules [`can_read_with`] applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

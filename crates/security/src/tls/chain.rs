@@ -37,7 +37,7 @@ use x509_parser::oid_registry::{
 use x509_parser::prelude::FromDer as _;
 use x509_parser::x509::X509Version;
 
-use super::load_certs;
+use super::material::{load_certs, provider};
 use crate::der;
 use crate::error::{Error, Result};
 
@@ -204,7 +204,7 @@ impl ChainVerifier {
         Ok(Self {
             anchors,
             webpki_anchors,
-            algorithms: super::provider().signature_verification_algorithms,
+            algorithms: provider().signature_verification_algorithms,
         })
     }
 

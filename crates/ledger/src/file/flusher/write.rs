@@ -13,15 +13,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::BackendShared;
-use super::{DirectSync, Flusher, SLOW_IO, Written, commit_written};
-use super::{book_direct, delete_later, stop_accepting, sync_direct};
+use super::commit::{SLOW_IO, book_direct, commit_written, stop_accepting, sync_direct};
+use crate::file::checkpoint::{delete_later, hand_to_checkpoint};
 use crate::file::format::{
     self, K_CURSOR, K_CURSOR_DELETE, K_DECLARE, K_ENTRY, K_SEGREF, K_TRIM, SEGREF_LEN,
 };
 use crate::file::journal::open_journal;
 use crate::file::segment::Segment;
-use crate::file::topic::{Req, TopicFiles, TopicShared, ensure_dir};
+use crate::file::shared::{BackendShared, DirectSync, Flusher, FramedRecord, Written, ensure_dir};
+use crate::file::topic::{Req, TopicFiles, TopicShared};
 use crate::{LedgerError, Result, SyncMode};
 
 impl Flusher {
@@ -168,10 +168,10 @@ impl Flusher {
     /// after:
     ///
     /// * pipelined (`defer`, a non-zero reference sync window): the syncs run
-    ///   in [`commit_round`], after this group's other work, so one
-    ///   thread's segment sync overlaps the other's next group commit; the
-    ///   chunks are returned, and their references go into a later group's
-    ///   journal records ([`Flusher::take_synced_refs`]);
+    ///   in [`commit_round`](super::commit::commit_round), after this group's
+    ///   other work, so one thread's segment sync overlaps the other's next
+    ///   group commit; the chunks are returned, and their references go into
+    ///   a later group's journal records ([`Flusher::take_synced_refs`]);
     /// * serial (a zero window: every reference synced before the appends
     ///   resolve): synced here, and referenced by this group's records.
     pub(super) fn write_direct(
@@ -258,7 +258,8 @@ impl Flusher {
     }
 
     /// Takes the references of write-once chunks synced since the last
-    /// call (see [`commit_round`]), for the next journal records.
+    /// call (see [`commit_round`](super::commit::commit_round)), for the next
+    /// journal records.
     pub(super) fn take_synced_refs(&mut self) {
         let got = std::mem::take(&mut *self.sh.synced_refs.lock());
         for r in got {
@@ -645,19 +646,6 @@ pub(super) fn chunk_entries<'a>(
     })
 }
 
-/// One framed segment record of a write-once chunk.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct FramedRecord {
-    /// Where its record starts among the chunk's bytes.
-    pub(crate) offset: u64,
-    /// The record's length, framing included.
-    pub(crate) len: u64,
-    /// The entry's append time (ms).
-    pub(crate) ts: u64,
-    /// The entry's data length.
-    pub(crate) data_len: u64,
-}
-
 /// The segment of `ledger`, created on first use. Entering a new ledger
 /// (rollover) hands the older segments' write-behind to the OS first, so a
 /// topic's files are written in position order.
@@ -751,21 +739,6 @@ pub(super) fn flush_if_full(sh: &BackendShared, topic: u32, seg: &mut Segment) -
         hand_to_checkpoint(sh, std::iter::once(wb).chain(uncache));
     }
     Ok(())
-}
-
-/// Queues segment write-outs and cache drops for the checkpoint thread,
-/// which starts them (waking it if there are any).
-pub(super) fn hand_to_checkpoint(
-    sh: &BackendShared,
-    wbs: impl IntoIterator<Item = crate::file::segment::Writeback>,
-) {
-    let mut p = sh.ckpt.lock();
-    let before = p.writeback.len();
-    p.writeback.extend(wbs);
-    if p.writeback.len() > before {
-        drop(p);
-        sh.ckpt_cv.notify_all();
-    }
 }
 
 /// Write-once path: writes a chunk's records to its segment file (after
