@@ -34,6 +34,12 @@ PY=${PYTHON:-$ROOT/.venv/bin/python}
 "$PY" -c 'import pulsar, pytest, fastavro, requests, google.protobuf' 2>/dev/null \
   || die "$PY needs pulsar-client, pytest, fastavro, requests and protobuf (pip install 'pulsar-client[avro]' requests protobuf pytest pytest-timeout)"
 
+# Pulsar's own test certificates through strobe's TLS code first (an opt-in
+# test of crates/security: the certificates are that repository's).
+echo "-- strobe-security with $DIR/test-conf"
+(cd "$ROOT" && PULSAR_TEST_CONF="$DIR/test-conf" cargo test -q -p strobe-security --test tls \
+  upstream_pulsar_test_certificates -- --ignored) || die "Pulsar's test certificates failed strobe-security's TLS test"
+
 FILES=()
 PYTEST_ARGS=()
 while [ $# -gt 0 ]; do
