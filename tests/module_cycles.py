@@ -213,7 +213,7 @@ def scan(m):
             if um.group(1) and not inline[um.start()]:
                 m.reexports.append((alias or segs[-1], segs))
             elif inline[um.start()]:
-                m.inline_super.append((segs, line))
+                m.inline_super.append((segs, line, inline[um.start()]))
             else:
                 m.uses.append((segs, line))
     # A re-exported name that the file's own code uses is an import too.
@@ -230,7 +230,7 @@ def scan(m):
         segs = re.sub(r"\s+", "", pm.group(1)).split("::")
         line = code.count("\n", 0, s) + 1
         if inline[s]:
-            m.inline_super.append((segs, line))
+            m.inline_super.append((segs, line, inline[s]))
         else:
             m.code_paths.append((segs, line))
 
@@ -305,10 +305,10 @@ def graph(modules):
             t = resolve(modules, m, segs)
             if t is not None and t.file != m.file:
                 out.setdefault(t.file, (line, "::".join(segs)))
-        for segs, line in m.inline_super:
+        for segs, line, depth in m.inline_super:
             if segs[0] not in ("crate", "self", "super"):
                 continue
-            t = resolve(modules, m, segs, inline_depth=1)
+            t = resolve(modules, m, segs, inline_depth=depth)
             if t is not None and t.file != m.file:
                 out.setdefault(t.file, (line, "::".join(segs)))
     return edges

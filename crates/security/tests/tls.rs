@@ -469,9 +469,9 @@ async fn v1_certificates_from_openssl() {
 #[tokio::test]
 #[ignore = "needs PULSAR_TEST_CONF: apache/pulsar-client-python's tests/test-conf"]
 async fn upstream_pulsar_test_certificates() {
-    let dir = std::env::var_os("PULSAR_TEST_CONF").map(std::path::PathBuf::from).expect(
-        "PULSAR_TEST_CONF must name apache/pulsar-client-python's tests/test-conf folder",
-    );
+    let dir = std::env::var_os("PULSAR_TEST_CONF")
+        .map(std::path::PathBuf::from)
+        .expect("PULSAR_TEST_CONF must name apache/pulsar-client-python's tests/test-conf folder");
     assert!(
         dir.join("client-cert.pem").exists(),
         "{} has no client-cert.pem: PULSAR_TEST_CONF must name apache/pulsar-client-python's tests/test-conf",
