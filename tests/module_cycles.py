@@ -16,6 +16,8 @@ path to a module (not an item in it) is an edge to that module's file.
 
 Usage: tests/module_cycles.py [ROOT]     (ROOT defaults to the repository)
        tests/module_cycles.py --graph CRATE_DIR   prints the file edges
+       tests/module_cycles.py --self-test         checks the checker on small
+                                                  crates with known answers
 Exit status 1, with every cycle found, when the graph has a cycle.
 """
 
@@ -371,8 +373,61 @@ def roots(src):
     return out
 
 
+SELF_TESTS = [
+    # (name, files, expected cycle count)
+    ("siblings", {"lib.rs": "mod a;\nmod b;\n", "a.rs": "use crate::b::B;\npub struct A;\n",
+                  "b.rs": "use crate::a::A;\npub struct B;\n"}, 1),
+    ("one way", {"lib.rs": "mod a;\nmod b;\n", "a.rs": "use crate::b::B;\npub struct A;\n",
+                 "b.rs": "pub struct B;\n"}, 0),
+    ("parent and child", {"lib.rs": "mod x;\n", "x/mod.rs": "mod c;\nuse c::C;\npub struct P(C);\n",
+                          "x/c.rs": "use super::P;\npub struct C;\nfn f(_: P) {}\n"}, 1),
+    ("a re-export alone is no edge", {"lib.rs": "mod x;\n", "x/mod.rs": "mod c;\npub use c::C;\npub struct P;\n",
+                                      "x/c.rs": "use super::P;\npub struct C(P);\n"}, 0),
+    ("a re-export the file uses is one", {"lib.rs": "mod x;\n", "x/mod.rs": "mod c;\npub use c::C;\npub struct P(C);\n",
+                                          "x/c.rs": "use super::P;\npub struct C;\nfn f(_: P) {}\n"}, 1),
+    ("through the crate root's re-export", {"lib.rs": "mod a;\nmod b;\npub use b::B;\n",
+                                            "a.rs": "use crate::B;\npub struct A;\n",
+                                            "b.rs": "pub struct B;\nfn f(_: crate::a::A) {}\n"}, 1),
+    ("a path in code, three files", {"lib.rs": "mod a;\nmod b;\nmod c;\n",
+                                     "a.rs": "pub fn fa() { crate::b::fb() }\n",
+                                     "b.rs": "pub fn fb() { crate::c::fc() }\n",
+                                     "c.rs": "pub fn fc() { crate::a::fa() }\n"}, 1),
+    ("tests' super is the file itself", {"lib.rs": "mod a;\nmod b;\n",
+                                         "a.rs": "pub struct A;\n#[cfg(test)]\nmod tests {\n    use super::*;\n    mod deep {\n        use super::super::A;\n    }\n}\n",
+                                         "b.rs": "use crate::a::A;\n"}, 0),
+    ("a test module's import counts", {"lib.rs": "mod a;\nmod b;\n",
+                                       "a.rs": "pub struct A;\n#[cfg(test)]\nmod tests {\n    use crate::b::B;\n}\n",
+                                       "b.rs": "pub struct B;\nuse crate::a::A;\n"}, 1),
+    ("comments and strings are not code", {"lib.rs": "mod a;\nmod b;\n",
+                                           "a.rs": "// crate::b::B\nconst S: &str = \"crate::b::B {\";\npub struct A;\n",
+                                           "b.rs": "use crate::a::A;\npub struct B;\n"}, 0),
+]
+
+
+def self_test():
+    import tempfile
+    failed = 0
+    for name, files, want in SELF_TESTS:
+        with tempfile.TemporaryDirectory() as d:
+            for rel, text in files.items():
+                path = os.path.join(d, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+            got = len(cycles(graph(load_crate(d, os.path.join(d, "lib.rs")))))
+            if got != want:
+                failed += 1
+                print(f"module_cycles self-test {name!r}: {got} cycle(s), expected {want}")
+    if failed:
+        return 1
+    print(f"module_cycles: self-test passed ({len(SELF_TESTS)} cases)")
+    return 0
+
+
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--self-test":
+        return self_test()
     if args and args[0] == "--graph":
         src = os.path.join(args[1], "src") if os.path.isdir(os.path.join(args[1], "src")) else args[1]
         for r in roots(src):

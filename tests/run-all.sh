@@ -8,7 +8,8 @@
 #     and openssl (the security tests make their certificates)
 #   - a Python venv in .venv with the official client, pulsar-client[avro]==3.13.0
 #   - starts a private etcd on a free port and exports ETCD_ENDPOINTS
-#   - cargo fmt --check, clippy (warnings are errors), cargo test, pytest
+#   - cargo fmt --check, the module-cycle check, clippy (warnings are errors),
+#     cargo test, pytest
 #   - with a Docker engine: tests/docker/run.sh (the images and the compose cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -92,6 +93,10 @@ say "moto (S3) at $STROBE_TEST_S3_ENDPOINT"
 
 say "cargo fmt --check"
 cargo fmt --all -- --check
+
+say "module cycles: no file imports one that imports it back (tests/module_cycles.py)"
+python3 tests/module_cycles.py --self-test
+python3 tests/module_cycles.py
 
 say "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
