@@ -3,7 +3,12 @@
 //! one (`cnx`, one module per command family), loads topics and
 //! administers namespaces ([`service`]), and runs each subscription's
 //! dispatcher ([`subscription`]). Decisions that need no socket live in the
-//! pure crates (`strobe-dispatch`, `strobe-schema`, `strobe-security`).
+//! pure crates (`strobe-dispatch`, `strobe-schema`, `strobe-security`,
+//! `strobe-config`); the metadata documents in `strobe-resources`; a cluster
+//! broker's membership and bundle ownership in `strobe-cluster`, which knows
+//! no topic. The crate reads top-down: `server` and `cnx` over `service` over
+//! `topic` and `subscription`, with `txn`'s context and `enforce` beneath
+//! them (`tests/module_cycles.py` keeps every import one-way).
 
 mod cnx;
 pub mod compaction;
