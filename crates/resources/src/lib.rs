@@ -10,12 +10,13 @@
 //!
 //! Namespace policies and partition counts are read on every lookup, so they
 //! are cached here. Each cache follows its prefix through one watch
-//! ([`PrefixCache`]), so a namespace or partitioned topic another broker of the
-//! cluster creates or changes is seen here too; this broker's own writes show
-//! at once (a snapshot older than our last write is not applied, so the cache
-//! never steps back behind what we wrote).
+//! (`strobe_metadata::PrefixCache`), so a namespace or partitioned topic
+//! another broker of the cluster creates or changes is seen here too; this
+//! broker's own writes show at once (a snapshot older than our last write is
+//! not applied, so the cache never steps back behind what we wrote).
 
 mod error;
+mod scalable;
 mod store;
 
 pub mod bundles;

@@ -63,3 +63,59 @@ pub fn schema(t: &TopicName) -> String {
 pub fn health(broker_port: u16) -> String {
     format!("{HEALTH}/{broker_port}")
 }
+
+/// Scalable topics' layouts (PIP-460): `<root>/<tenant>/<ns>/<encoded local
+/// name>`, with the controller's election and the subscriptions beneath.
+pub const SCALABLE_TOPICS: &str = "/topics";
+
+/// A scalable topic's local name as a path element: Java's
+/// `URLEncoder.encode` (Pulsar's `Codec.encode`), since the local name of a
+/// `topic://` may hold `/`.
+pub fn encode_local(local: &str) -> String {
+    let mut out = String::with_capacity(local.len());
+    for b in local.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'*' | b'_' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// The layout document of `topic://<ns>/<local>` (`ns` is `<tenant>/<namespace>`).
+pub fn scalable_topic(ns: &str, local: &str) -> String {
+    format!("{SCALABLE_TOPICS}/{ns}/{}", encode_local(local))
+}
+
+/// The prefix of a namespace's scalable topics' documents.
+pub fn scalable_topics_of(ns: &str) -> String {
+    format!("{SCALABLE_TOPICS}/{ns}/")
+}
+
+/// The controller's leader-election key of a scalable topic.
+pub fn scalable_controller(ns: &str, local: &str) -> String {
+    format!("{}/controller", scalable_topic(ns, local))
+}
+
+/// [`encode_local`] undone; `None` for what it never writes.
+pub fn decode_local(encoded: &str) -> Option<String> {
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = encoded.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}

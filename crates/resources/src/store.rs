@@ -83,7 +83,7 @@ fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, ResourcesE
     })
 }
 
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).expect("policy documents always serialise")
 }
 
@@ -181,7 +181,7 @@ impl Resources {
         &self.store
     }
 
-    async fn get<T: DeserializeOwned>(
+    pub(crate) async fn get<T: DeserializeOwned>(
         &self,
         path: &str,
     ) -> Result<Option<Versioned<T>>, ResourcesError> {
@@ -195,7 +195,7 @@ impl Resources {
     }
 
     /// A put that refuses to overwrite: `AlreadyExists` becomes `what already exists`.
-    async fn create<T: Serialize>(
+    pub(crate) async fn create<T: Serialize>(
         &self,
         path: &str,
         value: &T,

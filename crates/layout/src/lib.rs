@@ -1,0 +1,25 @@
+//! Scalable-topic layouts (Pulsar 5's PIP-460 and PIP-468): a `topic://` is a
+//! DAG of `segment://` topics, each owning a range of the 16-bit key-hash
+//! ring. This crate decides the layout document and nothing else: its
+//! invariants ([`Layout::validate`]) and its transitions (create, split,
+//! merge, prune), each a pure function from one layout to the next, as
+//! Pulsar's `ScalableTopicController` computes them before its
+//! compare-and-set. No store, no clock (times are passed in), no tokio: the
+//! controller that runs the transitions against the metadata store and the
+//! segment topics lives elsewhere (see `docs/architecture.md`).
+//!
+//! Files, bottom-up: `segment` (one segment and its JSON), `buckets`
+//! (PIP-486's bucket counts), `layout` (the document and its invariants),
+//! `transitions`.
+
+mod buckets;
+mod error;
+mod layout;
+mod segment;
+mod transitions;
+
+pub use buckets::{MAX_BUCKETS, equal_width};
+pub use error::LayoutError;
+pub use layout::Layout;
+pub use segment::{Segment, SegmentState};
+pub use transitions::MAX_INITIAL_SEGMENTS;
