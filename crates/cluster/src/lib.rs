@@ -24,7 +24,6 @@
 //! - **Loss.** When the session is lost every lock goes with it: the broker
 //!   closes all its topics (clients look up again) and, once the session has a
 //!   new lease, registers again and owns nothing until assigned.
-
 //!
 //! The crate reads bottom-up: `state` (the ownership states, pure),
 //! `registry` (the records and the pure choices made from them), `balance`
