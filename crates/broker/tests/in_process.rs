@@ -338,3 +338,66 @@ async fn a_subscription_of_a_partitioned_topic_must_name_a_partition() {
     assert!(matches!(raw.recv().await, Some(Command::Success(_))));
     broker.shutdown().await;
 }
+
+/// `topic://` names are scalable topics, which no v4 producer attaches to; a
+/// `segment://` is created on connect only while its topic's layout lists it
+/// as active, so a client holding an old layout cannot revive a sealed one.
+#[tokio::test]
+async fn segments_are_created_only_while_their_layout_lists_them_active() {
+    let broker = start_server(|c| c.allow_auto_topic_creation = false).await;
+    let service = broker.service();
+    let mut raw = Raw::handshake(&broker).await;
+    let mut request = 0;
+    let mut produce = async |raw: &mut Raw, topic: &str| {
+        request += 1;
+        raw.send(commands::producer(request, request, topic, None))
+            .await;
+        match raw.recv().await {
+            Some(Command::ProducerSuccess(_)) => Ok(()),
+            Some(Command::Error(e)) => Err(e.error()),
+            other => panic!("expected PRODUCER_SUCCESS or ERROR, got {other:?}"),
+        }
+    };
+    assert_eq!(
+        produce(&mut raw, "topic://public/default/orders").await,
+        Err(ServerError::NotAllowedError)
+    );
+    // No layout yet.
+    let first = "segment://public/default/orders/0000-ffff-0";
+    assert_eq!(
+        produce(&mut raw, first).await,
+        Err(ServerError::TopicNotFound)
+    );
+    let layout = strobe_layout::Layout::create(1, 4, Default::default(), 1).unwrap();
+    let v = service
+        .resources
+        .create_layout("public/default", "orders", &layout)
+        .await
+        .unwrap();
+    produce(&mut raw, first).await.unwrap();
+    // A descriptor whose range differs from the layout's is not that segment.
+    assert_eq!(
+        produce(&mut raw, "segment://public/default/orders/0000-7fff-0").await,
+        Err(ServerError::TopicNotFound)
+    );
+    // After a split the children are created on connect, ids never listed
+    // are not, and the sealed parent, which exists, still loads.
+    let (split, [a, b]) = layout.split(0, 2).unwrap();
+    service
+        .resources
+        .replace_layout("public/default", "orders", &split, v)
+        .await
+        .unwrap();
+    for id in [a, b] {
+        let d = split.get(id).unwrap().descriptor();
+        produce(&mut raw, &format!("segment://public/default/orders/{d}"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        produce(&mut raw, "segment://public/default/orders/0000-7fff-7").await,
+        Err(ServerError::TopicNotFound)
+    );
+    produce(&mut raw, first).await.unwrap();
+    broker.shutdown().await;
+}

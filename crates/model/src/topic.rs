@@ -2,11 +2,18 @@
 
 use std::fmt;
 
-/// Persistent topics are stored; non-persistent ones are dispatched or dropped.
+use crate::scalable::SegmentDescriptor;
+
+/// Persistent topics are stored; non-persistent ones are dispatched or
+/// dropped. Pulsar 5's scalable topics add two (PIP-460): `topic://`, the
+/// scalable topic itself, which no producer or consumer attaches to, and
+/// `segment://`, one of its segments, a persistent topic like any other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Domain {
     Persistent,
     NonPersistent,
+    Topic,
+    Segment,
 }
 
 impl Domain {
@@ -14,6 +21,8 @@ impl Domain {
         match self {
             Domain::Persistent => "persistent",
             Domain::NonPersistent => "non-persistent",
+            Domain::Topic => "topic",
+            Domain::Segment => "segment",
         }
     }
 }
@@ -69,9 +78,18 @@ impl TopicName {
         let domain = match domain {
             "persistent" => Domain::Persistent,
             "non-persistent" => Domain::NonPersistent,
-            _ => return Err(invalid("the domain must be persistent or non-persistent")),
+            "topic" => Domain::Topic,
+            "segment" => Domain::Segment,
+            _ => {
+                return Err(invalid(
+                    "the domain must be persistent, non-persistent, topic or segment",
+                ));
+            }
         };
-        let parts: Vec<&str> = rest.splitn(4, '/').collect();
+        // A scalable topic's local name may hold '/' (and a segment's ends
+        // with its descriptor), so these have no V1 form with a cluster.
+        let scalable = matches!(domain, Domain::Topic | Domain::Segment);
+        let parts: Vec<&str> = rest.splitn(if scalable { 3 } else { 4 }, '/').collect();
         let (tenant, namespace, local) = match parts.as_slice() {
             [t, ns, local] => (*t, format!("{t}/{ns}"), *local),
             [t, cluster, ns, local] => (*t, format!("{t}/{cluster}/{ns}"), *local),
@@ -94,9 +112,28 @@ impl TopicName {
         if local.chars().any(char::is_control) {
             return Err(invalid("the topic may not hold control characters"));
         }
-        let partition = local
-            .rfind(PARTITION_SUFFIX)
-            .and_then(|i| local[i + PARTITION_SUFFIX.len()..].parse::<u32>().ok());
+        if domain == Domain::Segment {
+            let (parent, descriptor) = local.rsplit_once('/').ok_or(invalid(
+                "a segment is segment://<tenant>/<namespace>/<topic>/<descriptor>",
+            ))?;
+            if parent.is_empty() || descriptor.parse::<SegmentDescriptor>().is_err() {
+                return Err(invalid(
+                    "a segment's last element is its descriptor, e.g. 0000-7fff-1",
+                ));
+            }
+        }
+        if scalable && local.split('/').any(str::is_empty) {
+            return Err(invalid("empty element in the topic"));
+        }
+        // Scalable topics have no partitions: a "-partition-N" suffix is
+        // part of their name.
+        let partition = (!scalable)
+            .then(|| {
+                local
+                    .rfind(PARTITION_SUFFIX)
+                    .and_then(|i| local[i + PARTITION_SUFFIX.len()..].parse::<u32>().ok())
+            })
+            .flatten();
         Ok(TopicName {
             domain,
             tenant: tenant.to_owned(),
@@ -109,8 +146,33 @@ impl TopicName {
     pub fn domain(&self) -> Domain {
         self.domain
     }
+    /// Stored: `persistent://` topics and scalable topics' segments.
     pub fn is_persistent(&self) -> bool {
-        self.domain == Domain::Persistent
+        matches!(self.domain, Domain::Persistent | Domain::Segment)
+    }
+    /// The descriptor of a `segment://` name.
+    pub fn segment(&self) -> Option<SegmentDescriptor> {
+        if self.domain != Domain::Segment {
+            return None;
+        }
+        self.local.rsplit_once('/')?.1.parse().ok()
+    }
+    /// The `topic://` a `segment://` belongs to.
+    pub fn scalable_parent(&self) -> Option<TopicName> {
+        let (parent, _) = self.local.rsplit_once('/')?;
+        (self.domain == Domain::Segment).then(|| TopicName {
+            domain: Domain::Topic,
+            local: parent.to_owned(),
+            ..self.clone()
+        })
+    }
+    /// Segment `d` of this `topic://`.
+    pub fn segment_name(&self, d: SegmentDescriptor) -> Option<TopicName> {
+        (self.domain == Domain::Topic).then(|| TopicName {
+            domain: Domain::Segment,
+            local: format!("{}/{d}", self.local),
+            ..self.clone()
+        })
     }
     pub fn tenant(&self) -> &str {
         &self.tenant
@@ -207,6 +269,39 @@ mod tests {
             "persistent://a/b/t-partition-7"
         );
         assert_eq!(TopicName::parse("t-partition-x").unwrap().partition(), None);
+    }
+
+    #[test]
+    fn scalable_names() {
+        let t = TopicName::parse("topic://acme/orders/eu/in").unwrap();
+        assert_eq!(t.domain(), Domain::Topic);
+        assert_eq!((t.namespace(), t.local_name()), ("acme/orders", "eu/in"));
+        assert!(!t.is_persistent());
+        let d: SegmentDescriptor = "0000-7fff-1".parse().unwrap();
+        let s = t.segment_name(d).unwrap();
+        assert_eq!(s.to_string(), "segment://acme/orders/eu/in/0000-7fff-1");
+        let back = TopicName::parse(&s.to_string()).unwrap();
+        assert_eq!((back.segment(), back.is_persistent()), (Some(d), true));
+        assert_eq!(back.scalable_parent().unwrap(), t);
+        assert_eq!(back.partition(), None);
+        assert_eq!(
+            TopicName::parse("topic://a/b/c-partition-1")
+                .unwrap()
+                .partition(),
+            None
+        );
+        for bad in [
+            "segment://a/b/c",
+            "segment://a/b/0000-ffff-0",
+            "segment://a/b/c/0000-FFFF-0",
+            "topic://a/b",
+            "topic://a/b/c//d",
+            "segment://a/b/c/ffff-0000-1",
+        ] {
+            assert!(TopicName::parse(bad).is_err(), "{bad:?} should be refused");
+        }
+        assert!(t.segment().is_none() && t.scalable_parent().is_none());
+        assert!(s.segment_name(d).is_none());
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod counters;
 mod keyed;
 mod lookup;
 mod namespaces;
+mod segments;
 mod topics;
 mod transfer;
 
@@ -23,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 use strobe_ledger::{LedgerBackend, LedgerConfig};
 use strobe_metadata::MetadataStore;
-use strobe_model::TopicName;
+use strobe_model::{Domain, TopicName};
 use tracing::info;
 
 use crate::BrokerError;
@@ -319,6 +320,15 @@ impl BrokerService {
                 name.namespace()
             )));
         }
+        let create = match name.domain() {
+            Domain::Topic => {
+                return Err(BrokerError::NotAllowed(format!(
+                    "{name} is a scalable topic: clients produce to and consume from its segments, found with SCALABLE_TOPIC_LOOKUP (a V5 client)"
+                )));
+            }
+            Domain::Segment => create && self.segment_is_active(name).await?,
+            Domain::Persistent | Domain::NonPersistent => create,
+        };
         if name.is_persistent()
             && name.partition().is_none()
             && self.resources.partitions(name).is_some()
@@ -426,7 +436,10 @@ impl BrokerService {
                     .resources
                     .partitions(&name.partitioned_parent())
                     .is_some();
-            if !(create && (self.config.allow_auto_topic_creation || parent_is_partitioned)) {
+            // A segment gets here with `create` only when its layout lists it
+            // as active: the layout, not auto-creation, decides it exists.
+            let authorized = parent_is_partitioned || name.segment().is_some();
+            if !(create && (self.config.allow_auto_topic_creation || authorized)) {
                 return Err(BrokerError::TopicNotFound(format!(
                     "topic {name} does not exist"
                 )));
