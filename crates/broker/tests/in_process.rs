@@ -401,3 +401,147 @@ async fn segments_are_created_only_while_their_layout_lists_them_active() {
     produce(&mut raw, first).await.unwrap();
     broker.shutdown().await;
 }
+
+/// A DAG watch session (SCALABLE_TOPIC_LOOKUP): the first update names the
+/// resolved topic and carries its layout with each active segment's broker;
+/// every layout change pushes again until SCALABLE_TOPIC_CLOSE; bad names,
+/// missing topics and a disabled broker are refused in the update.
+#[tokio::test]
+async fn a_dag_watch_session_follows_the_layout() {
+    use strobe_wire::proto::{CommandScalableTopicClose, CommandScalableTopicLookup};
+
+    let broker = start_server(|_| {}).await;
+    let service = broker.service();
+    let mut raw = Raw::connect(&broker).await;
+    raw.send(commands::connect("in-process-test", None)).await;
+    match raw.recv().await {
+        Some(Command::Connected(c)) => {
+            assert_eq!(
+                c.feature_flags.unwrap().supports_scalable_topics,
+                Some(true)
+            )
+        }
+        other => panic!("expected CONNECTED, got {other:?}"),
+    }
+    let lookup = |session_id: u64, topic: &str, create: Option<bool>| CommandScalableTopicLookup {
+        session_id,
+        topic: topic.into(),
+        create_if_missing: create,
+    };
+    async fn update(raw: &mut Raw) -> strobe_wire::proto::CommandScalableTopicUpdate {
+        match raw.recv().await {
+            Some(Command::ScalableTopicUpdate(u)) => u,
+            other => panic!("expected SCALABLE_TOPIC_UPDATE, got {other:?}"),
+        }
+    }
+    // A persistent:// name resolves to the topic:// of the same name, which
+    // the lookup creates with one segment.
+    raw.send(lookup(1, "persistent://public/default/orders", None))
+        .await;
+    let u = update(&mut raw).await;
+    assert_eq!(u.session_id, 1);
+    assert_eq!(
+        u.resolved_topic_name.as_deref(),
+        Some("topic://public/default/orders")
+    );
+    let dag = u.dag.unwrap();
+    assert_eq!(
+        (dag.epoch, dag.segments.len(), dag.segment_brokers.len()),
+        (0, 1, 1)
+    );
+    assert_eq!(
+        dag.segments[0].entry_bucket_splits,
+        vec![16384, 32768, 49152]
+    );
+    assert_eq!(
+        dag.segment_brokers[0].broker_url,
+        format!("pulsar://127.0.0.1:{}", broker.addr().port())
+    );
+    // A split pushes the new layout: the sealed parent and two children,
+    // brokers for the active ones only.
+    let current = service
+        .resources
+        .layout("public/default", "orders")
+        .await
+        .unwrap()
+        .unwrap();
+    let (split, _) = current.value.split(0, 5).unwrap();
+    service
+        .resources
+        .replace_layout("public/default", "orders", &split, current.version)
+        .await
+        .unwrap();
+    let dag = update(&mut raw).await.dag.unwrap();
+    assert_eq!(
+        (dag.epoch, dag.segments.len(), dag.segment_brokers.len()),
+        (1, 3, 2)
+    );
+    let mut brokered: Vec<u64> = dag.segment_brokers.iter().map(|b| b.segment_id).collect();
+    brokered.sort();
+    assert_eq!(brokered, vec![1, 2]);
+    // Closed: the next change is not pushed (the next frame is the answer
+    // to the lookup after it).
+    raw.send(CommandScalableTopicClose { session_id: 1 }).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (merged, _) = split.merge(1, 2, 6).unwrap();
+    let v = service
+        .resources
+        .layout("public/default", "orders")
+        .await
+        .unwrap()
+        .unwrap()
+        .version;
+    service
+        .resources
+        .replace_layout("public/default", "orders", &merged, v)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    raw.send(lookup(2, "topic://public/default/absent", Some(false)))
+        .await;
+    let u = update(&mut raw).await;
+    assert_eq!(
+        (u.session_id, u.error),
+        (2, Some(ServerError::TopicNotFound as i32))
+    );
+    for (id, bad, code) in [
+        (
+            3,
+            "non-persistent://public/default/x",
+            ServerError::NotAllowedError,
+        ),
+        (
+            4,
+            "persistent://public/default/x-partition-1",
+            ServerError::NotAllowedError,
+        ),
+        (
+            5,
+            "segment://public/default/x/0000-ffff-0",
+            ServerError::NotAllowedError,
+        ),
+        (6, "not a name://", ServerError::InvalidTopicName),
+    ] {
+        raw.send(lookup(id, bad, None)).await;
+        let u = update(&mut raw).await;
+        assert_eq!((u.session_id, u.error), (id, Some(code as i32)), "{bad}");
+        assert!(u.dag.is_none());
+    }
+    broker.shutdown().await;
+
+    // Disabled: not advertised, and refused.
+    let broker = start_server(|c| c.scalable_topics_enabled = false).await;
+    let mut raw = Raw::connect(&broker).await;
+    raw.send(commands::connect("in-process-test", None)).await;
+    match raw.recv().await {
+        Some(Command::Connected(c)) => {
+            assert_eq!(c.feature_flags.unwrap().supports_scalable_topics, None)
+        }
+        other => panic!("expected CONNECTED, got {other:?}"),
+    }
+    raw.send(lookup(1, "topic://public/default/orders", None))
+        .await;
+    let u = update(&mut raw).await;
+    assert_eq!(u.error, Some(ServerError::NotAllowedError as i32));
+    broker.shutdown().await;
+}

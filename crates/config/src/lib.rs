@@ -113,6 +113,13 @@ pub struct BrokerConfig {
     pub auto_topic_creation_type: String,
     /// Partitions of an auto-created partitioned topic (Pulsar: defaultNumPartitions).
     pub default_num_partitions: u32,
+    /// Serve Pulsar 5's scalable topics (PIP-460): CONNECTED advertises
+    /// `supports_scalable_topics` and the scalable-topic commands are served
+    /// (Pulsar: scalableTopicsEnabled).
+    pub scalable_topics_enabled: bool,
+    /// PIP-486 entry buckets a new scalable topic's segments share (each gets
+    /// at least one; Pulsar: scalableTopicEntryBucketBudget), 1 to 1024.
+    pub scalable_topic_entry_bucket_budget: u32,
     /// Deduplication for namespaces that do not set it (Pulsar: brokerDeduplicationEnabled).
     pub deduplication_enabled: bool,
     /// Most messages a consumer may hold unacknowledged before dispatch to it pauses
@@ -273,6 +280,8 @@ impl Default for BrokerConfig {
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,
+            scalable_topics_enabled: true,
+            scalable_topic_entry_bucket_budget: 4,
             deduplication_enabled: false,
             max_unacked_messages_per_consumer: 50_000,
             dispatcher_max_read_batch: 100,
@@ -436,6 +445,12 @@ impl BrokerConfig {
             return Err(ConfigError::Invalid(format!(
                 "page_cache_window_mb must be 0 or between {min_window} and 1048576, not {}",
                 self.page_cache_window_mb
+            )));
+        }
+        if !(1..=1024).contains(&self.scalable_topic_entry_bucket_budget) {
+            return Err(ConfigError::Invalid(format!(
+                "scalable_topic_entry_bucket_budget must be in 1..=1024, not {}",
+                self.scalable_topic_entry_bucket_budget
             )));
         }
         if self.page_cache_budget_mb > 1 << 20 {

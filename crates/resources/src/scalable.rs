@@ -3,12 +3,14 @@
 //! the layout's invariants whenever they are read, so a document that is
 //! not a layout is an error naming its path, never a DAG handed to clients.
 
+use std::sync::Arc;
+
 use strobe_layout::Layout;
-use strobe_metadata::{Expect, MetadataError};
+use strobe_metadata::{Expect, MetadataError, MetadataStore, WatchStream};
 
 use crate::error::ResourcesError;
 use crate::paths;
-use crate::store::{Resources, Versioned, encode};
+use crate::store::{Resources, Versioned, decode, encode};
 
 impl Resources {
     /// The layout of `topic://<ns>/<local>`, with the version to replace it against.
@@ -18,14 +20,40 @@ impl Resources {
         local: &str,
     ) -> Result<Option<Versioned<Layout>>, ResourcesError> {
         let path = paths::scalable_topic(ns, local);
-        let Some(v) = self.get::<Layout>(&path).await? else {
+        let Some(v) = self.store().get(&path).await? else {
             return Ok(None);
         };
-        v.value.validate().map_err(|e| ResourcesError::Corrupt {
-            path,
-            reason: e.to_string(),
-        })?;
-        Ok(Some(v))
+        Ok(Some(Versioned {
+            value: decode_layout(&path, &v.value)?,
+            version: v.stat.version,
+        }))
+    }
+
+    /// The layout of `topic://<ns>/<local>` now (`None`: it has none), and
+    /// its changes from then on, without a gap between the two.
+    pub async fn watch_layout(
+        &self,
+        ns: &str,
+        local: &str,
+    ) -> Result<(Option<Layout>, LayoutWatch), ResourcesError> {
+        let path = paths::scalable_topic(ns, local);
+        let store = self.store().clone();
+        let scan = store.scan_prefix(&path).await?;
+        let stream = store.watch(&path, scan.revision + 1).await?;
+        let current = scan
+            .entries
+            .iter()
+            .find(|e| e.key == path)
+            .map(|kv| decode_layout(&path, &kv.value))
+            .transpose()?;
+        Ok((
+            current,
+            LayoutWatch {
+                store,
+                path,
+                stream,
+            },
+        ))
     }
 
     /// Records a new scalable topic's layout; `AlreadyExists` if it has one.
@@ -89,6 +117,66 @@ impl Resources {
     }
 }
 
+/// Changes of one layout document, as [`Resources::watch_layout`] follows it.
+pub struct LayoutWatch {
+    store: Arc<dyn MetadataStore>,
+    path: String,
+    stream: WatchStream,
+}
+
+impl std::fmt::Debug for LayoutWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LayoutWatch")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LayoutWatch {
+    /// The layout after its next change (`None`: it was deleted), or `None`
+    /// once the store closed. Changes beneath the document (its controller's
+    /// election, its subscriptions) are not its changes.
+    pub async fn next(&mut self) -> Option<Result<Option<Layout>, ResourcesError>> {
+        loop {
+            let batch = match self.stream.next().await? {
+                Ok(b) => b,
+                // Fell behind the store's history: read the document again
+                // and follow it from there.
+                Err(MetadataError::Compacted { .. }) => {
+                    return Some(self.restart().await);
+                }
+                Err(e) => return Some(Err(e.into())),
+            };
+            let Some(event) = batch.events.into_iter().rev().find(|e| e.key == self.path) else {
+                continue;
+            };
+            return Some(match event.value {
+                None => Ok(None),
+                Some(bytes) => decode_layout(&self.path, &bytes).map(Some),
+            });
+        }
+    }
+
+    async fn restart(&mut self) -> Result<Option<Layout>, ResourcesError> {
+        let scan = self.store.scan_prefix(&self.path).await?;
+        self.stream = self.store.watch(&self.path, scan.revision + 1).await?;
+        match scan.entries.into_iter().find(|e| e.key == self.path) {
+            None => Ok(None),
+            Some(kv) => decode_layout(&self.path, &kv.value).map(Some),
+        }
+    }
+}
+
+/// A stored layout, decoded and checked against its invariants.
+fn decode_layout(path: &str, bytes: &[u8]) -> Result<Layout, ResourcesError> {
+    let layout: Layout = decode(path, bytes)?;
+    layout.validate().map_err(|e| ResourcesError::Corrupt {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    Ok(layout)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -149,6 +237,27 @@ mod tests {
             r.scalable_topics_of("public/default").await.unwrap(),
             vec!["a/b".to_string()]
         );
+        // A watch sees the next change of the document, not of what is beneath it.
+        let (now, mut watch) = r.watch_layout("public/default", "a/b").await.unwrap();
+        assert_eq!(now.unwrap().epoch, 1);
+        store
+            .put(
+                "/topics/public/default/a%2Fb/controller",
+                b"\"b1\"",
+                Expect::Any,
+            )
+            .await
+            .unwrap();
+        let (merged, _) = split.merge(3, 1, 3).unwrap();
+        r.replace_layout("public/default", "a/b", &merged, v2)
+            .await
+            .unwrap();
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), watch.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(next, Some(merged));
         // A document that breaks the invariants is refused, naming its path.
         let mut broken = split.clone();
         broken.segments.remove(&2);

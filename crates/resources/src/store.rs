@@ -76,7 +76,7 @@ pub struct Versioned<T> {
     pub version: u64,
 }
 
-fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, ResourcesError> {
+pub(crate) fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, ResourcesError> {
     serde_json::from_slice(bytes).map_err(|e| ResourcesError::Corrupt {
         path: path.to_owned(),
         reason: e.to_string(),

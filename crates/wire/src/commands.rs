@@ -532,6 +532,39 @@ pub fn watch_tc_assignments_error(
     .into()
 }
 
+/// PIP-460: a scalable topic's layout for DAG watch session `session_id`,
+/// with the name the lookup resolved to (`topic://tenant/ns/name`).
+pub fn scalable_topic_update(
+    session_id: u64,
+    resolved_topic_name: &str,
+    dag: ScalableTopicDag,
+) -> Command {
+    CommandScalableTopicUpdate {
+        session_id,
+        dag: Some(dag),
+        error: None,
+        message: None,
+        resolved_topic_name: Some(resolved_topic_name.to_owned()),
+    }
+    .into()
+}
+
+/// PIP-460: DAG watch session `session_id` failed (or was refused).
+pub fn scalable_topic_error(
+    session_id: u64,
+    error: ServerError,
+    message: impl Into<String>,
+) -> Command {
+    CommandScalableTopicUpdate {
+        session_id,
+        dag: None,
+        error: Some(error as i32),
+        message: Some(message.into()),
+        resolved_topic_name: None,
+    }
+    .into()
+}
+
 pub fn topic_migrated(
     resource_id: u64,
     consumer: bool,

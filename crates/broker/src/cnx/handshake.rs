@@ -68,6 +68,7 @@ impl ServerCnx {
         let flags = FeatureFlags {
             supports_get_partitioned_metadata_without_auto_creation: Some(true),
             supports_tc_metadata_discovery: self.service.txn().is_some().then_some(true),
+            supports_scalable_topics: self.service.config.scalable_topics_enabled.then_some(true),
             ..Default::default()
         };
         let reply = commands::connected(

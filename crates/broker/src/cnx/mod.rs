@@ -4,7 +4,8 @@
 //! disconnected; nothing it sends can take the broker down.
 //!
 //! This module reads frames and hands each command to its family's handler
-//! ([`handshake`], [`lookup`], [`produce`], [`consume`], [`schema`]); a
+//! ([`handshake`], [`lookup`], [`produce`], [`consume`], [`schema`],
+//! [`txn`], [`scalable`]); a
 //! handler returns its reply or a [`BrokerError`], and [`answer`] builds the
 //! error reply in the shape the command's client waits for, here and nowhere
 //! else.
@@ -14,6 +15,7 @@ mod handshake;
 mod lookup;
 mod produce;
 mod producer;
+mod scalable;
 mod schema;
 mod session;
 mod txn;
@@ -169,6 +171,7 @@ pub(crate) async fn serve<R, W>(
             auth: None,
             challenge_sent: None,
             tc_watches: HashMap::new(),
+            scalable_sessions: HashMap::new(),
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
@@ -206,6 +209,8 @@ struct ServerCnx {
     challenge_sent: Option<Instant>,
     /// Open WATCH_TC_ASSIGNMENTS watches.
     tc_watches: HashMap<u64, CancellationToken>,
+    /// Open SCALABLE_TOPIC_LOOKUP sessions, by session id.
+    scalable_sessions: HashMap<u64, CancellationToken>,
 }
 
 impl ServerCnx {
@@ -399,6 +404,8 @@ impl ServerCnx {
             Command::EndTxn(c) => self.end_txn(c),
             Command::WatchTcAssignments(c) => self.watch_tc_assignments(c),
             Command::WatchTcAssignmentsClose(c) => self.watch_tc_assignments_close(c),
+            Command::ScalableTopicLookup(c) => self.scalable_topic_lookup(c),
+            Command::ScalableTopicClose(c) => self.scalable_topic_close(c),
             command => self.unsupported(command),
         };
         match outcome {
@@ -412,7 +419,11 @@ impl ServerCnx {
     /// Releases everything the connection held: producers leave their
     /// topics and consumers' unacked messages go back to their subscriptions.
     async fn cleanup(&mut self) {
-        for (_, w) in self.tc_watches.drain() {
+        for (_, w) in self
+            .tc_watches
+            .drain()
+            .chain(self.scalable_sessions.drain())
+        {
             w.cancel();
         }
         for (pid, p) in self.producers.drain() {

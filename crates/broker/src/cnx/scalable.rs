@@ -1,0 +1,150 @@
+//! SCALABLE_TOPIC_LOOKUP and SCALABLE_TOPIC_CLOSE: the DAG watch sessions of
+//! Pulsar 5's scalable topics (Pulsar's `DagWatchSession`). Any broker serves
+//! one. The first SCALABLE_TOPIC_UPDATE carries the topic's resolved name and
+//! its whole layout, sealed segments included, with the broker of every
+//! active segment (plain and TLS URLs, for the listener the connection's
+//! lookups named); every change of the layout document pushes it again. A
+//! session ends with SCALABLE_TOPIC_CLOSE or its connection.
+
+use strobe_model::{Domain, TopicName};
+use strobe_wire::proto::{self, ServerError};
+use strobe_wire::{Command, OutFrame, commands};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, warn};
+
+use super::{Outcome, ServerCnx};
+use crate::BrokerError;
+use crate::security::Operation;
+
+/// Most DAG watch sessions one connection may hold.
+const MAX_SESSIONS: usize = 64;
+
+/// The scalable topic a lookup names: `topic://` as it is, `persistent://`
+/// as the `topic://` of the same name; anything else is refused as Pulsar
+/// refuses it.
+fn scalable_name(name: &str) -> Result<TopicName, BrokerError> {
+    let t = TopicName::parse(name)?;
+    match t.domain() {
+        Domain::Topic => Ok(t),
+        Domain::Persistent if t.partition().is_some() => Err(BrokerError::NotAllowed(format!(
+            "{name} is a partition: look up its partitioned topic"
+        ))),
+        Domain::Persistent => Ok(TopicName::parse(&format!(
+            "topic://{}/{}",
+            t.namespace(),
+            t.local_name()
+        ))?),
+        Domain::NonPersistent => Err(BrokerError::NotAllowed(format!(
+            "{name} is non-persistent: scalable topics are persistent"
+        ))),
+        Domain::Segment => Err(BrokerError::NotAllowed(format!(
+            "{name} is a segment: look up its topic://"
+        ))),
+    }
+}
+
+impl ServerCnx {
+    pub(super) fn scalable_topic_lookup(
+        &mut self,
+        c: proto::CommandScalableTopicLookup,
+    ) -> Outcome {
+        let session_id = c.session_id;
+        let refuse = |code: ServerError, message: String| {
+            Outcome::Reply(commands::scalable_topic_error(session_id, code, message))
+        };
+        if !self.service.config.scalable_topics_enabled {
+            return refuse(
+                ServerError::NotAllowedError,
+                "scalable topics are disabled on this broker (scalable_topics_enabled)".into(),
+            );
+        }
+        let topic = match scalable_name(&c.topic) {
+            Ok(t) => t,
+            Err(e) => return refuse(e.server_error(), e.to_string()),
+        };
+        if self.scalable_sessions.len() >= MAX_SESSIONS
+            && !self.scalable_sessions.contains_key(&session_id)
+        {
+            return refuse(
+                ServerError::NotAllowedError,
+                format!("at most {MAX_SESSIONS} scalable-topic sessions per connection"),
+            );
+        }
+        let cancel = CancellationToken::new();
+        if let Some(old) = self.scalable_sessions.insert(session_id, cancel.clone()) {
+            old.cancel();
+        }
+        let create = c.create_if_missing();
+        let (service, tx) = (self.service.clone(), self.tx.clone());
+        let role = self.role().map(str::to_owned);
+        let listener = self.service.cluster().and_then(|c| c.listener_of(self.id));
+        let span = tracing::info_span!("dag_watch", session_id, topic = %topic);
+        tokio::spawn(
+            async move {
+                let send = |c: Command| {
+                    let tx = tx.clone();
+                    async move { tx.send(OutFrame::command(c)).await.is_ok() }
+                };
+                if let Err(e) = service.authorize(role.as_deref(), Operation::Lookup(&topic)).await {
+                    send(commands::scalable_topic_error(session_id, e.server_error(), e.to_string()))
+                        .await;
+                    return;
+                }
+                let watch = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    w = service.watch_layout(&topic, create) => w,
+                };
+                let (mut first, mut changes) = match watch {
+                    Ok(w) => w,
+                    // Pulsar answers every failure to start a session as
+                    // TopicNotFound; the message says which.
+                    Err(e) => {
+                        let code = match e {
+                            BrokerError::Authorization(_) => ServerError::AuthorizationError,
+                            _ => ServerError::TopicNotFound,
+                        };
+                        send(commands::scalable_topic_error(session_id, code, e.to_string())).await;
+                        return;
+                    }
+                };
+                // What was pushed last: the watch may bring the same document
+                // again (the write this session's own lookup made), which
+                // tells the client nothing.
+                let mut last = None;
+                loop {
+                    if let Some(layout) = first.take().filter(|l| last.as_ref() != Some(l)) {
+                        let dag = service.dag(&topic, &layout, listener.as_deref()).await;
+                        last = Some(layout);
+                        let update =
+                            commands::scalable_topic_update(session_id, &topic.to_string(), dag);
+                        if !send(update).await {
+                            return;
+                        }
+                    }
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        changed = changes.next() => match changed {
+                            Some(Ok(layout)) => first = layout,
+                            Some(Err(e)) => {
+                                warn!(error = %e, "the layout watch failed; the session ends");
+                                send(commands::scalable_topic_error(session_id, ServerError::ServiceNotReady, e.to_string())).await;
+                                return;
+                            }
+                            None => return,
+                        },
+                    }
+                }
+            }
+            .instrument(span),
+        );
+        debug!(session_id, "scalable-topic session opened");
+        Outcome::Nothing
+    }
+
+    pub(super) fn scalable_topic_close(&mut self, c: proto::CommandScalableTopicClose) -> Outcome {
+        if let Some(s) = self.scalable_sessions.remove(&c.session_id) {
+            s.cancel();
+        }
+        Outcome::Nothing
+    }
+}
