@@ -213,18 +213,15 @@ def scan(m):
                 segs = segs[:-1] + [am.group(1)]
                 alias = am.group(2)
             if um.group(1) and not inline[um.start()]:
+                # A re-export is an import too (cargo-modules draws it as a
+                # "uses" edge): a parent that re-exports a child's item
+                # depends on that child.
                 m.reexports.append((alias or segs[-1], segs))
+                m.uses.append((segs, line))
             elif inline[um.start()]:
                 m.inline_super.append((segs, line, inline[um.start()]))
             else:
                 m.uses.append((segs, line))
-    # A re-exported name that the file's own code uses is an import too.
-    outside = "".join(
-        code[a:b] for a, b in zip([0] + [e for _, e in use_spans], [s for s, _ in use_spans] + [len(code)])
-    )
-    for alias, segs in m.reexports:
-        if alias != "*" and re.search(r"(?<![A-Za-z0-9_])" + re.escape(alias) + r"(?![A-Za-z0-9_])", outside):
-            m.uses.append((segs, 0))
     for pm in PATH_RE.finditer(code):
         s = pm.start()
         if any(a <= s < b for a, b in use_spans):
@@ -284,9 +281,8 @@ def resolve(modules, m, segs, inline_depth=0, seen=None):
             return cur
         for alias, target in cur.reexports:
             if alias == name:
-                t = resolve(modules, cur, target[:-1] + [target[-1]] + rest[1:], 0, seen)
-                if t is not None:
-                    return t
+                # `None`: re-exported from another crate (`pub use other::X`).
+                return resolve(modules, cur, target[:-1] + [target[-1]] + rest[1:], 0, seen)
         for alias, target in cur.reexports:
             if alias == "*":
                 t = resolve(modules, cur, target[:-1] + rest, 0, seen)
@@ -381,8 +377,13 @@ SELF_TESTS = [
                  "b.rs": "pub struct B;\n"}, 0),
     ("parent and child", {"lib.rs": "mod x;\n", "x/mod.rs": "mod c;\nuse c::C;\npub struct P(C);\n",
                           "x/c.rs": "use super::P;\npub struct C;\nfn f(_: P) {}\n"}, 1),
-    ("a re-export alone is no edge", {"lib.rs": "mod x;\n", "x/mod.rs": "mod c;\npub use c::C;\npub struct P;\n",
-                                      "x/c.rs": "use super::P;\npub struct C(P);\n"}, 0),
+    ("a re-export is an edge", {"lib.rs": "mod x;\n", "x/mod.rs": "mod c;\npub use c::C;\npub struct P;\n",
+                                "x/c.rs": "use super::P;\npub struct C(P);\n"}, 1),
+    ("re-exports followed to the definition", {"lib.rs": "mod x;\nmod y;\n",
+                                               "x/mod.rs": "mod c;\nmod d;\npub use c::C;\n",
+                                               "x/c.rs": "pub struct C;\n",
+                                               "x/d.rs": "use super::C;\n",
+                                               "y.rs": "use crate::x::C;\n"}, 0),
     ("a re-export the file uses is one", {"lib.rs": "mod x;\n", "x/mod.rs": "mod c;\npub use c::C;\npub struct P(C);\n",
                                           "x/c.rs": "use super::P;\npub struct C;\nfn f(_: P) {}\n"}, 1),
     ("through the crate root's re-export", {"lib.rs": "mod a;\nmod b;\npub use b::B;\n",

@@ -88,12 +88,11 @@ struct TopicState {
     terminated: Option<Option<Position>>,
 }
 
-mod handoff;
+pub mod handoff;
 mod txn;
 mod txn_buffer;
 mod view;
 
-pub use handoff::Handoff;
 pub use txn_buffer::TxnBufferStats;
 pub(crate) use txn_buffer::txn_of;
 

@@ -7,6 +7,9 @@ use prost::Message;
 use crate::WireError;
 use crate::proto::{self, BaseCommand, base_command::Type};
 
+/// The newest protocol version this crate speaks (`ProtocolVersion::V21`).
+pub const PROTOCOL_VERSION: i32 = proto::ProtocolVersion::V21 as i32;
+
 /// Pulsar's default `maxMessageSize` (5 MiB).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 5 * 1024 * 1024;
 /// Room a frame may take beyond the max message size for its command and

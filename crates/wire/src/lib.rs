@@ -8,15 +8,7 @@
 //! cannot be trusted is a [`WireError`] that says why.
 
 #[allow(clippy::all, missing_debug_implementations)]
-pub mod proto {
-    //! Types generated from `proto/PulsarApi.proto` and `proto/PulsarMarkers.proto`.
-    include!(concat!(env!("OUT_DIR"), "/pulsar.proto.rs"));
-
-    pub mod markers {
-        //! Marker entries (`MessageMetadata.marker_type`).
-        include!(concat!(env!("OUT_DIR"), "/pulsar.markers.rs"));
-    }
-}
+pub mod proto;
 
 pub mod batch;
 #[cfg(feature = "codec")]
@@ -31,9 +23,6 @@ pub mod payload;
 pub use codec::FrameCodec;
 pub use error::WireError;
 pub use frame::{
-    Command, DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING, Frame, OutFrame, decode_frame,
-    encode_command, encode_payload_command,
+    Command, DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING, Frame, OutFrame, PROTOCOL_VERSION,
+    decode_frame, encode_command, encode_payload_command,
 };
-
-/// The newest protocol version this crate speaks (`ProtocolVersion::V21`).
-pub const PROTOCOL_VERSION: i32 = proto::ProtocolVersion::V21 as i32;

@@ -98,7 +98,7 @@ impl ServerCnx {
             .service
             .topics_of_namespace(&c.namespace, persistent, non_persistent)
             .await?;
-        let hash = crate::service::topics_hash(&topics);
+        let hash = topics_hash(&topics);
         let changed = c.topics_hash.as_deref() != Some(hash.as_str());
         Ok(commands::topics_of_namespace(
             c.request_id,
@@ -107,5 +107,31 @@ impl ServerCnx {
             hash,
             changed,
         ))
+    }
+}
+
+/// Pulsar's topic-list hash (`TopicList.calculateHash`): CRC-32C over the
+/// sorted names joined by ',', printed as Guava prints a HashCode (the
+/// checksum's little-endian bytes in hex).
+fn topics_hash(sorted: &[String]) -> String {
+    let joined = sorted.join(",");
+    let crc = strobe_wire::payload::crc32c(joined.as_bytes());
+    crc.to_le_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::topics_hash;
+
+    #[test]
+    fn hash_is_little_endian_hex() {
+        let names = vec!["a".to_string(), "b".to_string()];
+        let crc = strobe_wire::payload::crc32c(b"a,b");
+        let h = topics_hash(&names);
+        assert_eq!(h.len(), 8);
+        assert_eq!(u32::from_str_radix(&h, 16).unwrap().swap_bytes(), crc);
     }
 }

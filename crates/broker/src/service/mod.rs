@@ -11,7 +11,7 @@ mod background;
 mod compaction;
 mod counters;
 mod keyed;
-mod lookup;
+pub mod lookup;
 mod namespaces;
 mod segments;
 mod topics;
@@ -38,8 +38,6 @@ use strobe_resources::Resources;
 use strobe_resources::policies::NamespacePolicies;
 
 pub use counters::ClusterCounters;
-pub use lookup::LookupTarget;
-pub use topics::topics_hash;
 
 /// The broker's topics and namespaces.
 pub struct BrokerService {

@@ -254,29 +254,3 @@ impl BrokerService {
         Ok(last)
     }
 }
-
-/// Pulsar's topic-list hash (`TopicList.calculateHash`): CRC-32C over the
-/// sorted names joined by ',', printed as Guava prints a HashCode (the
-/// checksum's little-endian bytes in hex).
-pub fn topics_hash(sorted: &[String]) -> String {
-    let joined = sorted.join(",");
-    let crc = strobe_wire::payload::crc32c(joined.as_bytes());
-    crc.to_le_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::topics_hash;
-
-    #[test]
-    fn hash_is_little_endian_hex() {
-        let names = vec!["a".to_string(), "b".to_string()];
-        let crc = strobe_wire::payload::crc32c(b"a,b");
-        let h = topics_hash(&names);
-        assert_eq!(h.len(), 8);
-        assert_eq!(u32::from_str_radix(&h, 16).unwrap().swap_bytes(), crc);
-    }
-}

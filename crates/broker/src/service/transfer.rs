@@ -18,7 +18,7 @@ use tracing::{info, warn};
 
 use super::BrokerService;
 use crate::BrokerError;
-use crate::topic::Handoff;
+use crate::topic::handoff::Handoff;
 use strobe_cluster::{BrokerInfo, bundle_path};
 
 /// How long a source waits for the destination to take a bundle.

@@ -17,12 +17,12 @@ use strobe_wire::{OutFrame, commands, payload};
 use tokio::sync::mpsc;
 use tracing::{Instrument, debug, info_span, warn};
 
-use super::handle::{Cmd, SubscriptionHandle};
-use super::kind::Kind;
-use super::{
+use super::api::{
     AdminOp, AdminReply, ConsumerInfo, ConsumerSpec, DispatchSettings, KeySharedSpec, SeekTarget,
     SubscriptionInfo, TopicView, find_by_publish_time, now_ms, sleep_until_ms,
 };
+use super::handle::{Cmd, SubscriptionHandle};
+use super::kind::Kind;
 use crate::BrokerError;
 
 /// Commands queued for one subscription before senders wait.

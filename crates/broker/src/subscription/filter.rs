@@ -11,8 +11,8 @@ use strobe_wire::proto::MessageMetadata;
 use tracing::warn;
 
 use super::actor::Subscription;
+use super::api::now_ms;
 use super::kind::Kind;
-use super::now_ms;
 
 impl Subscription {
     /// Filters one entry: its metadata if it is to be sent, `None` when it

@@ -9,7 +9,7 @@ use strobe_model::SubType;
 use strobe_wire::proto::{CommandAck, MessageIdData};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{AdminOp, AdminReply, ConsumerSpec, SeekTarget};
+use super::api::{AdminOp, AdminReply, ConsumerSpec, SeekTarget};
 use crate::BrokerError;
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T, BrokerError>>;

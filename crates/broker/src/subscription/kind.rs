@@ -11,7 +11,7 @@ use strobe_dispatch::key_shared::KeySharedDispatcher;
 use strobe_ledger::Position;
 use strobe_model::SubType;
 
-use super::KeySharedSpec;
+use super::api::KeySharedSpec;
 
 /// A subscription's dispatcher.
 pub(super) enum Kind {

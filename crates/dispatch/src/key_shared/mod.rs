@@ -52,8 +52,6 @@ pub use hashing::{NONE_KEY, resolve_sticky_key};
 pub use pending::{PendingAck, PendingAcks};
 pub use replay::{ReplayEntry, ReplayQueue};
 pub use selector::{ConsumerAssignError, ConsumerSpec, StickyKeyConsumerSelector};
-pub use snapshot::{AssignmentSnapshot, HashRange, HashRangeAssignment, ImpactedConsumers};
-
-/// The largest sticky-key hash: hashes live in `[0, 65535]` (`DEFAULT_RANGE_SIZE`
-/// is 65536), and 0 is reserved as "not set".
-pub const MAX_HASH: u32 = 0xffff;
+pub use snapshot::{
+    AssignmentSnapshot, HashRange, HashRangeAssignment, ImpactedConsumers, MAX_HASH,
+};

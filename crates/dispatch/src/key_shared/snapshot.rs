@@ -8,6 +8,10 @@ use std::fmt;
 
 use super::consumer_id::ConsumerId;
 
+/// The largest sticky-key hash: hashes live in `[0, 65535]` (`DEFAULT_RANGE_SIZE`
+/// is 65536), and 0 is reserved as "not set".
+pub const MAX_HASH: u32 = 0xffff;
+
 /// An inclusive range of sticky-key hashes, Pulsar's `Range`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HashRange {
@@ -20,7 +24,7 @@ impl HashRange {
         HashRange { start, end }
     }
     /// The whole 16-bit ring, `[0, 65535]`.
-    pub const FULL: HashRange = HashRange::new(0, super::MAX_HASH);
+    pub const FULL: HashRange = HashRange::new(0, MAX_HASH);
     pub fn contains(&self, hash: u32) -> bool {
         self.start <= hash && hash <= self.end
     }
