@@ -60,7 +60,7 @@ impl StoredEntry {
         if self.schema_type == DELETED {
             return Ok(StoredSchema::deleted(self.version));
         }
-        let t = SchemaType::from_name(&self.schema_type).map_err(schema_err)?;
+        let t = SchemaType::from_name(&self.schema_type).map_err(|e| schema_err(e.into()))?;
         let data = b64()
             .decode(&self.data)
             .map_err(|e| BrokerError::CorruptMetadata {

@@ -85,3 +85,9 @@ impl SchemaError {
         )
     }
 }
+
+impl From<crate::schema_type::UnknownSchemaType> for SchemaError {
+    fn from(e: crate::schema_type::UnknownSchemaType) -> Self {
+        SchemaError::UnknownSchemaType(e.0)
+    }
+}

@@ -56,6 +56,6 @@ pub use registry::{
     check_consumer, check_consumer_compatibility, find_version, get_or_create, has_schema, latest,
     lookup, next_version, producer_schema, producer_without_schema, test_compatibility,
 };
-pub use schema_type::SchemaType;
+pub use schema_type::{SchemaType, UnknownSchemaType};
 pub use strategy::{AutoUpdateStrategy, SchemaCompatibilityStrategy, resolve_strategy};
 pub use validate::{ValidationOptions, validate_schema_data};

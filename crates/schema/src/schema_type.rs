@@ -1,9 +1,8 @@
 //! Pulsar's schema types: wire numbers, REST names, and the classification the
 //! registry relies on. Reading a type from its name is in `parse`.
 
-mod parse;
-
 use std::fmt;
+use std::str::FromStr;
 
 /// A schema type, as the broker sees it (`org.apache.pulsar.common.schema.SchemaType`).
 ///
@@ -206,5 +205,29 @@ impl SchemaType {
 impl fmt::Display for SchemaType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A name that is no schema type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown schema type {0}")]
+pub struct UnknownSchemaType(pub String);
+
+impl SchemaType {
+    /// The type a REST name spells. Exact, upper case, like Java's
+    /// `SchemaType.valueOf`.
+    pub fn from_name(name: &str) -> Result<SchemaType, UnknownSchemaType> {
+        ALL.iter()
+            .copied()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| UnknownSchemaType(name.to_string()))
+    }
+}
+
+impl FromStr for SchemaType {
+    type Err = UnknownSchemaType;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SchemaType::from_name(s)
     }
 }

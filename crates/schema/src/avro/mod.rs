@@ -7,8 +7,9 @@ mod parse;
 mod resolve;
 mod schema;
 
-pub use parse::{AvroParseError, ParseOptions};
+pub use parse::AvroParseError;
 pub use resolve::{Incompatibility, Resolution, can_read, can_read_with};
 pub use schema::{
-    AvroSchema, Field, FieldOrder, FullName, NamedDef, NamedType, Node, Primitive, Props,
+    AvroSchema, Field, FieldOrder, FullName, NamedDef, NamedType, Node, ParseOptions, Primitive,
+    Props,
 };

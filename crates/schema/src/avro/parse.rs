@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::schema::{
-    AvroSchema, Field, FieldOrder, FullName, NamedDef, NamedType, Node, Primitive, Props,
+    AvroSchema, Field, FieldOrder, FullName, NamedDef, NamedType, Node, ParseOptions, Primitive,
+    Props,
 };
 
 /// A parse failure (Avro's `SchemaParseException` and friends).
@@ -17,16 +18,6 @@ pub struct AvroParseError(pub String);
 
 fn err<T>(message: impl Into<String>) -> Result<T, AvroParseError> {
     Err(AvroParseError(message.into()))
-}
-
-/// Parser options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ParseOptions {
-    /// Check field defaults against their types (Avro's
-    /// `setValidateDefaults`). Pulsar's validators and compatibility checks
-    /// parse with this off; its "is this the same schema" lookup parses with
-    /// Avro's default, on.
-    pub validate_defaults: bool,
 }
 
 impl AvroSchema {

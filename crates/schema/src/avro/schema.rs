@@ -281,3 +281,13 @@ fn nodes_equal(
         _ => false,
     }
 }
+
+/// Parser options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ParseOptions {
+    /// Check field defaults against their types (Avro's
+    /// `setValidateDefaults`). Pulsar's validators and compatibility checks
+    /// parse with this off; its "is this the same schema" lookup parses with
+    /// Avro's default, on.
+    pub validate_defaults: bool,
+}

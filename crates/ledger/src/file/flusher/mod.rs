@@ -4,6 +4,7 @@
 //! each written by `write` and made durable by `commit`.
 
 mod commit;
+mod plan;
 mod write;
 
 use std::collections::{HashMap, HashSet};

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::commit::{SLOW_IO, book_direct, commit_written, stop_accepting, sync_direct};
+use super::plan::{Chunk, Plan, chunk_entries};
 use crate::file::checkpoint::{delete_later, hand_to_checkpoint};
 use crate::file::format::{
     self, K_CURSOR, K_CURSOR_DELETE, K_DECLARE, K_ENTRY, K_SEGREF, K_TRIM, SEGREF_LEN,
@@ -591,59 +592,6 @@ pub(super) fn segref_body(
     h[29..37].copy_from_slice(&offset.to_le_bytes());
     h[37..45].copy_from_slice(&len.to_le_bytes());
     h
-}
-
-/// A (topic, ledger) run of one group commit's entries.
-pub(super) struct Chunk {
-    pub(super) topic: Arc<TopicShared>,
-    pub(super) ledger: u64,
-    /// Index of its first and last entry in the batch (the others are
-    /// chained through [`Plan::next`]), and how many there are.
-    pub(super) first: usize,
-    pub(super) last: usize,
-    pub(super) count: usize,
-    /// Sum of the entries' data lengths.
-    pub(super) bytes: usize,
-    /// Written once, straight to the segment (else through the journal).
-    pub(super) direct: bool,
-    /// A direct chunk's journal reference, once its segment is synced
-    /// (serial write-once path; the pipelined one hands it to a later group).
-    pub(super) placed: Option<[u8; SEGREF_LEN]>,
-    pub(super) result: Result<()>,
-}
-
-pub(super) struct Plan {
-    pub(super) chunks: Vec<Chunk>,
-    /// The chunk of each request (entries only).
-    pub(super) slot: Vec<Option<usize>>,
-    /// The next entry of the same chunk, per request (`usize::MAX`: none).
-    pub(super) next: Vec<usize>,
-}
-
-/// (entry id, timestamp, data, its CRC-32C) of a chunk's entries, in order.
-pub(super) fn chunk_entries<'a>(
-    reqs: &'a [Req],
-    next: &'a [usize],
-    first: usize,
-) -> impl Iterator<Item = (u64, u64, &'a Bytes, u32)> + 'a {
-    let mut i = first;
-    std::iter::from_fn(move || {
-        if i == usize::MAX {
-            return None;
-        }
-        let Req::Entry {
-            entry,
-            ts,
-            data,
-            crc,
-            ..
-        } = &reqs[i]
-        else {
-            unreachable!("chunks hold entries")
-        };
-        i = next[i];
-        Some((*entry, *ts, data, *crc))
-    })
 }
 
 /// The segment of `ledger`, created on first use. Entering a new ledger
