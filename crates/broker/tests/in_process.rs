@@ -504,6 +504,15 @@ async fn a_dag_watch_session_follows_the_layout() {
         (u.session_id, u.error),
         (2, Some(ServerError::TopicNotFound as i32))
     );
+    // Sessions that failed do not hold the connection's places (64).
+    for id in 100..200 {
+        raw.send(lookup(id, "topic://public/default/absent", Some(false)))
+            .await;
+        assert_eq!(
+            update(&mut raw).await.error,
+            Some(ServerError::TopicNotFound as i32)
+        );
+    }
     for (id, bad, code) in [
         (
             3,

@@ -62,6 +62,9 @@ impl ServerCnx {
             Ok(t) => t,
             Err(e) => return refuse(e.server_error(), e.to_string()),
         };
+        // Sessions that ended on their own (refused, failed, their watch
+        // gone) no longer count.
+        self.scalable_sessions.retain(|_, s| !s.is_cancelled());
         if self.scalable_sessions.len() >= MAX_SESSIONS
             && !self.scalable_sessions.contains_key(&session_id)
         {
@@ -81,6 +84,8 @@ impl ServerCnx {
         let span = tracing::info_span!("dag_watch", session_id, topic = %topic);
         tokio::spawn(
             async move {
+                // However the session ends, its entry reads as ended.
+                let _ended = cancel.clone().drop_guard();
                 let send = |c: Command| {
                     let tx = tx.clone();
                     async move { tx.send(OutFrame::command(c)).await.is_ok() }
