@@ -10,16 +10,19 @@
 //!
 //! Files, bottom-up: `segment` (one segment and its JSON), `buckets`
 //! (PIP-486's bucket counts), `layout` (the document and its invariants),
-//! `transitions`.
+//! `transitions`, `operation` (a resize as the controller records it
+//! before its first step, and its plan).
 
 mod buckets;
 mod error;
 mod layout;
+mod operation;
 mod segment;
 mod transitions;
 
 pub use buckets::{MAX_BUCKETS, equal_width};
 pub use error::LayoutError;
 pub use layout::Layout;
+pub use operation::{PendingResize, Resize, ResizePlan};
 pub use segment::{Segment, SegmentState};
 pub use transitions::MAX_INITIAL_SEGMENTS;

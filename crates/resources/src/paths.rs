@@ -100,6 +100,21 @@ pub fn scalable_controller(ns: &str, local: &str) -> String {
     format!("{}/controller", scalable_topic(ns, local))
 }
 
+/// A scalable topic's resize in progress (see `strobe_layout::PendingResize`).
+pub fn scalable_resize(ns: &str, local: &str) -> String {
+    format!("{}/resize", scalable_topic(ns, local))
+}
+
+/// The prefix of a scalable topic's subscriptions.
+pub fn scalable_subscriptions(ns: &str, local: &str) -> String {
+    format!("{}/subscriptions/", scalable_topic(ns, local))
+}
+
+/// One subscription of a scalable topic (its name URL-encoded).
+pub fn scalable_subscription(ns: &str, local: &str, sub: &str) -> String {
+    format!("{}{}", scalable_subscriptions(ns, local), encode_local(sub))
+}
+
 /// [`encode_local`] undone; `None` for what it never writes.
 pub fn decode_local(encoded: &str) -> Option<String> {
     let bytes = encoded.as_bytes();

@@ -5,8 +5,11 @@
 
 use std::sync::Arc;
 
-use strobe_layout::Layout;
-use strobe_metadata::{Expect, MetadataError, MetadataStore, WatchStream};
+use serde::{Deserialize, Serialize};
+use strobe_layout::{Layout, PendingResize};
+use strobe_metadata::{
+    Expect, MetadataError, MetadataStore, Op, OpResult, TxnResponse, WatchStream,
+};
 
 use crate::error::ResourcesError;
 use crate::paths;
@@ -81,20 +84,169 @@ impl Resources {
         layout: &Layout,
         version: u64,
     ) -> Result<u64, ResourcesError> {
-        let path = paths::scalable_topic(ns, local);
-        match self
-            .store()
-            .put(&path, &encode(layout), Expect::Version(version))
+        self.commit_layout(ns, local, layout, version, None, None)
             .await
-        {
-            Ok(stat) => Ok(stat.version),
+    }
+
+    /// Replaces the layout read at `version` and, in the same transaction,
+    /// ends the resize recorded at `resize` (its version) and checks `fence`
+    /// (the controller's leadership). `Conflict` if any of them moved.
+    pub async fn commit_layout(
+        &self,
+        ns: &str,
+        local: &str,
+        layout: &Layout,
+        version: u64,
+        resize: Option<u64>,
+        fence: Option<Op>,
+    ) -> Result<u64, ResourcesError> {
+        let path = paths::scalable_topic(ns, local);
+        let mut ops = vec![Op::put_if(
+            path.clone(),
+            encode(layout),
+            Expect::Version(version),
+        )];
+        if let Some(v) = resize {
+            ops.push(Op::delete(paths::scalable_resize(ns, local), Some(v)));
+        }
+        ops.extend(fence);
+        match self.store().txn(ops).await {
+            Ok(r) => Ok(put_version(&r).unwrap_or(version + 1)),
             Err(MetadataError::BadVersion { .. } | MetadataError::NotFound(_)) => {
                 Err(ResourcesError::Conflict(format!(
-                    "the layout of topic://{ns}/{local} changed since version {version}"
+                    "the layout of topic://{ns}/{local} (or its resize, or its controller's leadership) changed since version {version}"
                 )))
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The resize a controller began on `topic://<ns>/<local>` and has not
+    /// finished, with its version.
+    pub async fn pending_resize(
+        &self,
+        ns: &str,
+        local: &str,
+    ) -> Result<Option<Versioned<PendingResize>>, ResourcesError> {
+        self.get(&paths::scalable_resize(ns, local)).await
+    }
+
+    /// Records a resize before its first step; `Conflict` if another is
+    /// pending or `fence` fails.
+    pub async fn begin_resize(
+        &self,
+        ns: &str,
+        local: &str,
+        resize: &PendingResize,
+        fence: Option<Op>,
+    ) -> Result<u64, ResourcesError> {
+        let path = paths::scalable_resize(ns, local);
+        let mut ops = vec![Op::put_if(path.clone(), encode(resize), Expect::Absent)];
+        ops.extend(fence);
+        match self.store().txn(ops).await {
+            Ok(r) => Ok(put_version(&r).unwrap_or(1)),
+            Err(
+                MetadataError::AlreadyExists(_)
+                | MetadataError::BadVersion { .. }
+                | MetadataError::NotFound(_),
+            ) => Err(ResourcesError::Conflict(format!(
+                "topic://{ns}/{local} has a resize in progress (or its controller lost its leadership)"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Forgets a finished resize (one whose layout was written before).
+    pub async fn end_resize(
+        &self,
+        ns: &str,
+        local: &str,
+        version: u64,
+    ) -> Result<(), ResourcesError> {
+        match self
+            .store()
+            .delete(&paths::scalable_resize(ns, local), Some(version))
+            .await
+        {
+            Ok(()) | Err(MetadataError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The subscriptions of `topic://<ns>/<local>` the metadata knows (made
+    /// through the admin API or by a consumer's registration), by name.
+    pub async fn scalable_subscriptions(
+        &self,
+        ns: &str,
+        local: &str,
+    ) -> Result<Vec<(String, ScalableSubscription)>, ResourcesError> {
+        let prefix = paths::scalable_subscriptions(ns, local);
+        let scan = self.store().scan_prefix(&prefix).await?;
+        let mut out = Vec::new();
+        for kv in scan.entries {
+            let rest = &kv.key[prefix.len()..];
+            if rest.contains('/') {
+                continue;
+            }
+            let Some(name) = paths::decode_local(rest) else {
+                continue;
+            };
+            out.push((name, decode(&kv.key, &kv.value)?));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// Records a subscription; `AlreadyExists` if the topic has it.
+    pub async fn create_scalable_subscription(
+        &self,
+        ns: &str,
+        local: &str,
+        sub: &str,
+        info: &ScalableSubscription,
+    ) -> Result<(), ResourcesError> {
+        self.create(
+            &paths::scalable_subscription(ns, local, sub),
+            info,
+            &format!("subscription {sub} of topic://{ns}/{local}"),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Forgets a subscription and what lives beneath it; `false` if there was none.
+    pub async fn delete_scalable_subscription(
+        &self,
+        ns: &str,
+        local: &str,
+        sub: &str,
+    ) -> Result<bool, ResourcesError> {
+        let path = paths::scalable_subscription(ns, local, sub);
+        let existed = self.store().exists(&path).await?;
+        self.delete_tree(&path).await?;
+        Ok(existed)
+    }
+
+    /// Deletes a scalable topic's document and everything beneath it (its
+    /// subscriptions, a pending resize, its controller's key), the document
+    /// last, so a topic half deleted is still found and deleted again.
+    pub async fn delete_scalable_topic(&self, ns: &str, local: &str) -> Result<(), ResourcesError> {
+        self.delete_tree(&paths::scalable_topic(ns, local)).await
+    }
+
+    /// Deletes `path` and every key beneath `path/`, deepest first.
+    async fn delete_tree(&self, path: &str) -> Result<(), ResourcesError> {
+        let below = format!("{path}/");
+        let mut keys: Vec<String> = self.store().list_keys(&below).await?.into_iter().collect();
+        keys.sort_by_key(|k| std::cmp::Reverse(k.len()));
+        keys.push(path.to_owned());
+        for k in keys {
+            match self.store().delete(&k, None).await {
+                Ok(()) | Err(MetadataError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// The local names of a namespace's scalable topics.
@@ -115,6 +267,19 @@ impl Resources {
         out.sort();
         Ok(out)
     }
+}
+
+/// A scalable topic's subscription as the metadata records it (Pulsar's
+/// `SubscriptionMetadata`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScalableSubscription {
+    /// `STREAM`, `QUEUE` or `CHECKPOINT`.
+    #[serde(rename = "type", default = "stream")]
+    pub kind: String,
+}
+
+fn stream() -> String {
+    "STREAM".into()
 }
 
 /// Changes of one layout document, as [`Resources::watch_layout`] follows it.
@@ -164,6 +329,14 @@ impl LayoutWatch {
             None => Ok(None),
             Some(kv) => decode_layout(&self.path, &kv.value).map(Some),
         }
+    }
+}
+
+/// The version a transaction's first operation (a put) wrote.
+fn put_version(r: &TxnResponse) -> Option<u64> {
+    match r.results.first() {
+        Some(OpResult::Put(stat)) => Some(stat.version),
+        _ => None,
     }
 }
 
