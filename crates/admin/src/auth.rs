@@ -220,6 +220,15 @@ fn required(method: &axum::http::Method, path: &str) -> Option<Need> {
         ["admin", "v2", "persistent" | "non-persistent", t, n, ..] => {
             Need::Op(OpNeed::AdminNamespace(ns(t, n)))
         }
+        // Scalable topics: listing as topics are listed; split and merge
+        // are the superuser's (as Pulsar's); the rest the namespace admin's.
+        ["admin", "v2", "scalable", t, n] => Need::Op(OpNeed::ListTopics(ns(t, n))),
+        ["admin", "v2", "scalable", _, _, _, "split" | "merge", ..] => {
+            Need::Op(OpNeed::AdminTenant)
+        }
+        ["admin", "v2", "scalable", t, n, ..] => Need::Op(OpNeed::AdminNamespace(ns(t, n))),
+        // What controllers ask of segments' owners: the superuser's.
+        ["admin", "v2", "segments", ..] => Need::Op(OpNeed::AdminTenant),
         ["lookup", "v2", "topic", d, t, n, x, ..] => match topic(d, t, n, x) {
             Some(tn) => Need::Op(OpNeed::Lookup(tn)),
             None => Need::Authenticated,

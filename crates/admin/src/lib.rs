@@ -80,6 +80,8 @@ pub fn router(service: Svc) -> Router {
         routes::schemas::routes(),
         routes::lookup::routes(),
         routes::transactions::routes(),
+        routes::scalable::routes(),
+        routes::segments::routes(),
     ] {
         api = api.merge(routes);
     }

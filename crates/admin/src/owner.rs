@@ -33,11 +33,17 @@ fn client() -> &'static Client<HttpConnector, Body> {
     CLIENT.get_or_init(|| Client::builder(TokioExecutor::new()).build_http())
 }
 
-/// The topic a path is about: `/admin/v2/{domain}/{tenant}/{ns}/{topic}/...`.
+/// The topic a path is about: `/admin/v2/{domain}/{tenant}/{ns}/{topic}/...`,
+/// or a segment's `/admin/v2/segments/{tenant}/{ns}/{topic}/{descriptor}/...`.
 fn topic_of(path: &str) -> Option<TopicName> {
     let rest = path.strip_prefix("/admin/v2/")?;
     let mut parts = rest.split('/');
     let domain = parts.next()?;
+    if domain == "segments" {
+        let (tenant, ns, topic, d) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let topic = decode_component(topic)?;
+        return TopicName::parse(&format!("segment://{tenant}/{ns}/{topic}/{d}")).ok();
+    }
     if domain != "persistent" && domain != "non-persistent" {
         return None;
     }
@@ -61,11 +67,63 @@ fn bundle_of(path: &str) -> Option<(String, String)> {
     }
 }
 
-/// The layer: a request about another broker's topic or bundle goes there.
+/// A path segment's percent-encoding undone (`None`: not UTF-8).
+fn decode_component(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The scalable topic a write is about: any method but GET on
+/// `/admin/v2/scalable/{tenant}/{ns}/{topic}/...` other than its creation
+/// (which any broker does: the layout is a metadata document).
+fn scalable_write_of(method: &axum::http::Method, path: &str) -> Option<TopicName> {
+    if method == axum::http::Method::GET {
+        return None;
+    }
+    let rest = path.strip_prefix("/admin/v2/scalable/")?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    if parts.len() < 3 || (parts.len() == 3 && method == axum::http::Method::PUT) {
+        return None;
+    }
+    let topic = decode_component(parts[2])?;
+    TopicName::parse(&format!("topic://{}/{}/{topic}", parts[0], parts[1])).ok()
+}
+
+/// The layer: a request about another broker's topic or bundle goes there,
+/// and a write to a scalable topic goes to the broker leading its controller.
 pub(crate) async fn layer(State(s): State<Svc>, req: Request, next: Next) -> Response {
     let Some(cluster) = s.cluster() else {
         return next.run(req).await;
     };
+    if let Some(topic) = scalable_write_of(req.method(), req.uri().path()) {
+        use strobe_broker::service::controllers::ControllerAt;
+        return match s.scalable_controller(&topic).await {
+            Ok(ControllerAt::Elsewhere { web_url, .. })
+                if !req.headers().contains_key(FORWARDED) =>
+            {
+                send_to(req, &web_url, &cluster.broker_id()).await
+            }
+            // Here (or a forwarded request meeting a leadership on the
+            // move: the handler answers 503 and the caller retries).
+            Ok(_) => next.run(req).await,
+            Err(e) => ApiError::from(e).into_response(),
+        };
+    }
     let path = if let Some((ns, bundle)) = bundle_of(req.uri().path()) {
         strobe_cluster::bundle_path(&ns, &bundle)
     } else {
@@ -90,9 +148,15 @@ pub(crate) async fn layer(State(s): State<Svc>, req: Request, next: Next) -> Res
         // moment (a bundle moving). Serve it here rather than bounce it.
         return next.run(req).await;
     }
+    send_to(req, &owner.web_service_url, &cluster.broker_id()).await
+}
+
+/// `req` sent on to the same path at `base` (another broker's web URL):
+/// forwarded over plain HTTP, or redirected (307) when it cannot be.
+async fn send_to(req: Request, base: &str, me: &str) -> Response {
     let target = format!(
         "{}{}",
-        owner.web_service_url.trim_end_matches('/'),
+        base.trim_end_matches('/'),
         req.uri()
             .path_and_query()
             .map(|p| p.as_str())
@@ -105,7 +169,7 @@ pub(crate) async fn layer(State(s): State<Svc>, req: Request, next: Next) -> Res
     if has_cert || !target.starts_with("http://") {
         return (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, target)]).into_response();
     }
-    forward(req, &target, &cluster.broker_id())
+    forward(req, &target, me)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -182,5 +246,21 @@ mod tests {
         assert!(topic_of("/admin/v2/persistent/t/n/x/partitions").is_none());
         assert!(topic_of("/admin/v2/namespaces/t/n").is_none());
         assert!(topic_of("/lookup/v2/topic/persistent/t/n/x").is_none());
+        assert_eq!(
+            topic_of("/admin/v2/segments/t/n/a%2Fb/0000-7fff-1/terminate")
+                .unwrap()
+                .to_string(),
+            "segment://t/n/a/b/0000-7fff-1"
+        );
+        use axum::http::Method;
+        assert_eq!(
+            super::scalable_write_of(&Method::POST, "/admin/v2/scalable/t/n/x/split/0")
+                .unwrap()
+                .to_string(),
+            "topic://t/n/x"
+        );
+        assert!(super::scalable_write_of(&Method::PUT, "/admin/v2/scalable/t/n/x").is_none());
+        assert!(super::scalable_write_of(&Method::DELETE, "/admin/v2/scalable/t/n/x").is_some());
+        assert!(super::scalable_write_of(&Method::GET, "/admin/v2/scalable/t/n/x/stats").is_none());
     }
 }

@@ -196,6 +196,34 @@ impl From<strobe_cluster::ClusterError> for BrokerError {
     }
 }
 
+/// A controller's error: a layout that cannot take the resize is a bad
+/// request (Pulsar answers 400/409), a lost leadership is not ready.
+impl From<strobe_scalable::ScalableError> for BrokerError {
+    fn from(e: strobe_scalable::ScalableError) -> Self {
+        use strobe_layout::LayoutError as L;
+        use strobe_scalable::ScalableError as S;
+        match e {
+            S::Layout(L::NotFound(id)) => {
+                BrokerError::TopicNotFound(format!("segment {id} is not in the layout"))
+            }
+            S::Layout(L::Corrupt(m)) => BrokerError::CorruptMetadata {
+                path: "scalable topic layout".into(),
+                reason: m,
+            },
+            S::Layout(e) => BrokerError::Precondition(e.to_string()),
+            S::Resources(e) => e.into(),
+            S::NotLeader(m) => BrokerError::ServiceNotReady(format!(
+                "this broker no longer leads the controller of {m}"
+            )),
+            S::NotFound(m) => BrokerError::TopicNotFound(m),
+            S::Busy(m) => BrokerError::Precondition(m),
+            e @ (S::Failpoint(_) | S::Segment { .. }) => {
+                BrokerError::ServiceNotReady(e.to_string())
+            }
+        }
+    }
+}
+
 impl From<strobe_model::TopicNameError> for BrokerError {
     fn from(e: strobe_model::TopicNameError) -> Self {
         BrokerError::InvalidTopicName(e.to_string())

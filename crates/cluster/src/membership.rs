@@ -141,6 +141,13 @@ impl Cluster {
             .collect()
     }
 
+    /// Wakes on every change of any bundle's ownership record.
+    pub fn ownership_changes(
+        &self,
+    ) -> tokio::sync::watch::Receiver<Arc<strobe_metadata::CacheSnapshot>> {
+        self.owners.subscribe()
+    }
+
     /// The owner of a bundle as the cache sees it.
     pub fn owner_of(&self, path: &str) -> Option<OwnerInfo> {
         let snap = self.owners.snapshot();

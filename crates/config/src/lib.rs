@@ -120,6 +120,14 @@ pub struct BrokerConfig {
     /// PIP-486 entry buckets a new scalable topic's segments share (each gets
     /// at least one; Pulsar: scalableTopicEntryBucketBudget), 1 to 1024.
     pub scalable_topic_entry_bucket_budget: u32,
+    /// How often a scalable topic's controller prunes sealed segments that
+    /// are past the namespace's retention and drained by every subscription
+    /// (Pulsar's controller ticks every 60 s). 0 turns pruning off.
+    pub scalable_topic_gc_interval_secs: u64,
+    /// For recovery tests only: the broker aborts (as a kill -9 would stop
+    /// it) at this step of its next split or merge: "after-record",
+    /// "after-create", "after-terminate" or "after-commit". Empty: never.
+    pub scalable_topic_failpoint: String,
     /// Deduplication for namespaces that do not set it (Pulsar: brokerDeduplicationEnabled).
     pub deduplication_enabled: bool,
     /// Most messages a consumer may hold unacknowledged before dispatch to it pauses
@@ -168,6 +176,11 @@ pub struct BrokerConfig {
     pub token_public_alg: String,
     /// The token claim that names the role (Pulsar: tokenAuthClaim).
     pub token_auth_claim: String,
+    /// The token this broker presents when it calls another broker's admin
+    /// API itself (a scalable topic's controller acting on a segment's
+    /// owner); its role must be a superuser when authentication is on
+    /// (Pulsar: brokerClientAuthenticationParameters with a token).
+    pub broker_client_token: String,
     /// htpasswd file for basic authentication, apr1-MD5 or bcrypt hashes
     /// (Pulsar: the PULSAR_AUTH_BASIC_CONF file).
     pub basic_auth_htpasswd_file: String,
@@ -282,6 +295,9 @@ impl Default for BrokerConfig {
             default_num_partitions: 1,
             scalable_topics_enabled: true,
             scalable_topic_entry_bucket_budget: 4,
+            scalable_topic_gc_interval_secs: 60,
+            scalable_topic_failpoint: String::new(),
+            broker_client_token: String::new(),
             deduplication_enabled: false,
             max_unacked_messages_per_consumer: 50_000,
             dispatcher_max_read_batch: 100,
@@ -451,6 +467,15 @@ impl BrokerConfig {
             return Err(ConfigError::Invalid(format!(
                 "scalable_topic_entry_bucket_budget must be in 1..=1024, not {}",
                 self.scalable_topic_entry_bucket_budget
+            )));
+        }
+        if !matches!(
+            self.scalable_topic_failpoint.as_str(),
+            "" | "after-record" | "after-create" | "after-terminate" | "after-commit"
+        ) {
+            return Err(ConfigError::Invalid(format!(
+                "scalable_topic_failpoint must be empty, after-record, after-create, after-terminate or after-commit, not {:?}",
+                self.scalable_topic_failpoint
             )));
         }
         if self.page_cache_budget_mb > 1 << 20 {

@@ -25,5 +25,5 @@ pub mod policies;
 
 pub use bundles::BundlesData;
 pub use error::ResourcesError;
-pub use scalable::{LayoutWatch, ScalableSubscription};
+pub use scalable::{LayoutChange, LayoutWatch, ScalableSubscription};
 pub use store::{CompactionMeta, Resources, StoredPosition, TopicMeta, Versioned, expect_version};

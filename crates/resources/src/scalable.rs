@@ -249,6 +249,30 @@ impl Resources {
         Ok(())
     }
 
+    /// Every scalable topic with a resize in progress, as (namespace, local
+    /// name): a broker starting finishes them without waiting for a client.
+    pub async fn pending_resizes(&self) -> Result<Vec<(String, String)>, ResourcesError> {
+        let prefix = format!("{}/", paths::SCALABLE_TOPICS);
+        let mut out = Vec::new();
+        for k in self.store().list_keys(&prefix).await? {
+            let Some(rest) = k[prefix.len()..].strip_suffix("/resize") else {
+                continue;
+            };
+            // {tenant}/{ns}/{encoded local}: the local name has no '/' left.
+            let mut parts = rest.splitn(3, '/');
+            let (Some(t), Some(n), Some(enc)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            if enc.contains('/') {
+                continue;
+            }
+            if let Some(local) = paths::decode_local(enc) {
+                out.push((format!("{t}/{n}"), local));
+            }
+        }
+        Ok(out)
+    }
+
     /// The local names of a namespace's scalable topics.
     pub async fn scalable_topics_of(&self, ns: &str) -> Result<Vec<String>, ResourcesError> {
         let prefix = paths::scalable_topics_of(ns);
@@ -282,6 +306,15 @@ fn stream() -> String {
     "STREAM".into()
 }
 
+/// What changed about a scalable topic (see [`LayoutWatch::next`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayoutChange {
+    /// The layout document was written (`None`: deleted).
+    Layout(Option<Layout>),
+    /// Its controller's leader changed.
+    Controller,
+}
+
 /// Changes of one layout document, as [`Resources::watch_layout`] follows it.
 pub struct LayoutWatch {
     store: Arc<dyn MetadataStore>,
@@ -298,27 +331,33 @@ impl std::fmt::Debug for LayoutWatch {
 }
 
 impl LayoutWatch {
-    /// The layout after its next change (`None`: it was deleted), or `None`
-    /// once the store closed. Changes beneath the document (its controller's
-    /// election, its subscriptions) are not its changes.
-    pub async fn next(&mut self) -> Option<Result<Option<Layout>, ResourcesError>> {
+    /// The next change: of the layout (`None`: it was deleted), or of who
+    /// leads its controller; `None` once the store closed. Other changes
+    /// beneath the document (subscriptions, a pending resize) are not its
+    /// changes.
+    pub async fn next(&mut self) -> Option<Result<LayoutChange, ResourcesError>> {
+        let controller = format!("{}/controller", self.path);
         loop {
             let batch = match self.stream.next().await? {
                 Ok(b) => b,
                 // Fell behind the store's history: read the document again
                 // and follow it from there.
                 Err(MetadataError::Compacted { .. }) => {
-                    return Some(self.restart().await);
+                    return Some(self.restart().await.map(LayoutChange::Layout));
                 }
                 Err(e) => return Some(Err(e.into())),
             };
-            let Some(event) = batch.events.into_iter().rev().find(|e| e.key == self.path) else {
-                continue;
-            };
-            return Some(match event.value {
-                None => Ok(None),
-                Some(bytes) => decode_layout(&self.path, &bytes).map(Some),
-            });
+            if let Some(event) = batch.events.iter().rev().find(|e| e.key == self.path) {
+                return Some(match &event.value {
+                    None => Ok(LayoutChange::Layout(None)),
+                    Some(bytes) => {
+                        decode_layout(&self.path, bytes).map(|l| LayoutChange::Layout(Some(l)))
+                    }
+                });
+            }
+            if batch.events.iter().any(|e| e.key == controller) {
+                return Some(Ok(LayoutChange::Controller));
+            }
         }
     }
 
@@ -410,7 +449,7 @@ mod tests {
             r.scalable_topics_of("public/default").await.unwrap(),
             vec!["a/b".to_string()]
         );
-        // A watch sees the next change of the document, not of what is beneath it.
+        // A watch sees the next change of the document and of its controller.
         let (now, mut watch) = r.watch_layout("public/default", "a/b").await.unwrap();
         assert_eq!(now.unwrap().epoch, 1);
         store
@@ -421,16 +460,23 @@ mod tests {
             )
             .await
             .unwrap();
+        async fn next(watch: &mut LayoutWatch) -> LayoutChange {
+            tokio::time::timeout(std::time::Duration::from_secs(5), watch.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap()
+        }
+        assert_eq!(next(&mut watch).await, LayoutChange::Controller);
+        // Subscriptions beneath the document are not its changes.
+        r.create_scalable_subscription("public/default", "a/b", "s", &Default::default())
+            .await
+            .unwrap();
         let (merged, _) = split.merge(3, 1, 3).unwrap();
         r.replace_layout("public/default", "a/b", &merged, v2)
             .await
             .unwrap();
-        let next = tokio::time::timeout(std::time::Duration::from_secs(5), watch.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert_eq!(next, Some(merged));
+        assert_eq!(next(&mut watch).await, LayoutChange::Layout(Some(merged)));
         // A document that breaks the invariants is refused, naming its path.
         let mut broken = split.clone();
         broken.segments.remove(&2);

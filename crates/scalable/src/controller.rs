@@ -17,34 +17,8 @@ use strobe_resources::{Resources, Versioned};
 use tracing::{info, warn};
 
 use crate::error::ScalableError;
-use crate::segments::SegmentTopics;
-
-/// A step after which a test makes the controller stop as if its broker
-/// died there (`ScalableError::Failpoint`; the broker aborts on it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failpoint {
-    /// The resize is recorded; nothing else happened.
-    AfterRecord,
-    /// The new segments' topics exist.
-    AfterCreate,
-    /// The old segments are terminated; the layout still lists them active.
-    AfterTerminate,
-    /// The layout is written (a prune's topics are not deleted yet).
-    AfterCommit,
-}
-
-impl Failpoint {
-    /// `after-record`, `after-create`, `after-terminate`, `after-commit`.
-    pub fn parse(s: &str) -> Option<Failpoint> {
-        Some(match s {
-            "after-record" => Failpoint::AfterRecord,
-            "after-create" => Failpoint::AfterCreate,
-            "after-terminate" => Failpoint::AfterTerminate,
-            "after-commit" => Failpoint::AfterCommit,
-            _ => return None,
-        })
-    }
-}
+use crate::failpoint::Failpoint;
+use crate::segments::{SegmentStats, SegmentTopics, SubscriptionOp};
 
 /// The controller of one `topic://`.
 pub struct Controller {
@@ -55,7 +29,9 @@ pub struct Controller {
     leadership: Option<Arc<LeaderElection<String>>>,
     /// One resize at a time on this broker; the record serializes brokers.
     running: tokio::sync::Mutex<()>,
-    failpoint: parking_lot::Mutex<Option<Failpoint>>,
+    /// Where to stop, and whether by aborting the process (a kill -9 at
+    /// that step, for tests with real brokers) or with an error.
+    failpoint: parking_lot::Mutex<Option<(Failpoint, bool)>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -95,16 +71,21 @@ impl Controller {
         &self.topic
     }
 
-    /// Stops the next resize at `step` (tests of recovery).
-    pub fn set_failpoint(&self, step: Option<Failpoint>) {
-        *self.failpoint.lock() = step;
+    /// Stops the next resize at `step` (tests of recovery): with
+    /// `ScalableError::Failpoint`, or with `abort` by aborting the process.
+    pub fn set_failpoint(&self, step: Option<Failpoint>, abort: bool) {
+        *self.failpoint.lock() = step.map(|s| (s, abort));
     }
 
     fn reached(&self, step: Failpoint) -> Result<(), ScalableError> {
-        if *self.failpoint.lock() == Some(step) {
-            return Err(ScalableError::Failpoint(step));
+        match *self.failpoint.lock() {
+            Some((s, true)) if s == step => {
+                tracing::error!(topic = %self.topic, ?step, "failpoint reached: aborting");
+                std::process::abort();
+            }
+            Some((s, false)) if s == step => Err(ScalableError::Failpoint(step)),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Whether this controller may act: it leads (always, in standalone).
@@ -177,7 +158,6 @@ impl Controller {
         };
         let layout = self.layout().await?.value;
         let now = now_ms();
-        let metadata_subs = self.metadata_subscriptions().await?;
         let mut prunable = Vec::new();
         for s in layout.segments.values() {
             let Some(sealed_at) = s.sealed_at_ms.filter(|_| !s.is_active()) else {
@@ -187,26 +167,11 @@ impl Controller {
                 continue;
             }
             let name = self.segment_topic(&layout, s.segment_id)?;
-            // Every cursor the segment has, and every subscription the
-            // metadata lists, must have read it to its end. A subscription
-            // the segment never had (created after it was sealed) has
-            // nothing of it to read.
-            let mut subs = self.segments.subscriptions(&name).await?;
-            subs.extend(metadata_subs.iter().cloned());
-            subs.sort();
-            subs.dedup();
-            let mut drained = true;
-            for sub in &subs {
-                if self
-                    .segments
-                    .backlog(&name, sub)
-                    .await?
-                    .is_some_and(|b| b > 0)
-                {
-                    drained = false;
-                    break;
-                }
-            }
+            // Every cursor the segment has must have read it to its end. A
+            // subscription the metadata lists that the segment lacks (made
+            // after it was sealed) has nothing of it to read.
+            let stats = self.segments.stats(&name).await?.unwrap_or_default();
+            let drained = stats.backlogs.values().all(|b| *b == 0);
             if drained {
                 prunable.push(s.segment_id);
             }
@@ -219,6 +184,156 @@ impl Controller {
         })
         .await?;
         Ok(prunable)
+    }
+
+    /// Records subscription `sub` and gives every active segment a cursor
+    /// at its start (sealed ones are not read by a subscription made after
+    /// them, as Pulsar's `createSubscription`).
+    pub async fn create_subscription(&self, sub: &str, kind: &str) -> Result<(), ScalableError> {
+        let _one = self.running.lock().await;
+        let (ns, local) = self.names();
+        self.resources
+            .create_scalable_subscription(
+                ns,
+                local,
+                sub,
+                &strobe_resources::ScalableSubscription {
+                    kind: kind.to_owned(),
+                },
+            )
+            .await?;
+        let layout = self.layout().await?.value;
+        for s in layout.active() {
+            let name = self.segment_topic(&layout, s.segment_id)?;
+            self.segments.create(&name, &[sub.to_owned()]).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes subscription `sub` everywhere: its cursors on every segment
+    /// that has one, then its record.
+    pub async fn delete_subscription(&self, sub: &str) -> Result<(), ScalableError> {
+        let _one = self.running.lock().await;
+        let (ns, local) = self.names();
+        let layout = self.layout().await?.value;
+        let with = self.segments_with(&layout, sub).await?;
+        for (_, name) in &with {
+            self.segments
+                .subscription(name, sub, SubscriptionOp::Delete)
+                .await?;
+        }
+        let found = !with.is_empty();
+        let recorded = self
+            .resources
+            .delete_scalable_subscription(ns, local, sub)
+            .await?;
+        if !(found || recorded) {
+            return Err(ScalableError::NotFound(format!(
+                "subscription {sub} of {} does not exist",
+                self.topic
+            )));
+        }
+        Ok(())
+    }
+
+    /// Acknowledges everything `sub` has on every segment.
+    pub async fn skip_all(&self, sub: &str) -> Result<(), ScalableError> {
+        self.on_segments_with(sub, |_| SubscriptionOp::SkipAll)
+            .await
+    }
+
+    /// Moves `sub` to time `ts_ms` on every segment, as Pulsar does: a
+    /// segment sealed before it is skipped to its end, one created at or
+    /// after it is read from its start, the others are sought by time.
+    pub async fn seek(&self, sub: &str, ts_ms: u64) -> Result<(), ScalableError> {
+        self.on_segments_with(sub, |s| {
+            if s.sealed_at_ms.is_some_and(|t| t < ts_ms) {
+                SubscriptionOp::SkipAll
+            } else if s.created_at_ms >= ts_ms {
+                SubscriptionOp::SeekEarliest
+            } else {
+                SubscriptionOp::SeekTime(ts_ms)
+            }
+        })
+        .await
+    }
+
+    async fn on_segments_with(
+        &self,
+        sub: &str,
+        op: impl Fn(&strobe_layout::Segment) -> SubscriptionOp,
+    ) -> Result<(), ScalableError> {
+        let layout = self.layout().await?.value;
+        let with = self.segments_with(&layout, sub).await?;
+        for (s, name) in &with {
+            self.segments.subscription(name, sub, op(s)).await?;
+        }
+        let found = !with.is_empty();
+        if !found {
+            return Err(ScalableError::NotFound(format!(
+                "subscription {sub} of {} does not exist",
+                self.topic
+            )));
+        }
+        Ok(())
+    }
+
+    /// The segments (and their topics) that have a cursor for `sub`.
+    async fn segments_with<'l>(
+        &self,
+        layout: &'l Layout,
+        sub: &str,
+    ) -> Result<Vec<(&'l strobe_layout::Segment, TopicName)>, ScalableError> {
+        let mut out = Vec::new();
+        for s in layout.segments.values() {
+            let name = self.segment_topic(layout, s.segment_id)?;
+            if let Some(st) = self.segments.stats(&name).await?
+                && st.backlogs.contains_key(sub)
+            {
+                out.push((s, name));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every segment's topic as it is now, by segment id (`None`: no topic).
+    pub async fn stats(&self) -> Result<(Layout, Vec<(u64, Option<SegmentStats>)>), ScalableError> {
+        let layout = self.layout().await?.value;
+        let mut out = Vec::new();
+        for s in layout.segments.values() {
+            let name = self.segment_topic(&layout, s.segment_id)?;
+            out.push((s.segment_id, self.segments.stats(&name).await?));
+        }
+        Ok((layout, out))
+    }
+
+    /// Deletes the topic: with `force`, whoever is connected is
+    /// disconnected; without, a segment with producers or consumers refuses
+    /// it before anything is deleted. Segment topics go first, the
+    /// metadata last, so a delete cut short is found and done again.
+    pub async fn delete_topic(&self, force: bool) -> Result<(), ScalableError> {
+        let _one = self.running.lock().await;
+        let (layout, stats) = self.stats().await?;
+        if !force
+            && let Some((id, st)) = stats.iter().find_map(|(id, st)| {
+                st.as_ref()
+                    .filter(|s| s.producers + s.consumers > 0)
+                    .map(|s| (id, s))
+            })
+        {
+            return Err(ScalableError::Busy(format!(
+                "segment {id} of {} has {} producer(s) and {} consumer(s) connected",
+                self.topic, st.producers, st.consumers
+            )));
+        }
+        for s in layout.segments.values() {
+            let name = self.segment_topic(&layout, s.segment_id)?;
+            self.segments.delete(&name).await?;
+        }
+        let (ns, local) = self.names();
+        self.resources.delete_scalable_topic(ns, local).await?;
+        info!(topic = %self.topic, "scalable topic deleted");
+        Ok(())
     }
 
     /// The subscriptions the topic's metadata lists.
@@ -249,7 +364,9 @@ impl Controller {
         let mut subscriptions = self.metadata_subscriptions().await?;
         for id in &plan.sealed {
             let name = self.segment_topic(&current.value, *id)?;
-            subscriptions.extend(self.segments.subscriptions(&name).await?);
+            if let Some(stats) = self.segments.stats(&name).await? {
+                subscriptions.extend(stats.backlogs.into_keys());
+            }
         }
         subscriptions.sort();
         subscriptions.dedup();

@@ -15,9 +15,12 @@ pub enum ScalableError {
     NotLeader(String),
     #[error("{0}")]
     NotFound(String),
+    /// Clients are connected where a request without `force` wants none.
+    #[error("{0}")]
+    Busy(String),
     /// A test's failpoint stopped the controller there.
     #[error("stopped at failpoint {0:?}")]
-    Failpoint(crate::Failpoint),
+    Failpoint(crate::failpoint::Failpoint),
     /// A step on a segment topic failed (its owner's answer).
     #[error("segment {segment}: {reason}")]
     Segment { segment: String, reason: String },

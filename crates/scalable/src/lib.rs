@@ -14,12 +14,14 @@
 //! leads is the broker's business too: the controller takes a fence (the
 //! leader key's version check) into every write it makes.
 //!
-//! Files: `error`, `segments` (the trait), `controller`.
+//! Files: `failpoint`, `error`, `segments` (the trait), `controller`.
 
 mod controller;
 mod error;
+mod failpoint;
 mod segments;
 
-pub use controller::{Controller, Failpoint};
+pub use controller::Controller;
 pub use error::ScalableError;
-pub use segments::SegmentTopics;
+pub use failpoint::Failpoint;
+pub use segments::{SegmentStats, SegmentTopics, SubscriptionOp};

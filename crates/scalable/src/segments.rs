@@ -1,3 +1,6 @@
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use strobe_model::TopicName;
 
 use crate::error::ScalableError;
@@ -15,23 +18,51 @@ pub trait SegmentTopics: Send + Sync + std::fmt::Debug {
         subscriptions: &[String],
     ) -> Result<(), ScalableError>;
 
-    /// The durable subscriptions (cursors) of `segment`'s topic; none if it
-    /// does not exist.
-    async fn subscriptions(&self, segment: &TopicName) -> Result<Vec<String>, ScalableError>;
+    /// What `segment`'s topic holds and who uses it; `None` if it has no topic.
+    async fn stats(&self, segment: &TopicName) -> Result<Option<SegmentStats>, ScalableError>;
 
     /// Terminates `segment`'s topic: producers get TopicTerminated, and its
     /// consumers reach its end. A terminated or missing topic is left as it is.
     async fn terminate(&self, segment: &TopicName) -> Result<(), ScalableError>;
 
-    /// The backlog of `subscription` on `segment`; `None` when the segment
-    /// has no such subscription (or no topic).
-    async fn backlog(
+    /// `op` on subscription `subscription` of `segment`'s topic (which exists).
+    async fn subscription(
         &self,
         segment: &TopicName,
         subscription: &str,
-    ) -> Result<Option<u64>, ScalableError>;
+        op: SubscriptionOp,
+    ) -> Result<(), ScalableError>;
 
     /// Deletes `segment`'s topic, its consumers and producers with it; a
     /// missing topic is fine.
     async fn delete(&self, segment: &TopicName) -> Result<(), ScalableError>;
+}
+
+/// A segment topic as the controller (and the admin API's stats) see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SegmentStats {
+    pub producers: u64,
+    pub consumers: u64,
+    pub terminated: bool,
+    /// Entries it stores (a batch is one).
+    pub entries: u64,
+    /// Its durable subscriptions and their backlogs.
+    pub backlogs: BTreeMap<String, u64>,
+}
+
+/// What the admin API does to one subscription on one segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionOp {
+    /// A cursor at the segment's start, if it has none.
+    Create,
+    /// The cursor deleted, its consumers disconnected.
+    Delete,
+    /// Everything acknowledged (the cursor moved to the end).
+    SkipAll,
+    /// The cursor moved to the segment's start.
+    SeekEarliest,
+    /// The cursor moved to the first message published at or after this
+    /// time (ms since the epoch).
+    SeekTime(u64),
 }

@@ -13,7 +13,9 @@ use strobe_layout::Layout;
 use strobe_metadata::{EmbeddedStore, MetadataStore};
 use strobe_model::TopicName;
 use strobe_resources::{Resources, ScalableSubscription};
-use strobe_scalable::{Controller, Failpoint, ScalableError, SegmentTopics};
+use strobe_scalable::{
+    Controller, Failpoint, ScalableError, SegmentStats, SegmentTopics, SubscriptionOp,
+};
 
 #[derive(Debug, Default, Clone, PartialEq)]
 struct FakeTopic {
@@ -64,14 +66,17 @@ impl SegmentTopics for Fake {
         }
         Ok(())
     }
-    async fn subscriptions(&self, s: &TopicName) -> Result<Vec<String>, ScalableError> {
-        self.step("subscriptions", s)?;
+    async fn stats(&self, s: &TopicName) -> Result<Option<SegmentStats>, ScalableError> {
+        self.step("stats", s)?;
         Ok(self
             .topics
             .lock()
             .get(&s.to_string())
-            .map(|t| t.subs.keys().cloned().collect())
-            .unwrap_or_default())
+            .map(|t| SegmentStats {
+                terminated: t.terminated,
+                backlogs: t.subs.clone(),
+                ..SegmentStats::default()
+            }))
     }
     async fn terminate(&self, s: &TopicName) -> Result<(), ScalableError> {
         self.step("terminate", s)?;
@@ -80,13 +85,30 @@ impl SegmentTopics for Fake {
         }
         Ok(())
     }
-    async fn backlog(&self, s: &TopicName, sub: &str) -> Result<Option<u64>, ScalableError> {
-        self.step("backlog", s)?;
-        Ok(self
-            .topics
-            .lock()
-            .get(&s.to_string())
-            .and_then(|t| t.subs.get(sub).copied()))
+    async fn subscription(
+        &self,
+        s: &TopicName,
+        sub: &str,
+        op: SubscriptionOp,
+    ) -> Result<(), ScalableError> {
+        self.step("subscription", s)?;
+        let mut topics = self.topics.lock();
+        let t = topics.get_mut(&s.to_string()).unwrap();
+        match op {
+            SubscriptionOp::Create => {
+                t.subs.entry(sub.to_owned()).or_insert(0);
+            }
+            SubscriptionOp::Delete => {
+                t.subs.remove(sub);
+            }
+            SubscriptionOp::SkipAll => {
+                t.subs.insert(sub.to_owned(), 0);
+            }
+            SubscriptionOp::SeekEarliest | SubscriptionOp::SeekTime(_) => {
+                t.subs.insert(sub.to_owned(), 99);
+            }
+        }
+        Ok(())
     }
     async fn delete(&self, s: &TopicName) -> Result<(), ScalableError> {
         self.step("delete", s)?;
@@ -170,7 +192,7 @@ async fn a_split_stopped_at_any_step_is_finished_by_the_next_controller() {
             .unwrap()
             .subs
             .insert("queue".into(), 3);
-        first.set_failpoint(Some(step));
+        first.set_failpoint(Some(step), false);
         assert!(matches!(
             first.split(0).await,
             Err(ScalableError::Failpoint(s)) if s == step
@@ -306,4 +328,74 @@ async fn prune_waits_for_retention_and_every_subscription() {
     assert_eq!(l.epoch, 2);
     assert!(l.get(1).unwrap().parent_ids.is_empty());
     assert!(!fake.topics.lock().contains_key(parent));
+}
+
+#[tokio::test]
+async fn subscriptions_seek_and_delete_reach_every_segment() {
+    let (r, topic) = setup().await;
+    let fake = Fake::new();
+    let c = Controller::new(topic.clone(), r.clone(), fake.clone(), None);
+    c.recover().await.unwrap();
+    c.split(0).await.unwrap();
+    c.create_subscription("late", "QUEUE").await.unwrap();
+    // Only the active segments get the new subscription.
+    let with_late: Vec<String> = fake
+        .topics
+        .lock()
+        .iter()
+        .filter(|(_, t)| t.subs.contains_key("late"))
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert_eq!(
+        with_late,
+        vec![
+            "segment://public/default/orders/0000-7fff-1".to_string(),
+            "segment://public/default/orders/8000-ffff-2".to_string()
+        ]
+    );
+    // A seek before the split: the children (created after it) from their
+    // start; a seek after everything: the sealed parent is skipped.
+    let sealed_at = c
+        .layout()
+        .await
+        .unwrap()
+        .value
+        .get(0)
+        .unwrap()
+        .sealed_at_ms
+        .unwrap();
+    c.seek("audit", sealed_at + 1).await.unwrap();
+    let parent = fake.topics.lock()["segment://public/default/orders/0000-ffff-0"].subs["audit"];
+    assert_eq!(parent, 0);
+    c.skip_all("audit").await.unwrap();
+    assert!(fake.topics.lock().values().all(|t| t.subs["audit"] == 0));
+    assert!(matches!(
+        c.seek("nobody", 1).await,
+        Err(ScalableError::NotFound(_))
+    ));
+    c.delete_subscription("audit").await.unwrap();
+    assert!(
+        fake.topics
+            .lock()
+            .values()
+            .all(|t| !t.subs.contains_key("audit"))
+    );
+    assert_eq!(
+        r.scalable_subscriptions(NS, "orders").await.unwrap(),
+        vec![(
+            "late".to_string(),
+            ScalableSubscription {
+                kind: "QUEUE".into()
+            }
+        )]
+    );
+    c.delete_topic(false).await.unwrap();
+    assert!(fake.topics.lock().is_empty());
+    assert!(r.layout(NS, "orders").await.unwrap().is_none());
+    assert!(
+        r.scalable_subscriptions(NS, "orders")
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -3,10 +3,13 @@
 //! one. The first SCALABLE_TOPIC_UPDATE carries the topic's resolved name and
 //! its whole layout, sealed segments included, with the broker of every
 //! active segment (plain and TLS URLs, for the listener the connection's
-//! lookups named); every change of the layout document pushes it again. A
-//! session ends with SCALABLE_TOPIC_CLOSE or its connection.
+//! lookups named) and of the controller; every change of the layout
+//! document pushes it again, and so does (unlike Pulsar) a change of the
+//! controller's leader or of a segment's owner, so a client never waits on
+//! a stale broker. A session ends with SCALABLE_TOPIC_CLOSE or its connection.
 
 use strobe_model::{Domain, TopicName};
+use strobe_resources::LayoutChange;
 use strobe_wire::proto::{self, ServerError};
 use strobe_wire::{Command, OutFrame, commands};
 use tokio_util::sync::CancellationToken;
@@ -18,6 +21,10 @@ use crate::security::Operation;
 
 /// Most DAG watch sessions one connection may hold.
 const MAX_SESSIONS: usize = 64;
+
+/// How long a session lets a bundle's ownership settle before it pushes
+/// the segments' new brokers.
+const OWNERSHIP_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The scalable topic a lookup names: `topic://` as it is, `persistent://`
 /// as the `topic://` of the same name; anything else is refused as Pulsar
@@ -99,7 +106,7 @@ impl ServerCnx {
                     _ = cancel.cancelled() => return,
                     w = service.watch_layout(&topic, create) => w,
                 };
-                let (mut first, mut changes) = match watch {
+                let (mut layout, mut changes) = match watch {
                     Ok(w) => w,
                     // Pulsar answers every failure to start a session as
                     // TopicNotFound; the message says which.
@@ -112,24 +119,34 @@ impl ServerCnx {
                         return;
                     }
                 };
-                // What was pushed last: the watch may bring the same document
-                // again (the write this session's own lookup made), which
-                // tells the client nothing.
+                // The topic has a controller from now on (campaigning, in a
+                // cluster): a resize a dead leader left gets finished.
+                service.touch_controller(&topic);
+                let mut owners = service.cluster().map(|c| c.ownership_changes());
+                // What was pushed last: a change that alters nothing the
+                // client reads (the write this session's own lookup made, an
+                // ownership move of another topic's bundle) is not pushed.
                 let mut last = None;
                 loop {
-                    if let Some(layout) = first.take().filter(|l| last.as_ref() != Some(l)) {
-                        let dag = service.dag(&topic, &layout, listener.as_deref()).await;
-                        last = Some(layout);
-                        let update =
-                            commands::scalable_topic_update(session_id, &topic.to_string(), dag);
-                        if !send(update).await {
-                            return;
+                    if let Some(l) = &layout {
+                        let dag = service.dag(&topic, l, listener.as_deref()).await;
+                        if last.as_ref() != Some(&dag) {
+                            last = Some(dag.clone());
+                            let update =
+                                commands::scalable_topic_update(session_id, &topic.to_string(), dag);
+                            if !send(update).await {
+                                return;
+                            }
                         }
                     }
                     tokio::select! {
                         _ = cancel.cancelled() => return,
                         changed = changes.next() => match changed {
-                            Some(Ok(layout)) => first = layout,
+                            Some(Ok(LayoutChange::Layout(Some(l)))) => layout = Some(l),
+                            // Deleted: the session stays, as Pulsar's does,
+                            // for the topic made again under the same name.
+                            Some(Ok(LayoutChange::Layout(None))) => {}
+                            Some(Ok(LayoutChange::Controller)) => {}
                             Some(Err(e)) => {
                                 warn!(error = %e, "the layout watch failed; the session ends");
                                 send(commands::scalable_topic_error(session_id, ServerError::ServiceNotReady, e.to_string())).await;
@@ -137,6 +154,22 @@ impl ServerCnx {
                             }
                             None => return,
                         },
+                        moved = async {
+                            match &mut owners {
+                                Some(o) => o.changed().await,
+                                None => std::future::pending().await,
+                            }
+                        } => {
+                            if moved.is_err() {
+                                owners = None;
+                            }
+                            // A move touches several records in a row
+                            // (releasing, assigned, owned): let it settle.
+                            tokio::time::sleep(OWNERSHIP_SETTLE).await;
+                            if let Some(o) = &mut owners {
+                                o.borrow_and_update();
+                            }
+                        }
                     }
                 }
             }

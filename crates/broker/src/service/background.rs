@@ -33,6 +33,7 @@ impl BrokerService {
         ));
         split.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         split.tick().await;
+        self.resume_resizes().await;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,

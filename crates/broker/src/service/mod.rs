@@ -9,6 +9,8 @@
 
 mod background;
 mod compaction;
+mod controller_slots;
+pub mod controllers;
 mod counters;
 mod keyed;
 pub mod lookup;
@@ -75,6 +77,11 @@ pub struct BrokerService {
     pub cluster_counters: ClusterCounters,
     /// Transactions, once started (see [`crate::txn`]).
     txn: std::sync::OnceLock<Arc<crate::txn::TxnService>>,
+    /// This service itself, for the tasks and handles it gives out (the
+    /// controllers' segment operations) without owning itself.
+    me: std::sync::Weak<BrokerService>,
+    /// The scalable topics' controllers this broker takes part in.
+    controllers: controller_slots::Controllers,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -102,7 +109,9 @@ impl BrokerService {
         };
         let security = crate::security::Security::from_config(&config)?;
         let resources = Arc::new(Resources::load(metadata).await?);
-        Ok(Arc::new(BrokerService {
+        Ok(Arc::new_cyclic(|me| BrokerService {
+            me: me.clone(),
+            controllers: controller_slots::Controllers::default(),
             security,
             schemas: SchemaRegistry::new(resources.clone()),
             resources,
@@ -312,6 +321,24 @@ impl BrokerService {
     /// Loads of different topics run concurrently; callers asking for a topic
     /// that is loading wait for that one load.
     pub async fn topic(&self, name: &TopicName, create: bool) -> Result<Arc<Topic>, BrokerError> {
+        self.load_topic(name, create, false).await
+    }
+
+    /// A segment's topic, created if missing whatever the layout says: its
+    /// controller makes a resize's new segments before the layout lists them.
+    pub(crate) async fn segment_topic_for_controller(
+        &self,
+        name: &TopicName,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        self.load_topic(name, true, true).await
+    }
+
+    async fn load_topic(
+        &self,
+        name: &TopicName,
+        create: bool,
+        by_controller: bool,
+    ) -> Result<Arc<Topic>, BrokerError> {
         if !self.namespace_exists(name.namespace()) {
             return Err(BrokerError::TopicNotFound(format!(
                 "namespace {} does not exist",
@@ -324,7 +351,7 @@ impl BrokerService {
                     "{name} is a scalable topic: clients produce to and consume from its segments, found with SCALABLE_TOPIC_LOOKUP (a V5 client)"
                 )));
             }
-            Domain::Segment => create && self.segment_is_active(name).await?,
+            Domain::Segment => create && (by_controller || self.segment_is_active(name).await?),
             Domain::Persistent | Domain::NonPersistent => create,
         };
         if name.is_persistent()

@@ -7,17 +7,151 @@
 //! and told as the DAG clients read, with each active segment's broker.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use strobe_layout::Layout;
-use strobe_model::TopicName;
+use strobe_model::{Position, TopicName};
 use strobe_resources::{LayoutWatch, ResourcesError};
+use strobe_scalable::{ScalableError, SegmentStats, SegmentTopics, SubscriptionOp};
 use strobe_wire::proto;
 use tracing::{debug, info};
 
 use super::BrokerService;
 use crate::BrokerError;
+use crate::subscription::{AdminOp, AdminReply, SeekTarget, StartPosition};
 
 impl BrokerService {
+    /// Creates segment `name`'s topic here (whatever its layout says: the
+    /// controller creates a resize's segments before the layout lists them)
+    /// with a cursor at its start for each of `subscriptions` it lacks.
+    pub async fn create_segment(
+        &self,
+        name: &TopicName,
+        subscriptions: &[String],
+    ) -> Result<(), BrokerError> {
+        let topic = self.segment_topic_for_controller(name).await?;
+        let have = topic.ledger.cursor_names();
+        for sub in subscriptions.iter().filter(|s| !have.contains(s)) {
+            match topic
+                .create_subscription(sub, Some(Position::EARLIEST))
+                .await
+            {
+                Ok(()) | Err(BrokerError::AlreadyExists(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Segment `name`'s topic as its controller sees it; `None` if it has none.
+    pub async fn segment_stats(
+        &self,
+        name: &TopicName,
+    ) -> Result<Option<SegmentStats>, BrokerError> {
+        let topic = match self.topic(name, false).await {
+            Ok(t) => t,
+            Err(BrokerError::TopicNotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let (producers, consumers) = super::topics::clients_of(&topic);
+        let mut backlogs = BTreeMap::new();
+        for sub in topic.ledger.cursor_names() {
+            if let AdminReply::Info(info) = topic
+                .subscription_for_admin(&sub)
+                .await?
+                .admin(AdminOp::Info)
+                .await?
+            {
+                backlogs.insert(sub, info.backlog);
+            }
+        }
+        Ok(Some(SegmentStats {
+            producers: producers as u64,
+            consumers: consumers as u64,
+            terminated: topic.terminated().is_some(),
+            entries: topic.ledger.stats().entries,
+            backlogs,
+        }))
+    }
+
+    /// Terminates segment `name`'s topic (a missing one is left missing).
+    pub async fn terminate_segment(&self, name: &TopicName) -> Result<(), BrokerError> {
+        match self.terminate(name).await {
+            Ok(_) | Err(BrokerError::TopicNotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `op` on subscription `sub` of segment `name` (see [`SubscriptionOp`]).
+    pub async fn segment_subscription(
+        &self,
+        name: &TopicName,
+        sub: &str,
+        op: SubscriptionOp,
+    ) -> Result<(), BrokerError> {
+        let topic = self.topic(name, false).await?;
+        let at = |ledger_id: u64| {
+            AdminOp::Reset(SeekTarget::Message(StartPosition {
+                ledger_id,
+                entry_id: ledger_id,
+                batch_index: -1,
+            }))
+        };
+        let admin = match op {
+            SubscriptionOp::Create => {
+                return match topic
+                    .create_subscription(sub, Some(Position::EARLIEST))
+                    .await
+                {
+                    Ok(()) | Err(BrokerError::AlreadyExists(_)) => Ok(()),
+                    Err(e) => Err(e),
+                };
+            }
+            SubscriptionOp::Delete => {
+                // Its consumers are closed first (they are the scalable
+                // subscription's; the whole of it is going).
+                topic.subscription_for_admin(sub).await?.close().await;
+                return match topic.subscription_for_admin(sub).await {
+                    Ok(h) => h.delete().await,
+                    Err(BrokerError::SubscriptionNotFound(_)) => Ok(()),
+                    Err(e) => Err(e),
+                };
+            }
+            // MessageId.latest and .earliest, as the wire spells them.
+            SubscriptionOp::SkipAll => at(i64::MAX as u64),
+            SubscriptionOp::SeekEarliest => at(u64::MAX),
+            SubscriptionOp::SeekTime(ts) => AdminOp::Reset(SeekTarget::PublishTime(ts)),
+        };
+        topic
+            .subscription_for_admin(sub)
+            .await?
+            .admin(admin)
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes segment `name`'s topic, disconnecting its clients.
+    pub async fn delete_segment(&self, name: &TopicName) -> Result<(), BrokerError> {
+        match self.delete_topic(name, true).await {
+            Ok(()) | Err(BrokerError::TopicNotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The segment operations a controller on this broker makes: here when
+    /// this broker owns the segment, else at its owner's admin API.
+    pub fn segment_topics(&self) -> Arc<dyn SegmentTopics> {
+        Arc::new(BrokerSegments {
+            service: self.me.clone(),
+        })
+    }
+
     /// Whether the layout of `segment`'s scalable topic lists it, with the
     /// same range, as active.
     pub(crate) async fn segment_is_active(&self, segment: &TopicName) -> Result<bool, BrokerError> {
@@ -83,15 +217,17 @@ impl BrokerService {
         }
     }
 
-    /// `layout` as clients read it (`ScalableTopicDAG`): every segment, and
-    /// the broker serving each active one for `listener` (a segment whose
-    /// lookup fails is left out: the client looks it up itself).
+    /// `layout` as clients read it (`ScalableTopicDAG`): every segment, the
+    /// broker serving each active one for `listener` (a segment whose lookup
+    /// fails is left out: the client looks it up itself), and the broker
+    /// leading the topic's controller.
     pub async fn dag(
         &self,
         topic: &TopicName,
         layout: &Layout,
         listener: Option<&str>,
     ) -> proto::ScalableTopicDag {
+        let controller = self.controller_urls(topic, listener).await;
         let mut brokers = Vec::new();
         for s in layout.active() {
             let Some(name) = topic.segment_name(s.descriptor()) else {
@@ -133,8 +269,217 @@ impl BrokerService {
                 })
                 .collect(),
             segment_brokers: brokers,
-            controller_broker_url: None,
-            controller_broker_url_tls: None,
+            controller_broker_url: controller.as_ref().map(|c| c.0.clone()),
+            controller_broker_url_tls: controller.and_then(|c| c.1),
+        }
+    }
+}
+
+/// [`SegmentTopics`] on a broker: each call runs where the segment's bundle
+/// is owned (assigned by a lookup if nobody owns it): here, or at the owner's
+/// `/admin/v2/segments/...` (which forwards again if the bundle moved).
+struct BrokerSegments {
+    service: Weak<BrokerService>,
+}
+
+impl std::fmt::Debug for BrokerSegments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BrokerSegments")
+    }
+}
+
+/// One HTTP client for every broker-to-broker call a controller makes.
+fn http() -> &'static Client<HttpConnector, Full<Bytes>> {
+    static CLIENT: OnceLock<Client<HttpConnector, Full<Bytes>>> = OnceLock::new();
+    CLIENT.get_or_init(|| Client::builder(TokioExecutor::new()).build_http())
+}
+
+/// The admin path of a segment: `/admin/v2/segments/{t}/{ns}/{topic}/{descriptor}`.
+pub fn segment_admin_path(name: &TopicName) -> Option<String> {
+    let d = name.segment()?;
+    let parent = name.scalable_parent()?;
+    let local = strobe_resources::paths::encode_local(parent.local_name()).replace('+', "%20");
+    Some(format!(
+        "/admin/v2/segments/{}/{local}/{d}",
+        parent.namespace()
+    ))
+}
+
+fn failed(name: &TopicName, e: impl std::fmt::Display) -> ScalableError {
+    ScalableError::Segment {
+        segment: name.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+impl BrokerSegments {
+    fn service(&self) -> Result<Arc<BrokerService>, ScalableError> {
+        self.service
+            .upgrade()
+            .ok_or_else(|| ScalableError::NotLeader("the broker is shutting down".into()))
+    }
+
+    /// `None`: this broker owns `name`; else the owner's web URL.
+    async fn owner(
+        &self,
+        s: &BrokerService,
+        name: &TopicName,
+    ) -> Result<Option<String>, ScalableError> {
+        if s.cluster().is_none() {
+            return Ok(None);
+        }
+        let target = s
+            .lookup_target_for(name, None)
+            .await
+            .map_err(|e| failed(name, e))?;
+        Ok((!target.local).then_some(target.http_url))
+    }
+
+    /// `method` on the owner's `path` + `suffix`; the answer's status and body.
+    async fn call(
+        &self,
+        base: &str,
+        name: &TopicName,
+        method: hyper::Method,
+        suffix: &str,
+        body: Vec<u8>,
+    ) -> Result<(u16, Bytes), ScalableError> {
+        let path = segment_admin_path(name).ok_or_else(|| failed(name, "not a segment"))?;
+        let url = format!("{}{path}{suffix}", base.trim_end_matches('/'));
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(&url)
+            .header("content-type", "application/json");
+        let token = &self.service()?.config.broker_client_token;
+        if !token.is_empty() {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| failed(name, e))?;
+        let answer = tokio::time::timeout(Duration::from_secs(30), http().request(req))
+            .await
+            .map_err(|_| failed(name, format!("{url} did not answer within 30 s")))?
+            .map_err(|e| failed(name, format!("{url}: {e}")))?;
+        let status = answer.status().as_u16();
+        let body = answer
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| failed(name, e))?
+            .to_bytes();
+        if status >= 300 && status != 404 {
+            return Err(failed(
+                name,
+                format!(
+                    "{url} answered {status}: {}",
+                    String::from_utf8_lossy(&body)
+                ),
+            ));
+        }
+        Ok((status, body))
+    }
+}
+
+#[async_trait::async_trait]
+impl SegmentTopics for BrokerSegments {
+    async fn create(
+        &self,
+        name: &TopicName,
+        subscriptions: &[String],
+    ) -> Result<(), ScalableError> {
+        let s = self.service()?;
+        match self.owner(&s, name).await? {
+            None => s
+                .create_segment(name, subscriptions)
+                .await
+                .map_err(|e| failed(name, e)),
+            Some(url) => {
+                let body = serde_json::to_vec(subscriptions).unwrap_or_default();
+                match self.call(&url, name, hyper::Method::PUT, "", body).await? {
+                    (404, body) => Err(failed(name, String::from_utf8_lossy(&body))),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
+    async fn stats(&self, name: &TopicName) -> Result<Option<SegmentStats>, ScalableError> {
+        let s = self.service()?;
+        match self.owner(&s, name).await? {
+            None => s.segment_stats(name).await.map_err(|e| failed(name, e)),
+            Some(url) => match self
+                .call(&url, name, hyper::Method::GET, "/stats", Vec::new())
+                .await?
+            {
+                (404, _) => Ok(None),
+                (_, body) => serde_json::from_slice(&body)
+                    .map(Some)
+                    .map_err(|e| failed(name, e)),
+            },
+        }
+    }
+
+    async fn terminate(&self, name: &TopicName) -> Result<(), ScalableError> {
+        let s = self.service()?;
+        match self.owner(&s, name).await? {
+            None => s.terminate_segment(name).await.map_err(|e| failed(name, e)),
+            Some(url) => {
+                self.call(&url, name, hyper::Method::POST, "/terminate", Vec::new())
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    async fn subscription(
+        &self,
+        name: &TopicName,
+        sub: &str,
+        op: SubscriptionOp,
+    ) -> Result<(), ScalableError> {
+        let s = self.service()?;
+        match self.owner(&s, name).await? {
+            None => s
+                .segment_subscription(name, sub, op)
+                .await
+                .map_err(|e| failed(name, e)),
+            Some(url) => {
+                let sub = strobe_resources::paths::encode_local(sub).replace('+', "%20");
+                let (method, suffix) = match op {
+                    SubscriptionOp::Create => (hyper::Method::PUT, format!("/subscription/{sub}")),
+                    SubscriptionOp::Delete => {
+                        (hyper::Method::DELETE, format!("/subscription/{sub}"))
+                    }
+                    SubscriptionOp::SkipAll => {
+                        (hyper::Method::POST, format!("/subscription/{sub}/skip-all"))
+                    }
+                    SubscriptionOp::SeekEarliest => (
+                        hyper::Method::POST,
+                        format!("/subscription/{sub}/seek?earliest=true"),
+                    ),
+                    SubscriptionOp::SeekTime(ts) => (
+                        hyper::Method::POST,
+                        format!("/subscription/{sub}/seek?timestamp={ts}"),
+                    ),
+                };
+                match self.call(&url, name, method, &suffix, Vec::new()).await? {
+                    (404, body) => Err(failed(name, String::from_utf8_lossy(&body))),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
+    async fn delete(&self, name: &TopicName) -> Result<(), ScalableError> {
+        let s = self.service()?;
+        match self.owner(&s, name).await? {
+            None => s.delete_segment(name).await.map_err(|e| failed(name, e)),
+            Some(url) => {
+                self.call(&url, name, hyper::Method::DELETE, "?force=true", Vec::new())
+                    .await?;
+                Ok(())
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ fn partitioned_missing(name: &TopicName) -> BrokerError {
 }
 
 /// How many producers and consumers a loaded topic has.
-fn clients_of(t: &Topic) -> (usize, usize) {
+pub(super) fn clients_of(t: &Topic) -> (usize, usize) {
     let consumers = t.subscriptions().iter().map(|s| s.consumer_count()).sum();
     (t.producer_names().len(), consumers)
 }

@@ -1,0 +1,310 @@
+//! The scalable topics' controllers this broker takes part in. A topic's
+//! controller is created when something touches the topic here (an admin
+//! call, a DAG watch session); in a cluster every broker that touched it
+//! campaigns at `…/controller` with its broker id, and the one elected acts.
+//! A broker that wins first finishes whatever resize the previous leader
+//! left ([`Controller::recover`]); while it leads, a task retries that
+//! until it succeeds and prunes drained sealed segments on a tick.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use strobe_metadata::{LeaderElection, LeaderState};
+use strobe_model::TopicName;
+use strobe_scalable::{Controller, Failpoint};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, warn};
+
+use super::BrokerService;
+pub use super::controller_slots::ControllerAt;
+use super::controller_slots::{Slot, ensure_recovered};
+use crate::BrokerError;
+
+impl BrokerService {
+    fn controller_slot(&self, topic: &TopicName) -> Result<Arc<Slot>, BrokerError> {
+        let key = topic.to_string();
+        let mut slots = self.controllers.slots.lock();
+        if let Some(s) = slots.get(&key) {
+            return Ok(s.clone());
+        }
+        let election = match self.cluster() {
+            None => None,
+            Some(c) => {
+                let path = strobe_resources::paths::scalable_controller(
+                    topic.namespace(),
+                    topic.local_name(),
+                );
+                let e = Arc::new(LeaderElection::new(c.session(), &path, c.broker_id())?);
+                e.campaign();
+                Some(e)
+            }
+        };
+        let controller = Arc::new(Controller::new(
+            topic.clone(),
+            self.resources.clone(),
+            self.segment_topics(),
+            election.clone(),
+        ));
+        controller.set_failpoint(
+            Failpoint::parse(&self.config.scalable_topic_failpoint),
+            true,
+        );
+        let slot = Arc::new(Slot {
+            controller,
+            election,
+            recovered: tokio::sync::Mutex::new(None),
+            stop: CancellationToken::new(),
+        });
+        slots.insert(key, slot.clone());
+        let span = tracing::info_span!("controller", topic = %topic);
+        tokio::spawn(tend(self.me.clone(), Arc::downgrade(&slot)).instrument(span));
+        Ok(slot)
+    }
+
+    /// Where `topic`'s controller acts, electing one if nobody leads. Here
+    /// means recovered: a resize a previous leader left is finished first.
+    pub async fn scalable_controller(
+        &self,
+        topic: &TopicName,
+    ) -> Result<ControllerAt, BrokerError> {
+        if self
+            .resources
+            .layout(topic.namespace(), topic.local_name())
+            .await?
+            .is_none()
+        {
+            return Err(BrokerError::TopicNotFound(format!(
+                "scalable topic {topic} does not exist"
+            )));
+        }
+        let slot = self.controller_slot(topic)?;
+        let version = match &slot.election {
+            None => 0,
+            Some(e) => {
+                let state = e
+                    .wait_for(Duration::from_secs(10), |s| {
+                        !matches!(s, LeaderState::NoLeader)
+                    })
+                    .await?;
+                match state {
+                    LeaderState::Leading { version, .. } => version,
+                    LeaderState::Following {
+                        leader: Some(id), ..
+                    } => {
+                        let web_url = self
+                            .broker_info(&id)
+                            .map(|b| b.web_service_url)
+                            .ok_or_else(|| {
+                                BrokerError::ServiceNotReady(format!(
+                                    "the controller of {topic} is on broker {id}, which is not registered"
+                                ))
+                            })?;
+                        return Ok(ControllerAt::Elsewhere {
+                            broker_id: id,
+                            web_url,
+                        });
+                    }
+                    _ => {
+                        return Err(BrokerError::ServiceNotReady(format!(
+                            "the controller of {topic} has no leader"
+                        )));
+                    }
+                }
+            }
+        };
+        ensure_recovered(&slot, version).await?;
+        Ok(ControllerAt::Here(slot.controller.clone()))
+    }
+
+    /// Makes sure a controller for `topic` exists here (campaigning, in a
+    /// cluster), so a resize a dead leader left gets finished without
+    /// waiting for an admin call.
+    pub(crate) fn touch_controller(&self, topic: &TopicName) {
+        if let Err(e) = self.controller_slot(topic) {
+            warn!(%topic, error = %e, "no controller for the scalable topic");
+        }
+    }
+
+    /// Touches the controller of every scalable topic with a resize in
+    /// progress, so a broker that starts (after a crash mid-split, say)
+    /// finishes it, or takes part in electing who does.
+    pub async fn resume_resizes(&self) {
+        match self.resources.pending_resizes().await {
+            Ok(pending) => {
+                for (ns, local) in pending {
+                    match TopicName::parse(&format!("topic://{ns}/{local}")) {
+                        Ok(t) => {
+                            info!(topic = %t, "a resize is in progress: its controller finishes it");
+                            self.touch_controller(&t);
+                        }
+                        Err(e) => warn!(ns, local, error = %e, "a pending resize names no topic"),
+                    }
+                }
+            }
+            Err(e) => warn!(error = %e, "could not list the scalable topics' pending resizes"),
+        }
+    }
+
+    /// Stops taking part in `topic`'s controller (the topic is deleted).
+    pub(crate) async fn drop_controller(&self, topic: &TopicName) {
+        let slot = self.controllers.slots.lock().remove(&topic.to_string());
+        if let Some(slot) = slot {
+            slot.stop.cancel();
+            if let Some(e) = &slot.election {
+                let _ = e.resign().await;
+            }
+        }
+    }
+
+    /// Creates scalable topic `topic` with `segments` segments tiling the
+    /// ring and `properties`; the segments' topics are made by its
+    /// controller as it starts (here, or at the broker elected).
+    pub async fn create_scalable_topic(
+        &self,
+        topic: &TopicName,
+        segments: u32,
+        properties: std::collections::BTreeMap<String, String>,
+    ) -> Result<strobe_layout::Layout, BrokerError> {
+        if topic.domain() != strobe_model::Domain::Topic {
+            return Err(BrokerError::NotAllowed(format!(
+                "{topic} is not a topic:// name"
+            )));
+        }
+        if !self.namespace_exists(topic.namespace()) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {} does not exist",
+                topic.namespace()
+            )));
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let layout = strobe_layout::Layout::create(
+            segments,
+            self.config.scalable_topic_entry_bucket_budget,
+            properties,
+            now_ms,
+        )
+        .map_err(|e| BrokerError::Precondition(e.to_string()))?;
+        self.resources
+            .create_layout(topic.namespace(), topic.local_name(), &layout)
+            .await?;
+        info!(%topic, segments, "created scalable topic");
+        // Its segments are made now if the controller is here; a controller
+        // elsewhere makes them as it notices (its DAG sessions, its tick).
+        if let Err(e) = self.scalable_controller(topic).await {
+            warn!(%topic, error = %e, "the new topic's controller is not ready yet");
+        }
+        Ok(layout)
+    }
+
+    /// Deletes scalable topic `topic` through its controller here (see
+    /// [`Controller::delete_topic`]), and stops taking part in its election.
+    pub async fn delete_scalable_topic(
+        &self,
+        controller: &Controller,
+        force: bool,
+    ) -> Result<(), BrokerError> {
+        controller.delete_topic(force).await?;
+        self.drop_controller(controller.topic()).await;
+        Ok(())
+    }
+
+    /// The controller's binary URLs (plain, TLS) for clients that named
+    /// `listener`: this broker in standalone; in a cluster the broker whose
+    /// id the election key holds (none while nobody leads).
+    pub async fn controller_urls(
+        &self,
+        topic: &TopicName,
+        listener: Option<&str>,
+    ) -> Option<(String, Option<String>)> {
+        let Some(cluster) = self.cluster() else {
+            return Some((self.service_url(), self.service_url_tls()));
+        };
+        let path =
+            strobe_resources::paths::scalable_controller(topic.namespace(), topic.local_name());
+        let kv = self.resources.store().get(&path).await.ok()??;
+        let id: String = serde_json::from_slice(&kv.value).ok()?;
+        let info = cluster
+            .live_brokers()
+            .into_iter()
+            .find(|b| b.broker_id == id)?;
+        strobe_cluster::BrokerRef::from(&info)
+            .urls_for(listener)
+            .ok()
+    }
+
+    fn broker_info(&self, id: &str) -> Option<strobe_cluster::BrokerInfo> {
+        self.cluster()?
+            .live_brokers()
+            .into_iter()
+            .find(|b| b.broker_id == id)
+    }
+
+    /// The retention of sealed segments: the namespace's retention time
+    /// (`None`: keep them; Pulsar's default retention is 0 minutes).
+    fn segment_retention(&self, ns: &str) -> Option<Duration> {
+        match self
+            .namespace_policies(ns)
+            .and_then(|p| p.retention_policies)
+        {
+            None => Some(Duration::ZERO),
+            Some(r) if r.retention_time_in_minutes < 0 => None,
+            Some(r) => Some(Duration::from_secs(r.retention_time_in_minutes as u64 * 60)),
+        }
+    }
+}
+
+/// While this broker leads the slot's controller: recover (retried every
+/// few seconds until it works) and prune on the GC tick.
+async fn tend(service: Weak<BrokerService>, slot: Weak<Slot>) {
+    let (stop, mut changes) = match slot.upgrade() {
+        Some(s) => (s.stop.clone(), s.election.as_ref().map(|e| e.subscribe())),
+        None => return,
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_prune = Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+            changed = async {
+                match &mut changes {
+                    Some(c) => c.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => if changed.is_err() { return },
+        }
+        let (Some(s), Some(slot)) = (service.upgrade(), slot.upgrade()) else {
+            return;
+        };
+        let version = match &slot.election {
+            None => 0,
+            Some(e) => match e.state() {
+                LeaderState::Leading { version, .. } if e.is_leader() => version,
+                _ => continue,
+            },
+        };
+        if let Err(e) = ensure_recovered(&slot, version).await {
+            warn!(error = %e, "the controller could not finish recovering; retrying");
+            continue;
+        }
+        let every = s.config.scalable_topic_gc_interval_secs;
+        if every == 0 || last_prune.elapsed() < Duration::from_secs(every) {
+            continue;
+        }
+        last_prune = Instant::now();
+        let topic = slot.controller.topic().clone();
+        match slot
+            .controller
+            .prune(s.segment_retention(topic.namespace()))
+            .await
+        {
+            Ok(pruned) if !pruned.is_empty() => info!(?pruned, "pruned drained sealed segments"),
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "pruning failed"),
+        }
+    }
+}
