@@ -773,10 +773,6 @@ impl Topic {
             st.terminated = Some(None);
             self.is_terminated
                 .store(true, std::sync::atomic::Ordering::Release);
-            for ((_, pid), p) in st.producers.drain() {
-                let _ =
-                    p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
-            }
             st.exclusive = None;
             for (_, _, w) in st.waiting.drain(..) {
                 let _ = w.send(Err(BrokerError::TopicTerminated("topic terminated".into())));
@@ -791,7 +787,19 @@ impl Topic {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
         let last = self.ledger.last_confirmed();
-        self.state.lock().terminated = Some(last);
+        // Producers are closed only now: the receipts of the appends that
+        // got in are queued on their connections first, so a client never
+        // takes a stored message for a refused one (and sends it again to a
+        // scalable topic's next segment). Sends meanwhile were refused as
+        // terminated, in order.
+        {
+            let mut st = self.state.lock();
+            st.terminated = Some(last);
+            for ((_, pid), p) in st.producers.drain() {
+                let _ =
+                    p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+            }
+        }
         info!(topic = %self.name, last = ?last, "topic terminated");
         for s in subs {
             s.wake().await;

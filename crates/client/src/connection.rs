@@ -349,6 +349,11 @@ impl Connection {
                     let _ = w.send(Command::WatchTcAssignmentsUpdate(u));
                 }
             }
+            Command::ScalableTopicUpdate(u) => {
+                if let Some(w) = routes.watchers.get(&u.session_id) {
+                    let _ = w.send(Command::ScalableTopicUpdate(u));
+                }
+            }
             Command::AckResponse(a) => {
                 if let Some(tx) = a.request_id.and_then(|id| routes.pending.remove(&id)) {
                     let _ = tx.send(Command::AckResponse(a));

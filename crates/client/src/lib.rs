@@ -57,10 +57,12 @@ mod client;
 mod compression;
 mod connection;
 mod consumer;
+mod dag;
 mod error;
 mod message;
 mod producer;
 mod reader;
+mod scalable_producer;
 mod tc;
 mod txn;
 mod util;
@@ -68,11 +70,15 @@ mod util;
 pub use client::{Client, ClientBuilder};
 pub use compression::Compression;
 pub use consumer::{Consumer, ConsumerBuilder, InitialPosition, Message, SeekTo};
+pub use dag::{Dag, DagSegment, DagWatch};
 pub use error::{Error, Result};
 pub use message::{BatchingType, ProducerMessage, entry_bucket_of, entry_hash};
 pub use message::{entry_bucket_ranges, equal_width_splits};
 pub use producer::{Producer, ProducerBuilder, SendFuture};
 pub use reader::{Reader, ReaderBuilder};
+pub use scalable_producer::{
+    ScalableMessageId, ScalableProducer, ScalableProducerBuilder, ScalableSendFuture,
+};
 pub use strobe_model::{MessageId, Position, SubType};
 pub use strobe_wire::proto;
 pub use tc::{TcAssignment, TcAssignmentsWatcher};

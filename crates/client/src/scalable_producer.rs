@@ -1,0 +1,511 @@
+//! Pulsar 5's V5 producer on a scalable topic: one v4 producer per active
+//! segment (named `<name>-seg-<id>`, as the Java client names them), a
+//! keyed message routed to the segment owning the high 16 bits of its
+//! key's Murmur3 hash, a keyless one round robin over the active segments.
+//!
+//! Per-key order across a split or merge: one task routes every message in
+//! send order. When a segment's producer reports its topic terminated, the
+//! task stops routing, collects that message and every later one in flight
+//! on that segment (the broker refused them all: a topic is terminated at
+//! a position), waits for the layout that seals the segment (pushed by the
+//! broker, no polling), and sends them to the children before anything
+//! sent after them. A layout that seals a segment with messages in flight
+//! is applied only once those settled, for the same reason. Pulsar's Java
+//! producer retries each send on its own after 100-500 ms of backoff,
+//! which neither keeps a key's order nor bounds the pause.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use strobe_model::MessageId;
+use strobe_model::scalable::segment_hash;
+use strobe_wire::proto::ServerError;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::client::Client;
+use crate::dag::{Dag, DagWatch};
+use crate::error::{Error, Result};
+use crate::message::{BatchingType, ProducerMessage};
+use crate::producer::{Producer, SendFuture};
+
+/// Where a message of a scalable topic was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScalableMessageId {
+    pub segment_id: u64,
+    pub id: MessageId,
+}
+
+/// Builds a [`ScalableProducer`].
+#[derive(Debug)]
+pub struct ScalableProducerBuilder {
+    client: Client,
+    topic: String,
+    name: Option<String>,
+    batching: Option<(Duration, u32, usize)>,
+    entry_buckets: bool,
+    max_pending: usize,
+    create_if_missing: bool,
+    layout_wait: Duration,
+}
+
+impl ScalableProducerBuilder {
+    /// Batches by PIP-486 entry bucket (one open batch per bucket of the
+    /// segment, as Pulsar's V5 producer does), so a Key_Shared consumer
+    /// with entry-bucket dispatch routes whole entries. Not with broker-side
+    /// deduplication: each bucket's batch carries its own run of sequence
+    /// ids, interleaved with the others', and the broker keeps one highest
+    /// sequence id per producer, so it would drop batches as duplicates.
+    pub fn entry_bucket_batching(mut self, on: bool) -> Self {
+        self.entry_buckets = on;
+        self
+    }
+
+    /// The producer's name; its segment producers are `<name>-seg-<id>`
+    /// (a fixed name is what broker-side deduplication keys on).
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
+    /// Batching of each segment producer (default: 1 ms, 1,000 messages, 128 KiB).
+    pub fn batching(mut self, delay: Duration, max_messages: u32, max_bytes: usize) -> Self {
+        self.batching = Some((delay, max_messages, max_bytes));
+        self
+    }
+
+    pub fn no_batching(mut self) -> Self {
+        self.batching = None;
+        self
+    }
+
+    /// Messages sent and not yet stored, at most (default 10,000).
+    pub fn max_pending_messages(mut self, n: usize) -> Self {
+        self.max_pending = n.max(1);
+        self
+    }
+
+    /// Whether the lookup may create a missing topic (default true).
+    pub fn create_if_missing(mut self, b: bool) -> Self {
+        self.create_if_missing = b;
+        self
+    }
+
+    /// How long a send waits for the layout that replaces a terminated
+    /// segment before it fails (default 30 s).
+    pub fn layout_wait(mut self, d: Duration) -> Self {
+        self.layout_wait = d;
+        self
+    }
+
+    pub async fn create(self) -> Result<ScalableProducer> {
+        let watch = self
+            .client
+            .watch_scalable_topic(&self.topic, self.create_if_missing)
+            .await?;
+        let topic = watch.current().topic.clone();
+        let name = match self.name {
+            Some(n) => n,
+            None => format!("v5-{}", self.client.next_id()),
+        };
+        let (tx, rx) = mpsc::channel(self.max_pending);
+        let router = Router {
+            client: self.client,
+            name,
+            batching: self.batching,
+            entry_buckets: self.entry_buckets,
+            layout: watch.current(),
+            dag: watch,
+            producers: HashMap::new(),
+            rr: 0,
+            layout_wait: self.layout_wait,
+        };
+        let task = tokio::spawn(router.run(rx, self.max_pending));
+        Ok(ScalableProducer { tx, topic, task })
+    }
+}
+
+impl Client {
+    /// A V5 producer on scalable topic `topic` (`topic://t/ns/x`, or a
+    /// `persistent://` name of the same topic).
+    pub fn scalable_producer(&self, topic: &str) -> ScalableProducerBuilder {
+        ScalableProducerBuilder {
+            client: self.clone(),
+            topic: topic.to_owned(),
+            name: None,
+            batching: Some((Duration::from_millis(1), 1000, 128 * 1024)),
+            entry_buckets: false,
+            max_pending: 10_000,
+            create_if_missing: true,
+            layout_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A producer on a scalable topic; `send` takes `&self`.
+#[derive(Debug)]
+pub struct ScalableProducer {
+    tx: mpsc::Sender<Request>,
+    topic: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for ScalableProducer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+enum Request {
+    Send(ProducerMessage, oneshot::Sender<Result<ScalableMessageId>>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// The receipt of one message sent with [`ScalableProducer::send`].
+#[derive(Debug)]
+pub struct ScalableSendFuture(oneshot::Receiver<Result<ScalableMessageId>>);
+
+impl std::future::Future for ScalableSendFuture {
+    type Output = Result<ScalableMessageId>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::Closed)))
+    }
+}
+
+impl ScalableProducer {
+    /// The `topic://` name.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Queues a message (waiting for room among the pending ones); the
+    /// future resolves once it is stored.
+    pub async fn send(&self, msg: impl Into<ProducerMessage>) -> Result<ScalableSendFuture> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Send(msg.into(), tx))
+            .await
+            .map_err(|_| Error::Closed)?;
+        Ok(ScalableSendFuture(rx))
+    }
+
+    /// Sends and waits for the receipt.
+    pub async fn send_and_wait(
+        &self,
+        msg: impl Into<ProducerMessage>,
+    ) -> Result<ScalableMessageId> {
+        self.send(msg).await?.await
+    }
+
+    /// Waits until every message sent before has its receipt (or its error).
+    pub async fn flush(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Request::Flush(tx))
+            .await
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)
+    }
+
+    /// Flushes, then closes every segment producer.
+    pub async fn close(self) -> Result<()> {
+        self.flush().await?;
+        Ok(())
+    }
+}
+
+/// A message sent to a segment and not yet stored.
+struct InFlight {
+    segment: u64,
+    msg: ProducerMessage,
+    receipt: SendFuture,
+    reply: oneshot::Sender<Result<ScalableMessageId>>,
+}
+
+/// Whether `e` means the segment takes no more messages (it was sealed).
+fn is_sealed(e: &Error) -> bool {
+    match e {
+        Error::Server { code, message } => {
+            *code == ServerError::TopicTerminatedError
+                || (*code == ServerError::TopicNotFound && message.contains("segment"))
+        }
+        _ => false,
+    }
+}
+
+struct Router {
+    client: Client,
+    name: String,
+    batching: Option<(Duration, u32, usize)>,
+    entry_buckets: bool,
+    dag: DagWatch,
+    layout: Arc<Dag>,
+    producers: HashMap<u64, Producer>,
+    rr: usize,
+    layout_wait: Duration,
+}
+
+/// A message not yet handed to a segment producer.
+type Queued = (ProducerMessage, oneshot::Sender<Result<ScalableMessageId>>);
+
+/// What became of routing one message.
+enum Routed {
+    Sent(InFlight),
+    /// Its segment is sealed: it waits for the layout that replaces it.
+    Sealed(u64, Queued),
+    /// Answered with an error.
+    Failed,
+}
+
+impl Router {
+    async fn run(mut self, mut rx: mpsc::Receiver<Request>, max_in_flight: usize) {
+        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+        let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+        let mut open = true;
+        loop {
+            if in_flight.is_empty() {
+                for f in flushes.drain(..) {
+                    let _ = f.send(());
+                }
+                if !open {
+                    return;
+                }
+            }
+            tokio::select! {
+                biased;
+                done = async {
+                    match in_flight.front_mut() {
+                        Some(f) => (&mut f.receipt).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let f = in_flight.pop_front().expect("a front");
+                    match done {
+                        Ok(id) => {
+                            let _ = f.reply.send(Ok(ScalableMessageId { segment_id: f.segment, id }));
+                        }
+                        Err(e) if is_sealed(&e) => {
+                            // It and every later message on its segment were
+                            // refused: they go first, in order, once the
+                            // layout that seals the segment is here.
+                            let segment = f.segment;
+                            let mut queue: VecDeque<Queued> = VecDeque::from([(f.msg, f.reply)]);
+                            queue.extend(self.settle(&mut in_flight, segment).await);
+                            self.producers.remove(&segment);
+                            if self.await_sealed(segment, &mut in_flight, &mut queue).await {
+                                self.send_all(queue, &mut in_flight).await;
+                            } else {
+                                fail(queue, &e);
+                            }
+                        }
+                        Err(e) => {
+                            let _ = f.reply.send(Err(e));
+                        }
+                    }
+                }
+                changed = self.dag.changed() => match changed {
+                    Ok(dag) => {
+                        let refused = self.switch(dag, &mut in_flight).await;
+                        self.send_all(refused, &mut in_flight).await;
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "the DAG watch ended");
+                        fail(in_flight.drain(..).map(|f| (f.msg, f.reply)), &e);
+                        return;
+                    }
+                },
+                req = rx.recv(), if open && in_flight.len() < max_in_flight => match req {
+                    Some(Request::Send(msg, reply)) => {
+                        self.send_all(VecDeque::from([(msg, reply)]), &mut in_flight).await;
+                    }
+                    Some(Request::Flush(tx)) => flushes.push(tx),
+                    None => open = false,
+                },
+            }
+        }
+    }
+
+    /// Waits for every message in flight on `segment`: those stored are
+    /// answered, those refused as sealed are returned in order.
+    async fn settle(&mut self, in_flight: &mut VecDeque<InFlight>, segment: u64) -> Vec<Queued> {
+        let mut keep = VecDeque::with_capacity(in_flight.len());
+        let mut refused = Vec::new();
+        for mut f in in_flight.drain(..) {
+            if f.segment != segment {
+                keep.push_back(f);
+                continue;
+            }
+            match (&mut f.receipt).await {
+                Ok(id) => {
+                    let _ = f.reply.send(Ok(ScalableMessageId {
+                        segment_id: segment,
+                        id,
+                    }));
+                }
+                Err(e) if is_sealed(&e) => refused.push((f.msg, f.reply)),
+                Err(e) => {
+                    let _ = f.reply.send(Err(e));
+                }
+            }
+        }
+        *in_flight = keep;
+        refused
+    }
+
+    /// Moves to the layout `dag`: the messages in flight on segments it
+    /// seals settle first, and those refused are returned in send order
+    /// (they go before anything queued after them).
+    async fn switch(
+        &mut self,
+        dag: Arc<Dag>,
+        in_flight: &mut VecDeque<InFlight>,
+    ) -> VecDeque<Queued> {
+        let sealed: Vec<u64> = self
+            .layout
+            .segments
+            .values()
+            .filter(|s| s.active && !dag.is_active(s.id))
+            .map(|s| s.id)
+            .collect();
+        debug!(epoch = dag.epoch, ?sealed, "new layout");
+        let mut refused = VecDeque::new();
+        for s in &sealed {
+            refused.extend(self.settle(in_flight, *s).await);
+        }
+        self.layout = dag;
+        let layout = self.layout.clone();
+        self.producers.retain(|id, _| layout.is_active(*id));
+        refused
+    }
+
+    /// Waits until the layout no longer has `segment` active and moves to
+    /// it; what that refuses on other segments goes before `queue`. `false`
+    /// if the layout did not come within the wait.
+    async fn await_sealed(
+        &mut self,
+        segment: u64,
+        in_flight: &mut VecDeque<InFlight>,
+        queue: &mut VecDeque<Queued>,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + self.layout_wait;
+        loop {
+            let current = self.dag.current();
+            if !current.is_active(segment) {
+                let refused = self.switch(current, in_flight).await;
+                for q in refused.into_iter().rev() {
+                    queue.push_front(q);
+                }
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, self.dag.changed()).await {
+                Ok(Ok(_)) => continue,
+                _ => return false,
+            }
+        }
+    }
+
+    /// Sends `queue` in order; a message whose segment turns out sealed
+    /// waits (with the rest behind it) for the layout that replaces it.
+    async fn send_all(&mut self, mut queue: VecDeque<Queued>, in_flight: &mut VecDeque<InFlight>) {
+        while let Some((msg, reply)) = queue.pop_front() {
+            match self.route(msg, reply).await {
+                Routed::Sent(f) => in_flight.push_back(f),
+                Routed::Failed => {}
+                Routed::Sealed(segment, q) => {
+                    queue.push_front(q);
+                    self.producers.remove(&segment);
+                    if !self.await_sealed(segment, in_flight, &mut queue).await {
+                        let e = Error::Timeout("the layout that replaces a sealed segment");
+                        fail(queue, &e);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends `msg` to its segment under the current layout.
+    async fn route(
+        &mut self,
+        msg: ProducerMessage,
+        reply: oneshot::Sender<Result<ScalableMessageId>>,
+    ) -> Routed {
+        let segment = match msg.routing_key() {
+            Some(k) => self.layout.segment_of(segment_hash(k)).map(|s| s.id),
+            None => {
+                let active = self.layout.active();
+                self.rr = self.rr.wrapping_add(1);
+                active.get(self.rr % active.len().max(1)).map(|s| s.id)
+            }
+        };
+        let Some(segment) = segment else {
+            let _ = reply.send(Err(Error::Unexpected(
+                "the layout has no active segment for the message".into(),
+            )));
+            return Routed::Failed;
+        };
+        let sent = match self.producer(segment).await {
+            Ok(p) => p.send(msg.clone()).await,
+            Err(e) => Err(e),
+        };
+        match sent {
+            Ok(receipt) => Routed::Sent(InFlight {
+                segment,
+                msg,
+                receipt,
+                reply,
+            }),
+            Err(e) if is_sealed(&e) => Routed::Sealed(segment, (msg, reply)),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                Routed::Failed
+            }
+        }
+    }
+
+    /// The producer of `segment`, created on first use.
+    async fn producer(&mut self, segment: u64) -> Result<&Producer> {
+        if !self.producers.contains_key(&segment) {
+            let s = self
+                .layout
+                .segments
+                .get(&segment)
+                .ok_or(Error::Closed)?
+                .clone();
+            let mut b = self
+                .client
+                .producer(&s.topic)
+                .name(&format!("{}-seg-{}", self.name, s.id));
+            b = match self.batching {
+                Some((delay, n, bytes)) => {
+                    let b = b.batching(delay, n, bytes);
+                    if !self.entry_buckets || s.entry_bucket_splits.is_empty() {
+                        b
+                    } else {
+                        b.batching_type(BatchingType::EntryBucket {
+                            splits: s.entry_bucket_splits.clone(),
+                        })
+                    }
+                }
+                None => b.no_batching(),
+            };
+            let p = b.send_timeout(None).create().await?;
+            self.producers.insert(segment, p);
+        }
+        Ok(self.producers.get(&segment).expect("just made"))
+    }
+}
+
+fn fail(msgs: impl IntoIterator<Item = Queued>, e: &Error) {
+    for (_, reply) in msgs {
+        let _ = reply.send(Err(e.clone()));
+    }
+}
