@@ -45,6 +45,11 @@ enum AdminCommand {
         #[command(subcommand)]
         cmd: TransactionsCmd,
     },
+    /// Scalable topics (Pulsar 5): layouts of segments that split and merge.
+    ScalableTopics {
+        #[command(subcommand)]
+        cmd: crate::admin_scalable::ScalableCmd,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -547,6 +552,10 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
             }
         },
         A::Topics { cmd } => topics(&http, cmd)?,
+        A::ScalableTopics { cmd } => match crate::admin_scalable::run(&http, cmd)? {
+            crate::admin_scalable::Answer::Json(v) => Output::Json(v),
+            crate::admin_scalable::Answer::Done(s) => Output::Done(s),
+        },
         A::Transactions { cmd } => match cmd {
             TransactionsCmd::CoordinatorStats { coordinator_id } => {
                 let q = coordinator_id.map_or(String::new(), |c| format!("?coordinatorId={c}"));

@@ -20,7 +20,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod admin_cli;
 mod admin_http;
+mod admin_scalable;
 mod perf;
+mod perf_scalable;
 mod perf_txn;
 mod runtime;
 mod tokens_cli;

@@ -126,6 +126,20 @@ struct Opts {
     /// more CPU than it saves (docs/performance.md).
     #[arg(long = "num-io-threads", alias = "io-threads", default_value_t = 1)]
     io_threads: usize,
+    /// Produce to a scalable topic (topic://) with the V5 producer
+    /// (produce only; see src/perf_scalable.rs).
+    #[arg(long)]
+    scalable: bool,
+    /// Distinct message keys (--scalable).
+    #[arg(long, default_value_t = 1000)]
+    keys: u64,
+    /// The admin API the resizes go to (--scalable).
+    #[arg(long = "admin-url", default_value = "http://127.0.0.1:8080")]
+    admin_url: String,
+    /// Split or merge the topic this often, measuring each one's pause
+    /// (--scalable; 0: never).
+    #[arg(long = "resize-interval-ms", default_value_t = 0)]
+    resize_interval_ms: u64,
 }
 
 pub fn run(args: PerfArgs) -> anyhow::Result<()> {
@@ -136,6 +150,36 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
         Mode::E2e(o) => ("e2e", o, true, true),
     };
     let rt = crate::runtime::runtime(opts.io_threads, "perf")?;
+    if opts.scalable {
+        anyhow::ensure!(
+            produce && !consume,
+            "--scalable is for `strobe perf produce` (a V5 consumer is issue 41's)"
+        );
+        anyhow::ensure!(opts.duration > 0.0, "--scalable needs -d <seconds>");
+        let batch = (opts.batch_delay_ms > 0.0).then(|| {
+            (
+                Duration::from_secs_f64(opts.batch_delay_ms / 1000.0),
+                opts.batch_max_messages,
+                opts.batch_max_bytes,
+            )
+        });
+        return rt.block_on(crate::perf_scalable::produce(
+            crate::perf_scalable::ScalableRun {
+                url: opts.url,
+                topic: opts.topic,
+                rate: if opts.rate > 0.0 { opts.rate } else { 10_000.0 },
+                size: opts.size,
+                keys: opts.keys,
+                duration: Duration::from_secs_f64(opts.duration),
+                batch,
+                max_pending: opts.max_pending.max(1),
+                admin_url: opts.admin_url,
+                resize_every: (opts.resize_interval_ms > 0)
+                    .then(|| Duration::from_millis(opts.resize_interval_ms)),
+                json: opts.json,
+            },
+        ));
+    }
     rt.block_on(run_async(name, opts, produce, consume))
 }
 

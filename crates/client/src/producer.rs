@@ -839,7 +839,18 @@ async fn event_loop(sh: Arc<ProducerShared>, mut rx: mpsc::UnboundedReceiver<Pro
                         st.conn = Some(conn);
                     }
                     Err(e) => {
-                        warn!(topic = %sh.topic, error = %e, "producer cannot reconnect");
+                        // A terminated topic (a scalable topic's sealed
+                        // segment) is an expected end, not a warning.
+                        let terminated = matches!(
+                            &e,
+                            Error::Server { code, .. }
+                                if *code == strobe_wire::proto::ServerError::TopicTerminatedError
+                        );
+                        if terminated {
+                            debug!(topic = %sh.topic, "producer closed: its topic is terminated");
+                        } else {
+                            warn!(topic = %sh.topic, error = %e, "producer cannot reconnect");
+                        }
                         let mut st = sh.state.lock().expect("producer lock");
                         fail_pending(&sh, &mut st, &e);
                         st.closed = Some(e);

@@ -1,0 +1,216 @@
+//! `strobe perf produce --scalable`: a V5 producer (strobe-client's) on a
+//! `topic://` at a fixed rate with keyed messages, and optionally the topic
+//! resized through the admin API every `--resize-interval-ms` (a split of
+//! its first active segment, then the merge of the two halves, and so on).
+//! For each resize it measures the pause producers see (the widest gap
+//! between consecutive receipts in the two seconds after the admin call)
+//! and the time from the admin call to the new layout at a watching client.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::TokioExecutor;
+use strobe_client::{Client, ProducerMessage};
+
+/// What `strobe perf produce --scalable` runs.
+#[derive(Debug, Clone)]
+pub struct ScalableRun {
+    pub url: String,
+    pub topic: String,
+    pub rate: f64,
+    pub size: usize,
+    pub keys: u64,
+    pub duration: Duration,
+    pub batch: Option<(Duration, u32, usize)>,
+    pub max_pending: usize,
+    pub admin_url: String,
+    pub resize_every: Option<Duration>,
+    pub json: bool,
+}
+
+fn hist() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("histogram bounds")
+}
+
+/// `POST` to the admin API; the answer's JSON.
+async fn post(url: &str) -> anyhow::Result<serde_json::Value> {
+    let client = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let req = hyper::Request::post(url).body(Full::new(Bytes::new()))?;
+    let answer = client
+        .request(req)
+        .await
+        .with_context(|| format!("POST {url}"))?;
+    let status = answer.status();
+    let body = answer.into_body().collect().await?.to_bytes();
+    if !status.is_success() {
+        bail!("POST {url}: {status}: {}", String::from_utf8_lossy(&body));
+    }
+    Ok(serde_json::from_slice(&body)?)
+}
+
+pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
+    let topic = if r.topic.contains("://") {
+        r.topic.clone()
+    } else {
+        format!("topic://public/default/{}", r.topic)
+    };
+    let client = Client::builder(&r.url)
+        .build()
+        .await
+        .with_context(|| format!("connecting to {}", r.url))?;
+    let mut b = client
+        .scalable_producer(&topic)
+        .name("perf-v5")
+        .max_pending_messages(r.max_pending);
+    b = match r.batch {
+        Some((d, n, bytes)) => b.batching(d, n, bytes),
+        None => b.no_batching(),
+    };
+    let producer = Arc::new(
+        b.create()
+            .await
+            .with_context(|| format!("producer on {topic}"))?,
+    );
+    let mut watch = client.watch_scalable_topic(&topic, false).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let sender = {
+        let (producer, stop, r) = (producer.clone(), stop.clone(), r.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let (mut owed, mut n) = (0f64, 0u64);
+            let payload = vec![b'x'; r.size];
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                owed += r.rate / 1000.0;
+                while owed >= 1.0 {
+                    owed -= 1.0;
+                    let msg = ProducerMessage::new(payload.clone())
+                        .with_key(format!("key-{}", n % r.keys.max(1)));
+                    n += 1;
+                    match producer.send(msg).await {
+                        Ok(f) => {
+                            let _ = tx.send((Instant::now(), f));
+                        }
+                        Err(e) => return Err(anyhow::anyhow!(e)),
+                    }
+                }
+            }
+            Ok(n)
+        })
+    };
+    let collector = tokio::spawn(async move {
+        let mut at = Vec::new();
+        let mut latency = hist();
+        let mut errors = 0u64;
+        while let Some((sent, f)) = rx.recv().await {
+            match f.await {
+                Ok(_) => {
+                    let now = Instant::now();
+                    latency.saturating_record(now.duration_since(sent).as_micros() as u64);
+                    at.push(now);
+                }
+                Err(_) => errors += 1,
+            }
+        }
+        (at, latency, errors)
+    });
+
+    let started = Instant::now();
+    let mut resizes: Vec<(Instant, Duration)> = Vec::new();
+    let (t, ns, name) = {
+        let rest = topic.trim_start_matches("topic://");
+        let mut p = rest.splitn(3, '/');
+        (
+            p.next().unwrap_or_default().to_owned(),
+            p.next().unwrap_or_default().to_owned(),
+            p.next().unwrap_or_default().to_owned(),
+        )
+    };
+    let base = format!(
+        "{}/admin/v2/scalable/{t}/{ns}/{name}",
+        r.admin_url.trim_end_matches('/')
+    );
+    while started.elapsed() < r.duration {
+        let Some(every) = r.resize_every else {
+            tokio::time::sleep(r.duration.saturating_sub(started.elapsed())).await;
+            break;
+        };
+        tokio::time::sleep(every.min(r.duration.saturating_sub(started.elapsed()))).await;
+        if started.elapsed() >= r.duration {
+            break;
+        }
+        let dag = watch.current();
+        let active = dag.active();
+        let path = match active.as_slice() {
+            [only] => format!("{base}/split/{}", only.id),
+            [a, b, ..] => format!("{base}/merge/{}/{}", a.id, b.id),
+            [] => bail!("{topic} has no active segment"),
+        };
+        let t0 = Instant::now();
+        post(&path).await?;
+        loop {
+            let now = watch.current();
+            if now.epoch > dag.epoch {
+                break;
+            }
+            tokio::time::timeout(Duration::from_secs(10), watch.changed())
+                .await
+                .context("no layout update within 10 s of a resize")??;
+        }
+        resizes.push((t0, t0.elapsed()));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender.await??;
+    producer.flush().await?;
+    drop(producer);
+    let (at, latency, errors) = collector.await?;
+    let elapsed = started.elapsed().as_secs_f64();
+
+    let mut gaps = hist();
+    for w in at.windows(2) {
+        gaps.saturating_record(w[1].duration_since(w[0]).as_micros() as u64);
+    }
+    let mut pause = hist();
+    let mut layout = hist();
+    for (t0, to_layout) in &resizes {
+        let window = *t0 + Duration::from_secs(2);
+        let widest = at
+            .windows(2)
+            .filter(|w| w[1] >= *t0 && w[0] <= window)
+            .map(|w| w[1].duration_since(w[0]).as_micros() as u64)
+            .max()
+            .unwrap_or(0);
+        pause.saturating_record(widest.max(1));
+        layout.saturating_record((to_layout.as_micros() as u64).max(1));
+    }
+    let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let summary = serde_json::json!({
+        "mode": "produce-scalable",
+        "topic": topic,
+        "messages": sent,
+        "errors": errors,
+        "rate_msg_s": sent as f64 / elapsed,
+        "publish_latency_ms": {"p50": ms(&latency, 0.5), "p99": ms(&latency, 0.99), "max": ms(&latency, 1.0)},
+        "receipt_gap_ms": {"p50": ms(&gaps, 0.5), "p99": ms(&gaps, 0.99)},
+        "resizes": resizes.len(),
+        "resize_pause_ms": {"p50": ms(&pause, 0.5), "p99": ms(&pause, 0.99), "max": ms(&pause, 1.0)},
+        "admin_call_to_layout_ms": {"p50": ms(&layout, 0.5), "p99": ms(&layout, 0.99), "max": ms(&layout, 1.0)},
+    });
+    if r.json {
+        println!("{summary}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    }
+    if errors > 0 {
+        bail!("{errors} sends failed");
+    }
+    Ok(())
+}
