@@ -73,6 +73,8 @@ pub struct Member {
     pub id: String,
     pub child: Child,
     pub port: u16,
+    /// The admin HTTP port.
+    pub http_port: u16,
     pub log: std::path::PathBuf,
 }
 
@@ -112,6 +114,7 @@ impl Member {
             id: id.to_string(),
             child,
             port: 0,
+            http_port: 0,
             log,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -126,6 +129,10 @@ impl Member {
                     .next()
                     .unwrap();
                 m.port = addr.rsplit(':').next().unwrap().parse().unwrap();
+                if let Some(http) = line.split(" http=").nth(1) {
+                    let http = http.split_whitespace().next().unwrap();
+                    m.http_port = http.rsplit(':').next().unwrap().parse().unwrap();
+                }
                 return m;
             }
             if let Ok(Some(s)) = m.child.try_wait() {
@@ -162,6 +169,28 @@ impl Member {
             .status()
             .unwrap();
         assert!(ok.success());
+    }
+
+    /// An admin HTTP request: (status, body). `None` if the broker did not
+    /// answer (it died).
+    pub fn http(&self, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.http_port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        let status = out.split_whitespace().nth(1)?.parse().ok()?;
+        let body = out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        Some((status, body))
     }
 
     /// The broker's log so far.

@@ -460,16 +460,19 @@ impl Topic {
             if st.handing_off {
                 return Ok(Published::Held);
             }
-            if !st.producers.contains_key(&key) {
-                return Err(BrokerError::ProducerFenced(
-                    "the producer was closed by the broker".into(),
-                ));
-            }
+            // Termination first: a terminated topic drops its producers, and
+            // what they still send must read as refused for that reason (a
+            // scalable topic's producer sends it on to the next segments).
             if st.terminated.is_some() {
                 return Err(BrokerError::TopicTerminated(format!(
                     "topic {} is terminated",
                     self.name
                 )));
+            }
+            if !st.producers.contains_key(&key) {
+                return Err(BrokerError::ProducerFenced(
+                    "the producer was closed by the broker".into(),
+                ));
             }
             if let Some(d) = st.dedup.as_mut() {
                 let last = d.pushed.get(producer).copied().unwrap_or(-1);
