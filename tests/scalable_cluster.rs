@@ -11,13 +11,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::cluster::{Etcd, Member};
-use strobe_client::{Client, InitialPosition, ProducerMessage, ScalableSendFuture, SubType};
+use common::keyed::{KeyedLoad, check_dag_order};
+use strobe_client::Client;
 
 const KEYS: u64 = 32;
 const BASE: &str = "/admin/v2/scalable/public/default/orders";
@@ -82,48 +80,14 @@ async fn a_controller_killed_mid_split_and_segments_moving_lose_nothing() {
     assert_eq!(st, 204, "{body}");
 
     let client = Client::builder(&b2.url()).build().await.unwrap();
-    let producer = Arc::new(
-        client
-            .scalable_producer("topic://public/default/orders")
-            .name("p")
-            .create()
-            .await
-            .unwrap(),
-    );
-    let stop = Arc::new(AtomicBool::new(false));
-    let (receipts_tx, mut receipts_rx) =
-        tokio::sync::mpsc::unbounded_channel::<ScalableSendFuture>();
+    let producer = client
+        .scalable_producer("topic://public/default/orders")
+        .name("p")
+        .create()
+        .await
+        .unwrap();
     // About 5,000 messages a second.
-    let sender = {
-        let (producer, stop) = (producer.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut seq = [0u64; KEYS as usize];
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                tick.tick().await;
-                for _ in 0..50 {
-                    let k = n % KEYS;
-                    let msg = ProducerMessage::new(format!("{k}:{}", seq[k as usize]).into_bytes())
-                        .with_key(format!("key-{k}"));
-                    seq[k as usize] += 1;
-                    n += 1;
-                    receipts_tx.send(producer.send(msg).await.unwrap()).unwrap();
-                }
-            }
-            n
-        })
-    };
-    let collector = tokio::spawn(async move {
-        let (mut ok, mut errors) = (0u64, Vec::new());
-        while let Some(f) = receipts_rx.recv().await {
-            match f.await {
-                Ok(_) => ok += 1,
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        (ok, errors)
-    });
+    let load = KeyedLoad::start(producer, KEYS, 50);
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The split goes to b1 (forwarded by b3), which dies half way.
@@ -165,67 +129,11 @@ async fn a_controller_killed_mid_split_and_segments_moving_lose_nothing() {
     wait_epoch(&b2, 5, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
 
-    stop.store(true, Ordering::Relaxed);
-    let sent = sender.await.unwrap();
-    tokio::time::timeout(Duration::from_secs(60), producer.flush())
-        .await
-        .expect("flushed within 60 s")
-        .unwrap();
-    drop(producer);
-    let (ok, errors) = collector.await.unwrap();
-    assert!(
-        errors.is_empty(),
-        "{} sends failed: {:?}",
-        errors.len(),
-        &errors[..errors.len().min(5)]
-    );
-    assert_eq!(ok, sent);
-
+    let (sent, _) = load.finish().await;
     let l = layout(&b2);
-    let mut by_key: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    let mut total = 0u64;
-    let segments: BTreeMap<u64, &serde_json::Value> = l["segments"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.parse().unwrap(), v))
-        .collect();
-    assert_eq!(
-        segments.keys().copied().collect::<Vec<_>>(),
-        (0..=8).collect::<Vec<_>>()
-    );
-    for (id, seg) in segments {
-        let name = format!(
-            "segment://public/default/orders/{:04x}-{:04x}-{id}",
-            seg["hashRange"]["start"].as_u64().unwrap(),
-            seg["hashRange"]["end"].as_u64().unwrap()
-        );
-        let mut c = client
-            .consumer(&name, "verify")
-            .sub_type(SubType::Exclusive)
-            .initial_position(InitialPosition::Earliest)
-            .subscribe()
-            .await
-            .unwrap();
-        while let Some(m) = c.recv_timeout(Duration::from_millis(700)).await.unwrap() {
-            let text = String::from_utf8(m.payload.to_vec()).unwrap();
-            let (k, s) = text.split_once(':').unwrap();
-            by_key
-                .entry(k.parse().unwrap())
-                .or_default()
-                .push(s.parse().unwrap());
-            total += 1;
-        }
-    }
-    for (k, seqs) in &by_key {
-        if let Some(i) = seqs.iter().enumerate().position(|(i, s)| *s != i as u64) {
-            panic!(
-                "key {k}: lost, duplicated or out of order at {i} of {}: {:?}",
-                seqs.len(),
-                &seqs[i.saturating_sub(3)..(i + 10).min(seqs.len())]
-            );
-        }
-    }
+    let ids: Vec<&String> = l["segments"].as_object().unwrap().keys().collect();
+    assert_eq!(ids.len(), 9, "{l}");
+    let total = check_dag_order(&client, "orders", &l).await;
     assert_eq!(total, sent, "messages stored vs sent");
     drop((b2, b3, etcd));
 }

@@ -7,13 +7,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::Strobe;
-use strobe_client::{Client, InitialPosition, ProducerMessage, ScalableSendFuture, SubType};
+use common::keyed::{KeyedLoad, check_dag_order};
+use strobe_client::Client;
 
 const KEYS: u64 = 64;
 
@@ -49,51 +47,15 @@ async fn splits_and_merges_under_load_lose_duplicate_and_reorder_nothing() {
         .build()
         .await
         .unwrap();
-    let producer = Arc::new(
-        client
-            .scalable_producer("topic://public/default/load")
-            .name("p")
-            .create()
-            .await
-            .unwrap(),
-    );
-    let stop = Arc::new(AtomicBool::new(false));
-    let (receipts_tx, mut receipts_rx) =
-        tokio::sync::mpsc::unbounded_channel::<ScalableSendFuture>();
-    // About 10,000 messages a second: 100 every 10 ms, keys in turn.
-    let sender = {
-        let (producer, stop) = (producer.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut seq = [0u64; KEYS as usize];
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                tick.tick().await;
-                for _ in 0..100 {
-                    let k = n % KEYS;
-                    let msg = ProducerMessage::new(format!("{k}:{}", seq[k as usize]).into_bytes())
-                        .with_key(format!("key-{k}"));
-                    seq[k as usize] += 1;
-                    n += 1;
-                    receipts_tx.send(producer.send(msg).await.unwrap()).unwrap();
-                }
-            }
-            n
-        })
-    };
-    let collector = tokio::spawn(async move {
-        let mut at = Vec::new();
-        let mut errors = Vec::new();
-        while let Some(f) = receipts_rx.recv().await {
-            match f.await {
-                Ok(_) => at.push(Instant::now()),
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        (at, errors)
-    });
-
-    let admin = |path: String| {
+    let producer = client
+        .scalable_producer("topic://public/default/load")
+        .name("p")
+        .create()
+        .await
+        .unwrap();
+    // About 10,000 messages a second: 100 every 10 ms.
+    let load = KeyedLoad::start(producer, KEYS, 100);
+    let admin = |path: &str| {
         let (st, body) = strobe.http(
             "POST",
             &format!("/admin/v2/scalable/public/default/load/{path}"),
@@ -113,69 +75,17 @@ async fn splits_and_merges_under_load_lose_duplicate_and_reorder_nothing() {
         "merge/7/8",
     ] {
         marks.push(Instant::now());
-        admin(step.to_owned());
+        admin(step);
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    let sent = sender.await.unwrap();
-    producer.flush().await.unwrap();
-    drop(producer);
-    let (receipts, errors) = collector.await.unwrap();
-    assert!(
-        errors.is_empty(),
-        "{} sends failed: {:?}",
-        errors.len(),
-        &errors[..errors.len().min(5)]
-    );
-    assert_eq!(receipts.len() as u64, sent);
+    let (sent, receipts) = load.finish().await;
     assert!(sent > 30_000, "only {sent} messages sent");
 
     let (_, body) = strobe.http("GET", "/admin/v2/scalable/public/default/load", "");
     let layout: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(layout["epoch"], 6, "{layout}");
-    // Every segment, in id order (parents before children).
-    let mut by_key: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    let mut total = 0u64;
-    for (id, seg) in layout["segments"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.parse::<u64>().unwrap(), v))
-        .collect::<BTreeMap<_, _>>()
-    {
-        let range = &seg["hashRange"];
-        let name = format!(
-            "segment://public/default/load/{:04x}-{:04x}-{id}",
-            range["start"].as_u64().unwrap(),
-            range["end"].as_u64().unwrap()
-        );
-        let mut c = client
-            .consumer(&name, "verify")
-            .sub_type(SubType::Exclusive)
-            .initial_position(InitialPosition::Earliest)
-            .subscribe()
-            .await
-            .unwrap();
-        while let Some(m) = c.recv_timeout(Duration::from_millis(500)).await.unwrap() {
-            let text = String::from_utf8(m.payload.to_vec()).unwrap();
-            let (k, s) = text.split_once(':').unwrap();
-            by_key
-                .entry(k.parse().unwrap())
-                .or_default()
-                .push(s.parse().unwrap());
-            total += 1;
-        }
-    }
-    for (k, seqs) in &by_key {
-        if let Some(i) = seqs.iter().enumerate().position(|(i, s)| *s != i as u64) {
-            panic!(
-                "key {k}: lost, duplicated or out of order at {i} of {}: {:?}",
-                seqs.len(),
-                &seqs[i.saturating_sub(3)..(i + 10).min(seqs.len())]
-            );
-        }
-    }
+    let total = check_dag_order(&client, "load", &layout).await;
     assert_eq!(total, sent, "messages stored vs sent");
     let p = pauses(&receipts, &marks, Duration::from_millis(600));
     eprintln!("receipt gaps after each resize (ms): {p:?}; {sent} messages");

@@ -5,6 +5,7 @@
 
 #[cfg(feature = "cluster")]
 pub mod cluster;
+pub mod keyed;
 
 use std::io::Write;
 use std::net::TcpListener as StdListener;
