@@ -554,3 +554,136 @@ async fn a_dag_watch_session_follows_the_layout() {
     assert_eq!(u.error, Some(ServerError::NotAllowedError as i32));
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_namespace_watch_sends_a_snapshot_then_diffs_of_matching_topics() {
+    use std::collections::BTreeMap;
+    use strobe_wire::proto::command_watch_scalable_topics_update::Event;
+    use strobe_wire::proto::{
+        CommandWatchScalableTopics, CommandWatchScalableTopicsUpdate, KeyValue,
+    };
+
+    let broker = start_server(|_| {}).await;
+    let service = broker.service();
+    let topic =
+        |n: &str| strobe_model::TopicName::parse(&format!("topic://public/default/{n}")).unwrap();
+    let props = |team: &str| BTreeMap::from([("team".to_string(), team.to_string())]);
+    service
+        .create_scalable_topic(&topic("a"), 1, props("x"))
+        .await
+        .unwrap();
+    service
+        .create_scalable_topic(&topic("b"), 2, props("y"))
+        .await
+        .unwrap();
+
+    let mut raw = Raw::connect(&broker).await;
+    raw.send(commands::connect("in-process-test", None)).await;
+    assert!(matches!(raw.recv().await, Some(Command::Connected(_))));
+    let watch =
+        |watch_id: u64, team: Option<&str>, hash: Option<String>| CommandWatchScalableTopics {
+            watch_id,
+            namespace: "public/default".into(),
+            property_filters: team
+                .map(|t| {
+                    vec![KeyValue {
+                        key: "team".into(),
+                        value: t.into(),
+                    }]
+                })
+                .unwrap_or_default(),
+            current_hash: hash,
+        };
+    async fn next(raw: &mut Raw) -> CommandWatchScalableTopicsUpdate {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), raw.recv()).await {
+            Ok(Some(Command::WatchScalableTopicsUpdate(u))) => u,
+            other => panic!("expected WATCH_SCALABLE_TOPICS_UPDATE, got {other:?}"),
+        }
+    }
+    raw.send(watch(1, Some("x"), None)).await;
+    let u = next(&mut raw).await;
+    assert_eq!(
+        u.event,
+        Some(Event::Snapshot(
+            strobe_wire::proto::ScalableTopicsSnapshot {
+                topics: vec!["topic://public/default/a".into()]
+            }
+        ))
+    );
+    // Created with the property: added. Created without: nothing.
+    service
+        .create_scalable_topic(&topic("c"), 1, props("x"))
+        .await
+        .unwrap();
+    service
+        .create_scalable_topic(&topic("d"), 1, props("z"))
+        .await
+        .unwrap();
+    let u = next(&mut raw).await;
+    let Some(Event::Diff(d)) = u.event else {
+        panic!("{u:?}")
+    };
+    assert_eq!(
+        (d.added, d.removed),
+        (vec!["topic://public/default/c".to_string()], vec![])
+    );
+    // A resize rewrites the document: not a change of the set.
+    let c = match service.scalable_controller(&topic("c")).await.unwrap() {
+        strobe_broker::service::controllers::ControllerAt::Here(c) => c,
+        other => panic!("{other:?}"),
+    };
+    c.split(0).await.unwrap();
+    // Deleted: removed.
+    service.delete_scalable_topic(&c, true).await.unwrap();
+    let u = next(&mut raw).await;
+    let Some(Event::Diff(d)) = u.event else {
+        panic!("{u:?}")
+    };
+    assert_eq!(
+        (d.added, d.removed),
+        (vec![], vec!["topic://public/default/c".to_string()])
+    );
+
+    // A client whose hash names the set gets no snapshot, only what follows.
+    let all = vec![
+        "topic://public/default/a".to_string(),
+        "topic://public/default/b".to_string(),
+        "topic://public/default/d".to_string(),
+    ];
+    let mut raw2 = Raw::connect(&broker).await;
+    raw2.send(commands::connect("in-process-test", None)).await;
+    assert!(matches!(raw2.recv().await, Some(Command::Connected(_))));
+    let crc = strobe_wire::payload::crc32c(all.join(",").as_bytes());
+    let hash: String = crc
+        .to_le_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    raw2.send(watch(7, None, Some(hash))).await;
+    // No answer tells the watch has started (that is the point): give it time.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    service
+        .create_scalable_topic(&topic("e"), 1, BTreeMap::new())
+        .await
+        .unwrap();
+    let u = next(&mut raw2).await;
+    assert_eq!(u.watch_id, 7);
+    let Some(Event::Diff(d)) = u.event else {
+        panic!("expected a diff, not a snapshot: {u:?}")
+    };
+    assert_eq!(d.added, vec!["topic://public/default/e".to_string()]);
+    // An unknown namespace is refused.
+    raw2.send(CommandWatchScalableTopics {
+        watch_id: 8,
+        namespace: "public/nope".into(),
+        property_filters: vec![],
+        current_hash: None,
+    })
+    .await;
+    let u = next(&mut raw2).await;
+    assert_eq!(
+        (u.watch_id, u.error),
+        (8, Some(ServerError::TopicNotFound as i32))
+    );
+    broker.shutdown().await;
+}

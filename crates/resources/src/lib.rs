@@ -25,5 +25,8 @@ pub mod policies;
 
 pub use bundles::BundlesData;
 pub use error::ResourcesError;
-pub use scalable::{LayoutChange, LayoutWatch, ScalableSubscription};
+pub use scalable::{
+    LayoutChange, LayoutWatch, ScalableSubscription, ScalableTopics, ScalableTopicsWatch,
+    TopicsChange,
+};
 pub use store::{CompactionMeta, Resources, StoredPosition, TopicMeta, Versioned, expect_version};

@@ -273,6 +273,30 @@ impl Resources {
         Ok(out)
     }
 
+    /// A namespace's scalable topics now (local name → properties) and
+    /// their creations, changes and deletions from then on, without a gap.
+    pub async fn watch_scalable_topics(
+        &self,
+        ns: &str,
+    ) -> Result<(ScalableTopics, ScalableTopicsWatch), ResourcesError> {
+        let prefix = paths::scalable_topics_of(ns);
+        let store = self.store().clone();
+        let scan = store.scan_prefix(&prefix).await?;
+        let stream = store.watch(&prefix, scan.revision + 1).await?;
+        let now = topics_in(
+            &prefix,
+            scan.entries.iter().map(|e| (e.key.as_str(), &e.value[..])),
+        );
+        Ok((
+            now,
+            ScalableTopicsWatch {
+                store,
+                prefix,
+                stream,
+            },
+        ))
+    }
+
     /// The local names of a namespace's scalable topics.
     pub async fn scalable_topics_of(&self, ns: &str) -> Result<Vec<String>, ResourcesError> {
         let prefix = paths::scalable_topics_of(ns);
@@ -304,6 +328,101 @@ pub struct ScalableSubscription {
 
 fn stream() -> String {
     "STREAM".into()
+}
+
+/// A namespace's scalable topics: local name → properties.
+pub type ScalableTopics =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>;
+
+/// The topic documents among `entries` (key, value) under `prefix`; a
+/// document that does not decode is left out (the DAG session reports it).
+fn topics_in<'a>(
+    prefix: &str,
+    entries: impl Iterator<Item = (&'a str, &'a [u8])>,
+) -> ScalableTopics {
+    entries
+        .filter_map(|(k, v)| {
+            let local = topic_key(prefix, k)?;
+            let layout: Layout = decode(k, v).ok()?;
+            Some((local, layout.properties))
+        })
+        .collect()
+}
+
+/// The local name a key under `prefix` is the document of, if it is one.
+fn topic_key(prefix: &str, key: &str) -> Option<String> {
+    let rest = key.strip_prefix(prefix)?;
+    if rest.contains('/') {
+        return None;
+    }
+    paths::decode_local(rest)
+}
+
+/// One change among a namespace's scalable topics.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TopicsChange {
+    /// Created or rewritten, with its properties now.
+    Put(String, std::collections::BTreeMap<String, String>),
+    Deleted(String),
+    /// The watch fell behind the store's history: the whole set again.
+    Reset(ScalableTopics),
+}
+
+/// Changes of a namespace's scalable topics (see [`Resources::watch_scalable_topics`]).
+pub struct ScalableTopicsWatch {
+    store: Arc<dyn MetadataStore>,
+    prefix: String,
+    stream: WatchStream,
+}
+
+impl std::fmt::Debug for ScalableTopicsWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScalableTopicsWatch")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScalableTopicsWatch {
+    /// The next batch of changes (what lives beneath a topic's document is
+    /// not a change of the set); `None` once the store closed.
+    pub async fn next(&mut self) -> Option<Result<Vec<TopicsChange>, ResourcesError>> {
+        loop {
+            let batch = match self.stream.next().await? {
+                Ok(b) => b,
+                Err(MetadataError::Compacted { .. }) => {
+                    return Some(self.restart().await.map(|t| vec![TopicsChange::Reset(t)]));
+                }
+                Err(e) => return Some(Err(e.into())),
+            };
+            let changes: Vec<TopicsChange> = batch
+                .events
+                .iter()
+                .filter_map(|e| {
+                    let local = topic_key(&self.prefix, &e.key)?;
+                    Some(match &e.value {
+                        None => TopicsChange::Deleted(local),
+                        Some(v) => match decode::<Layout>(&e.key, v) {
+                            Ok(l) => TopicsChange::Put(local, l.properties),
+                            Err(_) => return None,
+                        },
+                    })
+                })
+                .collect();
+            if !changes.is_empty() {
+                return Some(Ok(changes));
+            }
+        }
+    }
+
+    async fn restart(&mut self) -> Result<ScalableTopics, ResourcesError> {
+        let scan = self.store.scan_prefix(&self.prefix).await?;
+        self.stream = self.store.watch(&self.prefix, scan.revision + 1).await?;
+        Ok(topics_in(
+            &self.prefix,
+            scan.entries.iter().map(|e| (e.key.as_str(), &e.value[..])),
+        ))
+    }
 }
 
 /// What changed about a scalable topic (see [`LayoutWatch::next`]).

@@ -113,7 +113,7 @@ impl ServerCnx {
 /// Pulsar's topic-list hash (`TopicList.calculateHash`): CRC-32C over the
 /// sorted names joined by ',', printed as Guava prints a HashCode (the
 /// checksum's little-endian bytes in hex).
-fn topics_hash(sorted: &[String]) -> String {
+pub(super) fn topics_hash(sorted: &[String]) -> String {
     let joined = sorted.join(",");
     let crc = strobe_wire::payload::crc32c(joined.as_bytes());
     crc.to_le_bytes()

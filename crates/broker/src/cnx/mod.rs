@@ -16,6 +16,7 @@ mod lookup;
 mod produce;
 mod producer;
 mod scalable;
+mod scalable_watch;
 mod schema;
 mod session;
 mod txn;
@@ -172,6 +173,7 @@ pub(crate) async fn serve<R, W>(
             challenge_sent: None,
             tc_watches: HashMap::new(),
             scalable_sessions: HashMap::new(),
+            scalable_watches: HashMap::new(),
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
@@ -211,6 +213,8 @@ struct ServerCnx {
     tc_watches: HashMap<u64, CancellationToken>,
     /// Open SCALABLE_TOPIC_LOOKUP sessions, by session id.
     scalable_sessions: HashMap<u64, CancellationToken>,
+    /// Open WATCH_SCALABLE_TOPICS watches, by watch id.
+    scalable_watches: HashMap<u64, CancellationToken>,
 }
 
 impl ServerCnx {
@@ -406,6 +410,8 @@ impl ServerCnx {
             Command::WatchTcAssignmentsClose(c) => self.watch_tc_assignments_close(c),
             Command::ScalableTopicLookup(c) => self.scalable_topic_lookup(c),
             Command::ScalableTopicClose(c) => self.scalable_topic_close(c),
+            Command::WatchScalableTopics(c) => self.watch_scalable_topics(c),
+            Command::WatchScalableTopicsClose(c) => self.watch_scalable_topics_close(c),
             command => self.unsupported(command),
         };
         match outcome {
@@ -423,6 +429,7 @@ impl ServerCnx {
             .tc_watches
             .drain()
             .chain(self.scalable_sessions.drain())
+            .chain(self.scalable_watches.drain())
         {
             w.cancel();
         }
