@@ -645,7 +645,7 @@ async fn a_namespace_watch_sends_a_snapshot_then_diffs_of_matching_topics() {
     );
 
     // A client whose hash names the set gets no snapshot, only what follows.
-    let all = vec![
+    let all = [
         "topic://public/default/a".to_string(),
         "topic://public/default/b".to_string(),
         "topic://public/default/d".to_string(),

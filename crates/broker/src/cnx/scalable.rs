@@ -50,6 +50,25 @@ fn scalable_name(name: &str) -> Result<TopicName, BrokerError> {
     }
 }
 
+/// A place for session `id` among a connection's `sessions` (at most
+/// `max`; those that ended on their own, refused or failed, no longer
+/// count), replacing one with the same id; `None` when they are all taken.
+pub(super) fn claim(
+    sessions: &mut std::collections::HashMap<u64, CancellationToken>,
+    id: u64,
+    max: usize,
+) -> Option<CancellationToken> {
+    sessions.retain(|_, s| !s.is_cancelled());
+    if sessions.len() >= max && !sessions.contains_key(&id) {
+        return None;
+    }
+    let cancel = CancellationToken::new();
+    if let Some(old) = sessions.insert(id, cancel.clone()) {
+        old.cancel();
+    }
+    Some(cancel)
+}
+
 impl ServerCnx {
     pub(super) fn scalable_topic_lookup(
         &mut self,
@@ -69,21 +88,12 @@ impl ServerCnx {
             Ok(t) => t,
             Err(e) => return refuse(e.server_error(), e.to_string()),
         };
-        // Sessions that ended on their own (refused, failed, their watch
-        // gone) no longer count.
-        self.scalable_sessions.retain(|_, s| !s.is_cancelled());
-        if self.scalable_sessions.len() >= MAX_SESSIONS
-            && !self.scalable_sessions.contains_key(&session_id)
-        {
+        let Some(cancel) = claim(&mut self.scalable_sessions, session_id, MAX_SESSIONS) else {
             return refuse(
                 ServerError::NotAllowedError,
                 format!("at most {MAX_SESSIONS} scalable-topic sessions per connection"),
             );
-        }
-        let cancel = CancellationToken::new();
-        if let Some(old) = self.scalable_sessions.insert(session_id, cancel.clone()) {
-            old.cancel();
-        }
+        };
         let create = c.create_if_missing();
         let (service, tx) = (self.service.clone(), self.tx.clone());
         let role = self.role().map(str::to_owned);

@@ -12,10 +12,10 @@ use strobe_resources::TopicsChange;
 use strobe_wire::proto::command_watch_scalable_topics_update::Event;
 use strobe_wire::proto::{self, ServerError};
 use strobe_wire::{Command, OutFrame};
-use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, warn};
 
 use super::lookup::topics_hash;
+use super::scalable::claim;
 use super::{Outcome, ServerCnx};
 use crate::security::Operation;
 
@@ -76,20 +76,13 @@ impl ServerCnx {
                 format!("namespace {ns:?}: expected <tenant>/<namespace>"),
             ));
         }
-        self.scalable_watches.retain(|_, w| !w.is_cancelled());
-        if self.scalable_watches.len() >= MAX_WATCHES
-            && !self.scalable_watches.contains_key(&watch_id)
-        {
+        let Some(cancel) = claim(&mut self.scalable_watches, watch_id, MAX_WATCHES) else {
             return Outcome::Reply(refusal(
                 watch_id,
                 ServerError::NotAllowedError,
                 format!("at most {MAX_WATCHES} scalable-topic watches per connection"),
             ));
-        }
-        let cancel = CancellationToken::new();
-        if let Some(old) = self.scalable_watches.insert(watch_id, cancel.clone()) {
-            old.cancel();
-        }
+        };
         let filters: Vec<(String, String)> = c
             .property_filters
             .into_iter()
