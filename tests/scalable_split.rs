@@ -90,3 +90,60 @@ async fn splits_and_merges_under_load_lose_duplicate_and_reorder_nothing() {
     let p = pauses(&receipts, &marks, Duration::from_millis(600));
     eprintln!("receipt gaps after each resize (ms): {p:?}; {sent} messages");
 }
+
+/// A queue consumer (Shared on every segment, following the DAG) gets every
+/// message once across a split and a merge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_consumer_reads_everything_across_a_split_and_a_merge() {
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/q", "");
+    assert_eq!(st, 204, "{body}");
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    let mut consumer = client
+        .scalable_queue_consumer("topic://public/default/q", "work")
+        .subscribe()
+        .await
+        .unwrap();
+    let producer = client
+        .scalable_producer("topic://public/default/q")
+        .create()
+        .await
+        .unwrap();
+    let load = KeyedLoad::start(producer, 16, 20);
+    for step in ["split/0", "merge/1/2"] {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let (st, body) = strobe.http(
+            "POST",
+            &format!("/admin/v2/scalable/public/default/q/{step}"),
+            "",
+        );
+        assert_eq!(st, 200, "{step}: {body}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (sent, _) = load.finish().await;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut segments = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (seen.len() as u64) < sent && Instant::now() < deadline {
+        let Some(m) = consumer.recv_timeout(Duration::from_secs(1)).await.unwrap() else {
+            continue;
+        };
+        let text = String::from_utf8(m.message.payload.to_vec()).unwrap();
+        assert!(seen.insert(text.clone()), "{text} received twice");
+        segments.insert(m.segment_id);
+        consumer.ack(&m).unwrap();
+    }
+    assert_eq!(seen.len() as u64, sent, "received vs sent");
+    assert_eq!(segments, (0..=3).collect(), "every segment was read");
+    // Nothing more comes.
+    assert!(
+        consumer
+            .recv_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -62,6 +62,7 @@ mod error;
 mod message;
 mod producer;
 mod reader;
+mod scalable_consumer;
 mod scalable_producer;
 mod tc;
 mod txn;
@@ -76,6 +77,7 @@ pub use message::{BatchingType, ProducerMessage, entry_bucket_of, entry_hash};
 pub use message::{entry_bucket_ranges, equal_width_splits};
 pub use producer::{Producer, ProducerBuilder, SendFuture};
 pub use reader::{Reader, ReaderBuilder};
+pub use scalable_consumer::{ScalableMessage, ScalableQueueConsumer, ScalableQueueConsumerBuilder};
 pub use scalable_producer::{
     ScalableMessageId, ScalableProducer, ScalableProducerBuilder, ScalableSendFuture,
 };
