@@ -3,8 +3,9 @@
 //! controller's broker dies (abort, as kill -9) in the middle of a split,
 //! after it sealed the parent and before it wrote the layout; another broker
 //! is elected and finishes the split; the topic splits again, its segments
-//! move between brokers (the namespace unloaded mid-traffic), and it merges
-//! back. Nothing acknowledged is lost or duplicated, and each key's
+//! move between brokers (the namespace unloaded mid-traffic), it merges
+//! back, and a segment moved to a chosen broker is pushed to a watching
+//! client. Nothing acknowledged is lost or duplicated, and each key's
 //! messages, read segment by segment in DAG order, are in send order.
 
 #![cfg(feature = "cluster")]
@@ -127,7 +128,48 @@ async fn a_controller_killed_mid_split_and_segments_moving_lose_nothing() {
     resize(&b2, "merge/3/4").await;
     resize(&b3, "merge/5/6").await;
     wait_epoch(&b2, 5, Duration::from_secs(10)).await;
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // A segment moved to a chosen broker (PIP-307) mid-traffic: clients
+    // watching the topic are told its new broker without asking.
+    let mut watch = client
+        .watch_scalable_topic("topic://public/default/orders", false)
+        .await
+        .unwrap();
+    let owner = watch.current().segments[&7].broker_url.clone().unwrap();
+    let dest = [&b2, &b3].into_iter().find(|m| m.url() != owner).unwrap();
+    let (_, body) = b2
+        .http("GET", "/admin/v2/namespaces/public/default/bundles", "")
+        .unwrap();
+    let bundles: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let bounds: Vec<&str> = bundles["boundaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().unwrap())
+        .collect();
+    for w in bounds.windows(2) {
+        // Bundles nobody owns refuse; the segment's does not.
+        let _ = b2.http(
+            "PUT",
+            &format!(
+                "/admin/v2/namespaces/public/default/{}_{}/unload?destinationBroker={}",
+                w[0], w[1], dest.id
+            ),
+            "",
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watch.current().segments[&7].broker_url.as_deref() != Some(dest.url().as_str()) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "no push of segment 7's move to {}",
+            dest.id
+        );
+        let _ = tokio::time::timeout(left, watch.changed()).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
 
     let (sent, _) = load.finish().await;
     let l = layout(&b2);

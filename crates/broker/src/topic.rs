@@ -103,8 +103,9 @@ pub enum Published {
     Stored(AppendFuture),
     /// A sequence id at or below the producer's highest: not stored again.
     Duplicate,
-    /// The topic is moving to another broker: not stored here and not
-    /// answered; the client resends it to the new owner.
+    /// Not stored and not answered: the topic is moving to another broker,
+    /// or it closed the producer; the client sends it again once its
+    /// producer is registered again (at the new owner).
     Held,
 }
 
@@ -469,10 +470,13 @@ impl Topic {
                     self.name
                 )));
             }
+            // Closed by the broker (its topic closed, moved or fenced it):
+            // CLOSE_PRODUCER is on its way, and the client sends what it
+            // has pending again once it re-registers. Answering an error
+            // here would make a client fail a message it is about to send
+            // again; Pulsar drops these sends too.
             if !st.producers.contains_key(&key) {
-                return Err(BrokerError::ProducerFenced(
-                    "the producer was closed by the broker".into(),
-                ));
+                return Ok(Published::Held);
             }
             if let Some(d) = st.dedup.as_mut() {
                 let last = d.pushed.get(producer).copied().unwrap_or(-1);
