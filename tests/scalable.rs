@@ -341,3 +341,53 @@ async fn a_split_cut_by_the_brokers_death_at_any_step_is_finished_after_restart(
         );
     }
 }
+
+#[tokio::test]
+async fn a_sealed_segment_is_pruned_once_every_subscription_has_read_it() {
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 1\n");
+    let base = "/admin/v2/scalable/public/default/gc";
+    assert_eq!(strobe.http("PUT", base, "").0, 204);
+    assert_eq!(
+        strobe.http("PUT", &format!("{base}/subscriptions/s"), "").0,
+        204
+    );
+    let parent = "segment://public/default/gc/0000-ffff-0";
+    let mut c = RawClient::handshake(strobe.port).await;
+    create_producer(&mut c, 1, parent).await.unwrap();
+    assert_eq!(produce(&mut c, 1, 0, 3).await, None);
+    let (st, body) = strobe.http("POST", &format!("{base}/split/0"), "");
+    assert_eq!(st, 200, "{body}");
+    // Unread by "s": kept through several GC rounds.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_, body) = strobe.http("GET", base, "");
+    let l = json(&body);
+    assert!(
+        l["segments"].get("0").is_some(),
+        "pruned with a backlog: {l}"
+    );
+    // Read (skipped): pruned, its topic deleted, the children's edges gone.
+    assert_eq!(
+        strobe
+            .http("POST", &format!("{base}/subscriptions/s/skip-all"), "")
+            .0,
+        204
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let l = loop {
+        let (_, body) = strobe.http("GET", base, "");
+        let l = json(&body);
+        if l["segments"].get("0").is_none() {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "not pruned: {l}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(l["epoch"], 2);
+    assert_eq!(l["segments"]["1"]["parentIds"], serde_json::json!([]));
+    let (st, _) = strobe.http(
+        "GET",
+        "/admin/v2/segments/public/default/gc/0000-ffff-0/stats",
+        "",
+    );
+    assert_eq!(st, 404);
+}
