@@ -126,8 +126,8 @@ struct Opts {
     /// more CPU than it saves (docs/performance.md).
     #[arg(long = "num-io-threads", alias = "io-threads", default_value_t = 1)]
     io_threads: usize,
-    /// Produce to a scalable topic (topic://) with the V5 producer
-    /// (produce only; see src/perf_scalable.rs).
+    /// A scalable topic (topic://): produce with the V5 producer, consume
+    /// with the V5 queue consumer (see src/perf_scalable.rs).
     #[arg(long)]
     scalable: bool,
     /// Distinct message keys (--scalable).
@@ -150,11 +150,21 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
         Mode::E2e(o) => ("e2e", o, true, true),
     };
     let rt = crate::runtime::runtime(opts.io_threads, "perf")?;
+    if opts.scalable && consume {
+        anyhow::ensure!(!produce, "--scalable runs `produce` and `consume` apart");
+        anyhow::ensure!(opts.duration > 0.0, "--scalable needs -d <seconds>");
+        return rt.block_on(crate::perf_scalable::consume(
+            crate::perf_scalable::ScalableConsume {
+                url: opts.url,
+                topic: opts.topic,
+                subscription: opts.subscription,
+                duration: Duration::from_secs_f64(opts.duration),
+                receiver_queue: opts.receiver_queue,
+                json: opts.json,
+            },
+        ));
+    }
     if opts.scalable {
-        anyhow::ensure!(
-            produce && !consume,
-            "--scalable is for `strobe perf produce` (a V5 consumer is issue 41's)"
-        );
         anyhow::ensure!(opts.duration > 0.0, "--scalable needs -d <seconds>");
         let batch = (opts.batch_delay_ms > 0.0).then(|| {
             (

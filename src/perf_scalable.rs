@@ -5,6 +5,11 @@
 //! For each resize it measures the pause producers see (the widest gap
 //! between consecutive receipts in the two seconds after the admin call)
 //! and the time from the admin call to the new layout at a watching client.
+//!
+//! `strobe perf consume --scalable` reads the topic with the V5 queue
+//! consumer (Shared on every segment, following the DAG) and reports the
+//! rate and the end-to-end latency (the producer's send time is in the
+//! payload's first 8 bytes).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +37,13 @@ pub struct ScalableRun {
     pub admin_url: String,
     pub resize_every: Option<Duration>,
     pub json: bool,
+}
+
+fn wall_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 fn hist() -> Histogram<u64> {
@@ -86,12 +98,14 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
             let mut tick = tokio::time::interval(Duration::from_millis(1));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
             let (mut owed, mut n) = (0f64, 0u64);
-            let payload = vec![b'x'; r.size];
+            let mut payload = vec![b'x'; r.size.max(8)];
             while !stop.load(Ordering::Relaxed) {
                 tick.tick().await;
                 owed += r.rate / 1000.0;
                 while owed >= 1.0 {
                     owed -= 1.0;
+                    // The send time, for `consume --scalable`'s end-to-end latency.
+                    payload[..8].copy_from_slice(&wall_nanos().to_be_bytes());
                     let msg = ProducerMessage::new(payload.clone())
                         .with_key(format!("key-{}", n % r.keys.max(1)));
                     n += 1;
@@ -211,6 +225,68 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
     }
     if errors > 0 {
         bail!("{errors} sends failed");
+    }
+    Ok(())
+}
+
+/// What `strobe perf consume --scalable` runs.
+#[derive(Debug, Clone)]
+pub struct ScalableConsume {
+    pub url: String,
+    pub topic: String,
+    pub subscription: String,
+    pub duration: Duration,
+    pub receiver_queue: u32,
+    pub json: bool,
+}
+
+pub async fn consume(r: ScalableConsume) -> anyhow::Result<()> {
+    let topic = if r.topic.contains("://") {
+        r.topic.clone()
+    } else {
+        format!("topic://public/default/{}", r.topic)
+    };
+    let client = Client::builder(&r.url)
+        .build()
+        .await
+        .with_context(|| format!("connecting to {}", r.url))?;
+    let mut consumer = client
+        .scalable_queue_consumer(&topic, &r.subscription)
+        .receiver_queue_size(r.receiver_queue)
+        .subscribe()
+        .await
+        .with_context(|| format!("subscribing to {topic}"))?;
+    let started = Instant::now();
+    let mut latency = hist();
+    let (mut n, mut segments) = (0u64, std::collections::BTreeSet::new());
+    while started.elapsed() < r.duration {
+        let Some(m) = consumer.recv_timeout(Duration::from_millis(200)).await? else {
+            continue;
+        };
+        let now = wall_nanos();
+        if let Some(sent) = m.message.payload.get(..8) {
+            let sent = u64::from_be_bytes(sent.try_into().expect("8 bytes"));
+            if sent > 0 && now >= sent && now - sent < 86_400_000_000_000 {
+                latency.saturating_record((now - sent) / 1000);
+            }
+        }
+        segments.insert(m.segment_id);
+        consumer.ack(&m)?;
+        n += 1;
+    }
+    let ms = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
+    let summary = serde_json::json!({
+        "mode": "consume-scalable",
+        "topic": topic,
+        "messages": n,
+        "rate_msg_s": n as f64 / started.elapsed().as_secs_f64(),
+        "segments_read": segments.len(),
+        "e2e_latency_ms": {"p50": ms(0.5), "p99": ms(0.99), "max": ms(1.0)},
+    });
+    if r.json {
+        println!("{summary}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
 }

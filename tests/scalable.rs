@@ -133,6 +133,28 @@ async fn the_admin_api_creates_splits_merges_and_deletes() {
     let (_, body) = strobe.http("GET", base, "");
     assert_eq!(json(&body).as_array().unwrap().len(), 2);
 
+    // LOOKUP answers for a topic:// name (the Java V5 client picks its
+    // connection so).
+    let mut c = RawClient::handshake(strobe.port).await;
+    c.send(commands::lookup_topic(
+        1,
+        "topic://public/default/orders",
+        false,
+    ))
+    .await;
+    let f = expect(&mut c, "LOOKUP_RESPONSE", |f| {
+        matches!(f, Cmd::LookupResponse(_))
+    })
+    .await;
+    let Cmd::LookupResponse(r) = f.command else {
+        unreachable!()
+    };
+    assert_eq!(
+        r.broker_service_url.as_deref(),
+        Some(format!("pulsar://127.0.0.1:{}", strobe.port).as_str()),
+        "{r:?}"
+    );
+
     let (st, body) = strobe.http("GET", &format!("{base}/orders"), "");
     assert_eq!(st, 200);
     let l = json(&body);
