@@ -66,16 +66,23 @@ async fn post(url: &str) -> anyhow::Result<serde_json::Value> {
     Ok(serde_json::from_slice(&body)?)
 }
 
-pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
-    let topic = if r.topic.contains("://") {
-        r.topic.clone()
+/// The `topic://` name `topic` means (a bare name is in public/default),
+/// and a client of `url`.
+async fn connect(url: &str, topic: &str) -> anyhow::Result<(String, Client)> {
+    let topic = if topic.contains("://") {
+        topic.to_owned()
     } else {
-        format!("topic://public/default/{}", r.topic)
+        format!("topic://public/default/{topic}")
     };
-    let client = Client::builder(&r.url)
+    let client = Client::builder(url)
         .build()
         .await
-        .with_context(|| format!("connecting to {}", r.url))?;
+        .with_context(|| format!("connecting to {url}"))?;
+    Ok((topic, client))
+}
+
+pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
+    let (topic, client) = connect(&r.url, &r.topic).await?;
     let mut b = client
         .scalable_producer(&topic)
         .name("perf-v5")
@@ -241,15 +248,7 @@ pub struct ScalableConsume {
 }
 
 pub async fn consume(r: ScalableConsume) -> anyhow::Result<()> {
-    let topic = if r.topic.contains("://") {
-        r.topic.clone()
-    } else {
-        format!("topic://public/default/{}", r.topic)
-    };
-    let client = Client::builder(&r.url)
-        .build()
-        .await
-        .with_context(|| format!("connecting to {}", r.url))?;
+    let (topic, client) = connect(&r.url, &r.topic).await?;
     let mut consumer = client
         .scalable_queue_consumer(&topic, &r.subscription)
         .receiver_queue_size(r.receiver_queue)
