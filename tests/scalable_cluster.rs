@@ -2,10 +2,11 @@
 //! under a keyed load from our V5 producer, with deduplication on: the
 //! controller's broker dies (abort, as kill -9) in the middle of a split,
 //! after it sealed the parent and before it wrote the layout; another broker
-//! is elected and finishes the split; the topic splits again, its segments
-//! move between brokers (the namespace unloaded mid-traffic), it merges
-//! back, and a segment moved to a chosen broker is pushed to a watching
-//! client. Nothing acknowledged is lost or duplicated, and each key's
+//! is elected and finishes the split; the topic splits again (1 → 2 → 4),
+//! its segments move between brokers (the namespace unloaded mid-traffic),
+//! it merges back to 1, and a segment moved to a chosen broker is pushed to
+//! a watching client. A second test stops the controller's broker at each
+//! of the split's other steps. Nothing acknowledged is lost or duplicated, and each key's
 //! messages, read segment by segment in DAG order, are in send order.
 
 #![cfg(feature = "cluster")]
@@ -54,21 +55,21 @@ async fn resize(m: &Member, what: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_controller_killed_mid_split_and_segments_moving_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path());
+/// `n` brokers on `etcd`, the first of which aborts at `step` of its first
+/// split, with deduplication on; the topic is created at the first, which so
+/// becomes its controller.
+fn cluster(etcd: &Etcd, dir: &std::path::Path, n: usize, step: &str) -> Vec<Member> {
     let quiet = "scalable_topic_gc_interval_secs = 0\n";
-    // b1 dies at the split's worst step: parent terminated, layout unwritten.
-    let b1 = Member::start_with(
+    let mut members = vec![Member::start_with(
         "b1",
-        &etcd,
-        dir.path(),
-        &format!("{quiet}scalable_topic_failpoint = \"after-terminate\"\n"),
-    );
-    let b2 = Member::start_with("b2", &etcd, dir.path(), quiet);
-    let b3 = Member::start_with("b3", &etcd, dir.path(), quiet);
-    let (st, body) = b2
+        etcd,
+        dir,
+        &format!("{quiet}scalable_topic_failpoint = \"{step}\"\n"),
+    )];
+    for i in 2..=n {
+        members.push(Member::start_with(&format!("b{i}"), etcd, dir, quiet));
+    }
+    let (st, body) = members[1]
         .http(
             "POST",
             "/admin/v2/namespaces/public/default/deduplication",
@@ -76,41 +77,61 @@ async fn a_controller_killed_mid_split_and_segments_moving_lose_nothing() {
         )
         .unwrap();
     assert!(st == 204 || st == 200, "{st} {body}");
-    // Created at b1, which so becomes its controller.
-    let (st, body) = b1.http("PUT", BASE, "").unwrap();
+    let (st, body) = members[0].http("PUT", BASE, "").unwrap();
     assert_eq!(st, 204, "{body}");
+    members
+}
 
-    let client = Client::builder(&b2.url()).build().await.unwrap();
+/// A V5 producer through `via` sending `per_tick` keyed messages every 10 ms.
+async fn load(via: &Member, per_tick: u64) -> (Client, KeyedLoad) {
+    let client = Client::builder(&via.url()).build().await.unwrap();
     let producer = client
         .scalable_producer("topic://public/default/orders")
         .name("p")
         .create()
         .await
         .unwrap();
-    // About 5,000 messages a second.
-    let load = KeyedLoad::start(producer, KEYS, 50);
+    let load = KeyedLoad::start(producer, KEYS, per_tick);
+    (client, load)
+}
 
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    // The split goes to b1 (forwarded by b3), which dies half way.
-    let answer = b3.http("POST", &format!("{BASE}/split/0"), "");
+/// Splits segment 0 through `via`; the controller's broker `dying` stops
+/// at its failpoint instead of answering.
+async fn split_killing(via: &Member, dying: &mut Member, step: &str) {
+    let answer = via.http("POST", &format!("{BASE}/split/0"), "");
     assert!(
         !matches!(answer, Some((200, _))),
-        "the split was answered: {answer:?}"
+        "{step}: the split was answered: {answer:?}"
     );
-    let mut b1 = b1;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while b1.child.try_wait().unwrap().is_none() {
+    while dying.child.try_wait().unwrap().is_none() {
         assert!(
             Instant::now() < deadline,
-            "b1 did not stop at its failpoint"
+            "{step}: no stop at the failpoint"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        b1.log_text().contains("failpoint reached"),
-        "{}",
-        b1.log_text()
+        dying.log_text().contains("failpoint reached"),
+        "{step}: {}",
+        dying.log_text()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_mid_split_and_segments_moving_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = Etcd::start(dir.path());
+    // b1 dies at the split's worst step: parent terminated, layout unwritten.
+    let [mut b1, b2, b3]: [Member; 3] = cluster(&etcd, dir.path(), 3, "after-terminate")
+        .try_into()
+        .ok()
+        .unwrap();
+    // About 10,000 messages a second.
+    let (client, load) = load(&b2, 100).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The split goes to b1 (forwarded by b3), which dies half way.
+    split_killing(&b3, &mut b1, "after-terminate").await;
     // Another broker leads once b1's session is gone, and finishes it.
     let l = wait_epoch(&b2, 1, Duration::from_secs(30)).await;
     assert_eq!(l["segments"]["0"]["state"], "SEALED");
@@ -169,13 +190,43 @@ async fn a_controller_killed_mid_split_and_segments_moving_lose_nothing() {
         );
         let _ = tokio::time::timeout(left, watch.changed()).await;
     }
+    // And back to one segment.
+    resize(&b3, "merge/7/8").await;
+    wait_epoch(&b2, 6, Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let (sent, _) = load.finish().await;
     let l = layout(&b2);
     let ids: Vec<&String> = l["segments"].as_object().unwrap().keys().collect();
-    assert_eq!(ids.len(), 9, "{l}");
+    assert_eq!(ids.len(), 10, "{l}");
     let total = check_dag_order(&client, "orders", &l).await;
     assert_eq!(total, sent, "messages stored vs sent");
     drop((b2, b3, etcd));
+}
+
+/// The controller's broker dies after recording the split, after creating
+/// the children, and after writing the layout: in each case another broker
+/// is elected and the topic ends split once, with nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_at_any_step_of_a_split_is_replaced() {
+    for step in ["after-record", "after-create", "after-commit"] {
+        let dir = tempfile::tempdir().unwrap();
+        let etcd = Etcd::start(dir.path());
+        let [mut b1, b2]: [Member; 2] =
+            cluster(&etcd, dir.path(), 2, step).try_into().ok().unwrap();
+        let (client, load) = load(&b2, 20).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        split_killing(&b2, &mut b1, step).await;
+        let l = wait_epoch(&b2, 1, Duration::from_secs(30)).await;
+        assert_eq!(
+            l["segments"]["0"]["childIds"],
+            serde_json::json!([1, 2]),
+            "{step}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (sent, _) = load.finish().await;
+        let total = check_dag_order(&client, "orders", &layout(&b2)).await;
+        assert_eq!(total, sent, "{step}: messages stored vs sent");
+        drop((b2, etcd));
+    }
 }
