@@ -10,9 +10,11 @@
 //!
 //! Files, bottom-up: `segment` (one segment and its JSON), `buckets`
 //! (PIP-486's bucket counts), `layout` (the document and its invariants),
-//! `transitions`, `operation` (a resize as the controller records it
+//! `transitions`, `assignment` (which consumers of a subscription read which
+//! segments), `operation` (a resize as the controller records it
 //! before its first step, and its plan).
 
+mod assignment;
 mod buckets;
 mod error;
 mod layout;
@@ -20,6 +22,7 @@ mod operation;
 mod segment;
 mod transitions;
 
+pub use assignment::{AssignedSegment, ReaderKind, assign, bucket_ranges};
 pub use buckets::{MAX_BUCKETS, equal_width};
 pub use error::LayoutError;
 pub use layout::Layout;
