@@ -413,3 +413,45 @@ async fn a_sealed_segment_is_pruned_once_every_subscription_has_read_it() {
     );
     assert_eq!(st, 404);
 }
+
+#[tokio::test]
+async fn a_segment_read_to_its_sealed_end_is_recorded_drained() {
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    let base = "/admin/v2/scalable/public/default/dr";
+    assert_eq!(strobe.http("PUT", base, "").0, 204);
+    assert_eq!(
+        strobe.http("PUT", &format!("{base}/subscriptions/s"), "").0,
+        204
+    );
+    let mut c = RawClient::handshake(strobe.port).await;
+    create_producer(&mut c, 1, "segment://public/default/dr/0000-ffff-0")
+        .await
+        .unwrap();
+    assert_eq!(produce(&mut c, 1, 0, 3).await, None);
+    assert_eq!(strobe.http("POST", &format!("{base}/split/0"), "").0, 200);
+    let drained = |strobe: &Strobe| {
+        let (_, body) = strobe.http("GET", &format!("{base}/stats"), "");
+        json(&body)["subscriptions"]["s"]["drainedSegments"].clone()
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        drained(&strobe),
+        serde_json::json!([]),
+        "unread, not drained"
+    );
+    assert_eq!(
+        strobe
+            .http("POST", &format!("{base}/subscriptions/s/skip-all"), "")
+            .0,
+        204
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while drained(&strobe) != serde_json::json!([0]) {
+        assert!(
+            Instant::now() < deadline,
+            "not recorded: {}",
+            drained(&strobe)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

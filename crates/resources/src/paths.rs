@@ -115,6 +115,15 @@ pub fn scalable_subscription(ns: &str, local: &str, sub: &str) -> String {
     format!("{}{}", scalable_subscriptions(ns, local), encode_local(sub))
 }
 
+/// The marker that subscription `sub` has read segment `segment` of a
+/// scalable topic to its sealed end.
+pub fn scalable_drained(ns: &str, local: &str, sub: &str, segment: u64) -> String {
+    format!(
+        "{}/drained/{segment}",
+        scalable_subscription(ns, local, sub)
+    )
+}
+
 /// [`encode_local`] undone; `None` for what it never writes.
 pub fn decode_local(encoded: &str) -> Option<String> {
     let bytes = encoded.as_bytes();

@@ -214,6 +214,40 @@ impl Resources {
         .map(|_| ())
     }
 
+    /// Records that `sub` has read sealed segment `segment` to its end
+    /// (its segment's owner writes it; the controller's coordinator
+    /// watches for it). Idempotent.
+    pub async fn mark_drained(
+        &self,
+        ns: &str,
+        local: &str,
+        sub: &str,
+        segment: u64,
+    ) -> Result<(), ResourcesError> {
+        let path = paths::scalable_drained(ns, local, sub, segment);
+        match self.store().put(&path, b"{}", Expect::Absent).await {
+            Ok(_) | Err(MetadataError::AlreadyExists(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The segments `sub` has read to their end.
+    pub async fn drained(
+        &self,
+        ns: &str,
+        local: &str,
+        sub: &str,
+    ) -> Result<std::collections::BTreeSet<u64>, ResourcesError> {
+        let prefix = format!("{}/drained/", paths::scalable_subscription(ns, local, sub));
+        Ok(self
+            .store()
+            .list_keys(&prefix)
+            .await?
+            .iter()
+            .filter_map(|k| k[prefix.len()..].parse().ok())
+            .collect())
+    }
+
     /// Forgets a subscription and what lives beneath it; `false` if there was none.
     pub async fn delete_scalable_subscription(
         &self,

@@ -224,6 +224,20 @@ async fn stats(
             }),
         );
     }
+    // Each subscription's backlog over all segments, and the sealed
+    // segments it has read to their end.
+    let mut subs_json = serde_json::Map::new();
+    for (sub, backlog) in subscriptions {
+        let drained = s
+            .resources
+            .drained(name.namespace(), name.local_name(), &sub)
+            .await
+            .map_err(BrokerError::from)?;
+        subs_json.insert(
+            sub,
+            json!({"msgBacklog": backlog, "drainedSegments": drained}),
+        );
+    }
     Ok(axum::Json(json!({
         "topic": name.to_string(),
         "epoch": layout.epoch,
@@ -231,7 +245,7 @@ async fn stats(
         "totalSegments": layout.segments.len(),
         "producers": producers,
         "consumers": consumers,
-        "subscriptions": subscriptions.into_iter().map(|(k, v)| (k, json!({"msgBacklog": v}))).collect::<serde_json::Map<_, _>>(),
+        "subscriptions": subs_json,
         "segments": per_segment,
     }))
     .into_response())

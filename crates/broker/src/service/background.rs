@@ -34,6 +34,9 @@ impl BrokerService {
         split.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         split.tick().await;
         self.resume_resizes().await;
+        // Terminated segments that their subscriptions have read to the end.
+        let mut drained = tokio::time::interval(std::time::Duration::from_secs(1));
+        drained.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -57,6 +60,7 @@ impl BrokerService {
                         enforce_quota(&t).await;
                     }
                 }
+                _ = drained.tick() => self.mark_drained_segments().await,
             }
         }
     }

@@ -82,6 +82,9 @@ pub struct BrokerService {
     me: std::sync::Weak<BrokerService>,
     /// The scalable topics' controllers this broker takes part in.
     controllers: controller_slots::Controllers,
+    /// Subscriptions already recorded as having drained each terminated
+    /// segment loaded here (see `segments::mark_drained_segments`).
+    drained_marked: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -112,6 +115,7 @@ impl BrokerService {
         Ok(Arc::new_cyclic(|me| BrokerService {
             me: me.clone(),
             controllers: controller_slots::Controllers::default(),
+            drained_marked: Mutex::new(HashMap::new()),
             security,
             schemas: SchemaRegistry::new(resources.clone()),
             resources,

@@ -144,6 +144,75 @@ impl BrokerService {
         }
     }
 
+    /// Records, for every subscription of a scalable topic, the terminated
+    /// segments loaded here that it has read to their end (a cursor with
+    /// no backlog, or none at all: a subscription made after the seal has
+    /// nothing to read there). The controller's coordinators watch these
+    /// records to let a stream subscription read a segment's children: the
+    /// owner tells them, where Pulsar's controller polls every segment's
+    /// backlog over HTTP. Runs every second; a record is written once.
+    pub(crate) async fn mark_drained_segments(&self) {
+        let loaded = self.loaded_topics();
+        {
+            let names: std::collections::HashSet<String> =
+                loaded.iter().map(|t| t.name.to_string()).collect();
+            self.drained_marked.lock().retain(|k, _| names.contains(k));
+        }
+        for t in loaded {
+            let (Some(d), Some(parent)) = (t.name.segment(), t.name.scalable_parent()) else {
+                continue;
+            };
+            if t.terminated().is_none() {
+                continue;
+            }
+            let key = t.name.to_string();
+            let (ns, local) = (parent.namespace(), parent.local_name());
+            let subs = match self.resources.scalable_subscriptions(ns, local).await {
+                Ok(s) => s,
+                Err(e) => {
+                    debug!(topic = %key, error = %e, "no subscriptions to mark drained");
+                    continue;
+                }
+            };
+            let cursors = t.ledger.cursor_names();
+            for (sub, _) in subs {
+                let done = self
+                    .drained_marked
+                    .lock()
+                    .get(&key)
+                    .is_some_and(|m| m.contains(&sub));
+                if done {
+                    continue;
+                }
+                let drained = if cursors.contains(&sub) {
+                    match t.subscription_for_admin(&sub).await {
+                        Ok(h) => matches!(
+                            h.admin(AdminOp::Info).await,
+                            Ok(AdminReply::Info(i)) if i.backlog == 0
+                        ),
+                        Err(_) => false,
+                    }
+                } else {
+                    true
+                };
+                if !drained {
+                    continue;
+                }
+                match self.resources.mark_drained(ns, local, &sub, d.id).await {
+                    Ok(()) => {
+                        debug!(segment = %key, subscription = %sub, "drained");
+                        self.drained_marked
+                            .lock()
+                            .entry(key.clone())
+                            .or_default()
+                            .insert(sub);
+                    }
+                    Err(e) => debug!(segment = %key, error = %e, "could not record drained"),
+                }
+            }
+        }
+    }
+
     /// The segment operations a controller on this broker makes: here when
     /// this broker owns the segment, else at its owner's admin API.
     pub fn segment_topics(&self) -> Arc<dyn SegmentTopics> {
