@@ -687,3 +687,113 @@ async fn a_namespace_watch_sends_a_snapshot_then_diffs_of_matching_topics() {
     );
     broker.shutdown().await;
 }
+
+#[tokio::test]
+async fn stream_consumers_are_assigned_segments_and_follow_joins_leaves_and_splits() {
+    use std::collections::BTreeMap;
+    use strobe_wire::proto::{
+        CommandScalableTopicSubscribe, CommandScalableTopicUnsubscribe, ScalableConsumerAssignment,
+        ScalableConsumerType,
+    };
+
+    let broker = start_server(|c| c.scalable_topic_consumer_session_grace_period_secs = 1).await;
+    let service = broker.service();
+    let topic = strobe_model::TopicName::parse("topic://public/default/st").unwrap();
+    service
+        .create_scalable_topic(&topic, 2, BTreeMap::new())
+        .await
+        .unwrap();
+
+    async fn connect(broker: &BrokerHandle) -> Raw {
+        let mut raw = Raw::connect(broker).await;
+        raw.send(commands::connect("in-process-test", None)).await;
+        assert!(matches!(raw.recv().await, Some(Command::Connected(_))));
+        raw
+    }
+    fn ids(a: &ScalableConsumerAssignment) -> Vec<u64> {
+        a.segments.iter().map(|s| s.segment_id).collect()
+    }
+    async fn subscribe(raw: &mut Raw, name: &str) -> ScalableConsumerAssignment {
+        raw.send(CommandScalableTopicSubscribe {
+            request_id: 9,
+            topic: "topic://public/default/st".into(),
+            subscription: "s".into(),
+            consumer_name: name.into(),
+            consumer_id: 1,
+            consumer_type: ScalableConsumerType::Stream as i32,
+        })
+        .await;
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(5), raw.recv()).await {
+                Ok(Some(Command::ScalableTopicSubscribeResponse(r))) => {
+                    assert_eq!(r.error, None, "{:?}", r.message);
+                    return r.assignment.unwrap();
+                }
+                Ok(Some(_)) => continue,
+                other => panic!("no SUBSCRIBE_RESPONSE: {other:?}"),
+            }
+        }
+    }
+    async fn update(raw: &mut Raw) -> ScalableConsumerAssignment {
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(5), raw.recv()).await {
+                Ok(Some(Command::ScalableTopicAssignmentUpdate(u))) => return u.assignment,
+                Ok(Some(_)) => continue,
+                other => panic!("no ASSIGNMENT_UPDATE: {other:?}"),
+            }
+        }
+    }
+
+    let mut a = connect(&broker).await;
+    assert_eq!(ids(&subscribe(&mut a, "a").await), vec![0, 1]);
+    let mut b = connect(&broker).await;
+    assert_eq!(ids(&subscribe(&mut b, "b").await), vec![1]);
+    assert_eq!(ids(&update(&mut a).await), vec![0]);
+    // A third consumer: more consumers than segments, so segment 0 (two
+    // buckets) is shared by a and b, each told its full bucket list.
+    let mut c = connect(&broker).await;
+    assert_eq!(ids(&subscribe(&mut c, "c").await), vec![1]);
+    let ua = update(&mut a).await;
+    assert_eq!(ids(&ua), vec![0]);
+    assert_eq!(ua.segments[0].bucket_ranges.len(), 2);
+    let ub = update(&mut b).await;
+    assert_eq!((ids(&ub), ub.segments[0].bucket_ranges.len()), (vec![0], 2));
+    // c leaves at once (82): a and b go back to one segment each, alone.
+    c.send(CommandScalableTopicUnsubscribe {
+        request_id: 10,
+        consumer_id: 1,
+    })
+    .await;
+    assert!(matches!(c.recv().await, Some(Command::Success(s)) if s.request_id == 10));
+    let ua = update(&mut a).await;
+    assert_eq!((ids(&ua), ua.segments[0].bucket_ranges.len()), (vec![0], 0));
+    assert_eq!(ids(&update(&mut b).await), vec![1]);
+    // A split: the children wait until the subscription drained the parent.
+    let ctl = match service.scalable_controller(&topic).await.unwrap() {
+        strobe_broker::service::controllers::ControllerAt::Here(c) => c,
+        other => panic!("{other:?}"),
+    };
+    ctl.split(0).await.unwrap();
+    service
+        .resources
+        .mark_drained("public/default", "st", "s", 0)
+        .await
+        .unwrap();
+    let ua = update(&mut a).await;
+    assert_eq!(ids(&ua), vec![2, 1]);
+    assert_eq!(ua.layout_epoch, 1);
+    assert_eq!(ids(&update(&mut b).await), vec![3]);
+    // a's connection ends: after the grace period (1 s), b reads everything.
+    drop(a);
+    let ub = update(&mut b).await;
+    assert_eq!(ids(&ub), vec![2, 3, 1]);
+    assert_eq!(
+        service
+            .resources
+            .scalable_consumers("public/default", "st", "s")
+            .await
+            .unwrap(),
+        vec!["b".to_string()]
+    );
+    broker.shutdown().await;
+}

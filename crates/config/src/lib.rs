@@ -124,6 +124,10 @@ pub struct BrokerConfig {
     /// are past the namespace's retention and drained by every subscription
     /// (Pulsar's controller ticks every 60 s). 0 turns pruning off.
     pub scalable_topic_gc_interval_secs: u64,
+    /// How long a stream or checkpoint consumer that disconnected keeps its
+    /// place (and its segments) in its subscription's assignment (Pulsar:
+    /// scalableTopicConsumerSessionGracePeriodSeconds).
+    pub scalable_topic_consumer_session_grace_period_secs: u64,
     /// For recovery tests only: the broker aborts (as a kill -9 would stop
     /// it) at this step of its next split or merge: "after-record",
     /// "after-create", "after-terminate" or "after-commit". Empty: never.
@@ -296,6 +300,7 @@ impl Default for BrokerConfig {
             scalable_topics_enabled: true,
             scalable_topic_entry_bucket_budget: 4,
             scalable_topic_gc_interval_secs: 60,
+            scalable_topic_consumer_session_grace_period_secs: 60,
             scalable_topic_failpoint: String::new(),
             broker_client_token: String::new(),
             deduplication_enabled: false,

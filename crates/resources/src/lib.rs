@@ -27,6 +27,6 @@ pub use bundles::BundlesData;
 pub use error::ResourcesError;
 pub use scalable::{
     LayoutChange, LayoutWatch, ScalableSubscription, ScalableTopics, ScalableTopicsWatch,
-    TopicsChange,
+    TopicsChange, TreeWatch,
 };
 pub use store::{CompactionMeta, Resources, StoredPosition, TopicMeta, Versioned, expect_version};

@@ -115,6 +115,15 @@ pub fn scalable_subscription(ns: &str, local: &str, sub: &str) -> String {
     format!("{}{}", scalable_subscriptions(ns, local), encode_local(sub))
 }
 
+/// A consumer's registration in a subscription of a scalable topic.
+pub fn scalable_consumer(ns: &str, local: &str, sub: &str, name: &str) -> String {
+    format!(
+        "{}/consumers/{}",
+        scalable_subscription(ns, local, sub),
+        encode_local(name)
+    )
+}
+
 /// The marker that subscription `sub` has read segment `segment` of a
 /// scalable topic to its sealed end.
 pub fn scalable_drained(ns: &str, local: &str, sub: &str, segment: u64) -> String {

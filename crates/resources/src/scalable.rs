@@ -40,23 +40,14 @@ impl Resources {
         local: &str,
     ) -> Result<(Option<Layout>, LayoutWatch), ResourcesError> {
         let path = paths::scalable_topic(ns, local);
-        let store = self.store().clone();
-        let scan = store.scan_prefix(&path).await?;
-        let stream = store.watch(&path, scan.revision + 1).await?;
+        let (scan, followed) = Followed::start(self.store(), &path).await?;
         let current = scan
             .entries
             .iter()
             .find(|e| e.key == path)
             .map(|kv| decode_layout(&path, &kv.value))
             .transpose()?;
-        Ok((
-            current,
-            LayoutWatch {
-                store,
-                path,
-                stream,
-            },
-        ))
+        Ok((current, LayoutWatch { f: followed }))
     }
 
     /// Records a new scalable topic's layout; `AlreadyExists` if it has one.
@@ -163,11 +154,13 @@ impl Resources {
         local: &str,
         version: u64,
     ) -> Result<(), ResourcesError> {
-        match self
-            .store()
-            .delete(&paths::scalable_resize(ns, local), Some(version))
+        self.unmark(&paths::scalable_resize(ns, local), Some(version))
             .await
-        {
+    }
+
+    /// Deletes `path` (at `version`, if given) unless it is gone already.
+    async fn unmark(&self, path: &str, version: Option<u64>) -> Result<(), ResourcesError> {
+        match self.store().delete(path, version).await {
             Ok(()) | Err(MetadataError::NotFound(_)) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -214,6 +207,73 @@ impl Resources {
         .map(|_| ())
     }
 
+    /// The consumers registered in subscription `sub`, by name.
+    pub async fn scalable_consumers(
+        &self,
+        ns: &str,
+        local: &str,
+        sub: &str,
+    ) -> Result<Vec<String>, ResourcesError> {
+        let prefix = format!(
+            "{}/consumers/",
+            paths::scalable_subscription(ns, local, sub)
+        );
+        let mut out: Vec<String> = self
+            .store()
+            .list_keys(&prefix)
+            .await?
+            .iter()
+            .filter_map(|k| paths::decode_local(&k[prefix.len()..]))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Registers consumer `name` in `sub` (the record is empty, as
+    /// Pulsar's: the assignment is computed, not stored). Idempotent.
+    pub async fn register_scalable_consumer(
+        &self,
+        ns: &str,
+        local: &str,
+        sub: &str,
+        name: &str,
+    ) -> Result<(), ResourcesError> {
+        self.mark(&paths::scalable_consumer(ns, local, sub, name))
+            .await
+    }
+
+    /// Writes the empty marker `path` unless it exists.
+    async fn mark(&self, path: &str) -> Result<(), ResourcesError> {
+        match self.store().put(path, b"{}", Expect::Absent).await {
+            Ok(_) | Err(MetadataError::AlreadyExists(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Forgets consumer `name` of `sub`.
+    pub async fn unregister_scalable_consumer(
+        &self,
+        ns: &str,
+        local: &str,
+        sub: &str,
+        name: &str,
+    ) -> Result<(), ResourcesError> {
+        self.unmark(&paths::scalable_consumer(ns, local, sub, name), None)
+            .await
+    }
+
+    /// Wakes on every change of a scalable topic's document or of anything
+    /// beneath it (its subscriptions, drained markers, controller).
+    pub async fn watch_scalable_tree(
+        &self,
+        ns: &str,
+        local: &str,
+    ) -> Result<((), TreeWatch), ResourcesError> {
+        let path = paths::scalable_topic(ns, local);
+        let (_, f) = Followed::start(self.store(), &path).await?;
+        Ok(((), TreeWatch { f }))
+    }
+
     /// Records that `sub` has read sealed segment `segment` to its end
     /// (its segment's owner writes it; the controller's coordinator
     /// watches for it). Idempotent.
@@ -224,11 +284,8 @@ impl Resources {
         sub: &str,
         segment: u64,
     ) -> Result<(), ResourcesError> {
-        let path = paths::scalable_drained(ns, local, sub, segment);
-        match self.store().put(&path, b"{}", Expect::Absent).await {
-            Ok(_) | Err(MetadataError::AlreadyExists(_)) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        self.mark(&paths::scalable_drained(ns, local, sub, segment))
+            .await
     }
 
     /// The segments `sub` has read to their end.
@@ -314,21 +371,12 @@ impl Resources {
         ns: &str,
     ) -> Result<(ScalableTopics, ScalableTopicsWatch), ResourcesError> {
         let prefix = paths::scalable_topics_of(ns);
-        let store = self.store().clone();
-        let scan = store.scan_prefix(&prefix).await?;
-        let stream = store.watch(&prefix, scan.revision + 1).await?;
+        let (scan, f) = Followed::start(self.store(), &prefix).await?;
         let now = topics_in(
             &prefix,
             scan.entries.iter().map(|e| (e.key.as_str(), &e.value[..])),
         );
-        Ok((
-            now,
-            ScalableTopicsWatch {
-                store,
-                prefix,
-                stream,
-            },
-        ))
+        Ok((now, ScalableTopicsWatch { f }))
     }
 
     /// The local names of a namespace's scalable topics.
@@ -362,6 +410,36 @@ pub struct ScalableSubscription {
 
 fn stream() -> String {
     "STREAM".into()
+}
+
+/// Changes under one scalable topic's document (see [`Resources::watch_scalable_tree`]).
+#[derive(Debug)]
+pub struct TreeWatch {
+    f: Followed,
+}
+
+impl TreeWatch {
+    /// Waits for the next change (`Ok`); `None` once the store closed. A
+    /// watch that fell behind the store's history reports a change too.
+    pub async fn next(&mut self) -> Option<Result<(), ResourcesError>> {
+        let below = format!("{}/", self.f.prefix);
+        loop {
+            match self.f.stream.next().await? {
+                Ok(b) => {
+                    if b.events
+                        .iter()
+                        .any(|e| e.key == self.f.prefix || e.key.starts_with(&below))
+                    {
+                        return Some(Ok(()));
+                    }
+                }
+                Err(MetadataError::Compacted { .. }) => {
+                    return Some(self.f.restart().await.map(|_| ()));
+                }
+                Err(e) => return Some(Err(e.into())),
+            }
+        }
+    }
 }
 
 /// A namespace's scalable topics: local name → properties.
@@ -403,18 +481,9 @@ pub enum TopicsChange {
 }
 
 /// Changes of a namespace's scalable topics (see [`Resources::watch_scalable_topics`]).
+#[derive(Debug)]
 pub struct ScalableTopicsWatch {
-    store: Arc<dyn MetadataStore>,
-    prefix: String,
-    stream: WatchStream,
-}
-
-impl std::fmt::Debug for ScalableTopicsWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScalableTopicsWatch")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
-    }
+    f: Followed,
 }
 
 impl ScalableTopicsWatch {
@@ -422,7 +491,7 @@ impl ScalableTopicsWatch {
     /// not a change of the set); `None` once the store closed.
     pub async fn next(&mut self) -> Option<Result<Vec<TopicsChange>, ResourcesError>> {
         loop {
-            let batch = match self.stream.next().await? {
+            let batch = match self.f.stream.next().await? {
                 Ok(b) => b,
                 Err(MetadataError::Compacted { .. }) => {
                     return Some(self.restart().await.map(|t| vec![TopicsChange::Reset(t)]));
@@ -433,7 +502,7 @@ impl ScalableTopicsWatch {
                 .events
                 .iter()
                 .filter_map(|e| {
-                    let local = topic_key(&self.prefix, &e.key)?;
+                    let local = topic_key(&self.f.prefix, &e.key)?;
                     Some(match &e.value {
                         None => TopicsChange::Deleted(local),
                         Some(v) => match decode::<Layout>(&e.key, v) {
@@ -450,10 +519,9 @@ impl ScalableTopicsWatch {
     }
 
     async fn restart(&mut self) -> Result<ScalableTopics, ResourcesError> {
-        let scan = self.store.scan_prefix(&self.prefix).await?;
-        self.stream = self.store.watch(&self.prefix, scan.revision + 1).await?;
+        let scan = self.f.restart().await?;
         Ok(topics_in(
-            &self.prefix,
+            &self.f.prefix,
             scan.entries.iter().map(|e| (e.key.as_str(), &e.value[..])),
         ))
     }
@@ -469,17 +537,50 @@ pub enum LayoutChange {
 }
 
 /// Changes of one layout document, as [`Resources::watch_layout`] follows it.
+#[derive(Debug)]
 pub struct LayoutWatch {
+    f: Followed,
+}
+
+/// A prefix of the store followed from a scan's revision on, without a
+/// gap: what the watches here share.
+struct Followed {
     store: Arc<dyn MetadataStore>,
-    path: String,
+    prefix: String,
     stream: WatchStream,
 }
 
-impl std::fmt::Debug for LayoutWatch {
+impl std::fmt::Debug for Followed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LayoutWatch")
-            .field("path", &self.path)
+        f.debug_struct("Followed")
+            .field("prefix", &self.prefix)
             .finish_non_exhaustive()
+    }
+}
+
+impl Followed {
+    async fn start(
+        store: &Arc<dyn MetadataStore>,
+        prefix: &str,
+    ) -> Result<(strobe_metadata::Scan, Followed), ResourcesError> {
+        let scan = store.scan_prefix(prefix).await?;
+        let stream = store.watch(prefix, scan.revision + 1).await?;
+        Ok((
+            scan,
+            Followed {
+                store: store.clone(),
+                prefix: prefix.to_owned(),
+                stream,
+            },
+        ))
+    }
+
+    /// Scans again and follows from there (the watch fell behind the
+    /// store's history).
+    async fn restart(&mut self) -> Result<strobe_metadata::Scan, ResourcesError> {
+        let (scan, again) = Followed::start(&self.store, &self.prefix).await?;
+        self.stream = again.stream;
+        Ok(scan)
     }
 }
 
@@ -489,9 +590,10 @@ impl LayoutWatch {
     /// beneath the document (subscriptions, a pending resize) are not its
     /// changes.
     pub async fn next(&mut self) -> Option<Result<LayoutChange, ResourcesError>> {
-        let controller = format!("{}/controller", self.path);
+        let path = self.f.prefix.clone();
+        let controller = format!("{path}/controller");
         loop {
-            let batch = match self.stream.next().await? {
+            let batch = match self.f.stream.next().await? {
                 Ok(b) => b,
                 // Fell behind the store's history: read the document again
                 // and follow it from there.
@@ -500,11 +602,11 @@ impl LayoutWatch {
                 }
                 Err(e) => return Some(Err(e.into())),
             };
-            if let Some(event) = batch.events.iter().rev().find(|e| e.key == self.path) {
+            if let Some(event) = batch.events.iter().rev().find(|e| e.key == path) {
                 return Some(match &event.value {
                     None => Ok(LayoutChange::Layout(None)),
                     Some(bytes) => {
-                        decode_layout(&self.path, bytes).map(|l| LayoutChange::Layout(Some(l)))
+                        decode_layout(&path, bytes).map(|l| LayoutChange::Layout(Some(l)))
                     }
                 });
             }
@@ -515,11 +617,10 @@ impl LayoutWatch {
     }
 
     async fn restart(&mut self) -> Result<Option<Layout>, ResourcesError> {
-        let scan = self.store.scan_prefix(&self.path).await?;
-        self.stream = self.store.watch(&self.path, scan.revision + 1).await?;
-        match scan.entries.into_iter().find(|e| e.key == self.path) {
+        let scan = self.f.restart().await?;
+        match scan.entries.into_iter().find(|e| e.key == self.f.prefix) {
             None => Ok(None),
-            Some(kv) => decode_layout(&self.path, &kv.value).map(Some),
+            Some(kv) => decode_layout(&self.f.prefix, &kv.value).map(Some),
         }
     }
 }

@@ -284,6 +284,7 @@ commands! {
     WatchTcAssignments => watch_tc_assignments: CommandWatchTcAssignments,
     WatchTcAssignmentsUpdate => watch_tc_assignments_update: CommandWatchTcAssignmentsUpdate,
     WatchTcAssignmentsClose => watch_tc_assignments_close: CommandWatchTcAssignmentsClose,
+    ScalableTopicUnsubscribe => scalable_topic_unsubscribe: CommandScalableTopicUnsubscribe,
 }
 
 impl From<Command> for BaseCommand {

@@ -16,6 +16,7 @@ mod lookup;
 mod produce;
 mod producer;
 mod scalable;
+mod scalable_subscribe;
 mod scalable_watch;
 mod schema;
 mod session;
@@ -174,6 +175,7 @@ pub(crate) async fn serve<R, W>(
             tc_watches: HashMap::new(),
             scalable_sessions: HashMap::new(),
             scalable_watches: HashMap::new(),
+            scalable_consumers: HashMap::new(),
         };
         let reason = cnx.run(read, &shutdown).await;
         debug!(reason, "closing connection");
@@ -215,6 +217,9 @@ struct ServerCnx {
     scalable_sessions: HashMap<u64, CancellationToken>,
     /// Open WATCH_SCALABLE_TOPICS watches, by watch id.
     scalable_watches: HashMap<u64, CancellationToken>,
+    /// Stream and checkpoint consumers registered on this connection, by
+    /// consumer id: their coordinator and name.
+    scalable_consumers: HashMap<u64, (Arc<crate::service::coordinator::Coordinator>, String)>,
 }
 
 impl ServerCnx {
@@ -411,6 +416,8 @@ impl ServerCnx {
             Command::ScalableTopicLookup(c) => self.scalable_topic_lookup(c),
             Command::ScalableTopicClose(c) => self.scalable_topic_close(c),
             Command::WatchScalableTopics(c) => self.watch_scalable_topics(c),
+            Command::ScalableTopicSubscribe(c) => self.scalable_topic_subscribe(c).await,
+            Command::ScalableTopicUnsubscribe(c) => self.scalable_topic_unsubscribe(c).await,
             Command::WatchScalableTopicsClose(c) => self.watch_scalable_topics_close(c),
             command => self.unsupported(command),
         };
@@ -433,6 +440,7 @@ impl ServerCnx {
         {
             w.cancel();
         }
+        self.disconnect_scalable_consumers();
         for (pid, p) in self.producers.drain() {
             p.topic.remove_producer((self.id, pid));
         }

@@ -29,7 +29,7 @@ const OWNERSHIP_SETTLE: std::time::Duration = std::time::Duration::from_millis(5
 /// The scalable topic a lookup names: `topic://` as it is, `persistent://`
 /// as the `topic://` of the same name; anything else is refused as Pulsar
 /// refuses it.
-fn scalable_name(name: &str) -> Result<TopicName, BrokerError> {
+pub(super) fn scalable_name(name: &str) -> Result<TopicName, BrokerError> {
     let t = TopicName::parse(name)?;
     match t.domain() {
         Domain::Topic => Ok(t),

@@ -26,6 +26,9 @@ pub(super) struct Slot {
     /// recovery finished.
     pub(super) recovered: tokio::sync::Mutex<Option<u64>>,
     pub(super) stop: CancellationToken,
+    /// The subscriptions' coordinators, while this broker leads.
+    pub(super) coordinators:
+        tokio::sync::Mutex<HashMap<String, Arc<super::coordinator::Coordinator>>>,
 }
 
 impl Drop for Slot {

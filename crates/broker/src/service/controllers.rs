@@ -18,7 +18,9 @@ use tracing::{Instrument, info, warn};
 use super::BrokerService;
 pub use super::controller_slots::ControllerAt;
 use super::controller_slots::{Slot, ensure_recovered};
+use super::coordinator::Coordinator;
 use crate::BrokerError;
+use std::collections::HashMap;
 
 impl BrokerService {
     fn controller_slot(&self, topic: &TopicName) -> Result<Arc<Slot>, BrokerError> {
@@ -54,6 +56,7 @@ impl BrokerService {
             election,
             recovered: tokio::sync::Mutex::new(None),
             stop: CancellationToken::new(),
+            coordinators: tokio::sync::Mutex::new(HashMap::new()),
         });
         slots.insert(key, slot.clone());
         let span = tracing::info_span!("controller", topic = %topic);
@@ -116,6 +119,40 @@ impl BrokerService {
         Ok(ControllerAt::Here(slot.controller.clone()))
     }
 
+    /// The coordinator of `sub` on `topic` (started here if need be; the
+    /// subscription recorded with `kind`), which needs this broker to lead
+    /// the topic's controller: a client elsewhere is told where it is.
+    pub async fn scalable_coordinator(
+        &self,
+        topic: &TopicName,
+        sub: &str,
+        kind: strobe_layout::ReaderKind,
+    ) -> Result<Arc<Coordinator>, BrokerError> {
+        if let ControllerAt::Elsewhere { broker_id, .. } = self.scalable_controller(topic).await? {
+            return Err(BrokerError::ServiceNotReady(format!(
+                "the controller of {topic} is on broker {broker_id}: subscribe there (the DAG's controller_broker_url)"
+            )));
+        }
+        let slot = self.controller_slot(topic)?;
+        let mut cs = slot.coordinators.lock().await;
+        if let Some(c) = cs.get(sub) {
+            return Ok(c.clone());
+        }
+        let c = Coordinator::start(
+            topic.clone(),
+            sub.to_owned(),
+            kind,
+            self.resources.clone(),
+            Duration::from_secs(
+                self.config
+                    .scalable_topic_consumer_session_grace_period_secs,
+            ),
+        )
+        .await?;
+        cs.insert(sub.to_owned(), c.clone());
+        Ok(c)
+    }
+
     /// Makes sure a controller for `topic` exists here (campaigning, in a
     /// cluster), so a resize a dead leader left gets finished without
     /// waiting for an admin call.
@@ -142,6 +179,35 @@ impl BrokerService {
                 }
             }
             Err(e) => warn!(error = %e, "could not list the scalable topics' pending resizes"),
+        }
+    }
+
+    /// Starts the coordinator of every subscription with registered
+    /// consumers, so each gets its grace period to come back to this
+    /// leader (and is evicted if it does not).
+    async fn restore_coordinators(&self, topic: &TopicName) {
+        let (ns, local) = (topic.namespace(), topic.local_name());
+        let subs = match self.resources.scalable_subscriptions(ns, local).await {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(%topic, error = %e, "cannot list subscriptions to restore");
+                return;
+            }
+        };
+        for (sub, info) in subs {
+            let kind = match info.kind.as_str() {
+                "STREAM" => strobe_layout::ReaderKind::Stream,
+                "CHECKPOINT" => strobe_layout::ReaderKind::Checkpoint,
+                _ => continue,
+            };
+            match self.resources.scalable_consumers(ns, local, &sub).await {
+                Ok(names) if !names.is_empty() => {
+                    if let Err(e) = self.scalable_coordinator(topic, &sub, kind).await {
+                        warn!(%topic, sub, error = %e, "cannot restore a coordinator");
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
@@ -284,12 +350,20 @@ async fn tend(service: Weak<BrokerService>, slot: Weak<Slot>) {
             None => 0,
             Some(e) => match e.state() {
                 LeaderState::Leading { version, .. } if e.is_leader() => version,
-                _ => continue,
+                _ => {
+                    // Not leading: the coordinators are the leader's.
+                    slot.coordinators.lock().await.clear();
+                    continue;
+                }
             },
         };
+        let fresh = slot.recovered.lock().await.is_none_or(|v| v != version);
         if let Err(e) = ensure_recovered(&slot, version).await {
             warn!(error = %e, "the controller could not finish recovering; retrying");
             continue;
+        }
+        if fresh {
+            s.restore_coordinators(slot.controller.topic()).await;
         }
         let every = s.config.scalable_topic_gc_interval_secs;
         if every == 0 || last_prune.elapsed() < Duration::from_secs(every) {

@@ -11,6 +11,7 @@ mod background;
 mod compaction;
 mod controller_slots;
 pub mod controllers;
+pub mod coordinator;
 mod counters;
 mod keyed;
 pub mod lookup;
