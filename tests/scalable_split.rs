@@ -147,3 +147,91 @@ async fn a_queue_consumer_reads_everything_across_a_split_and_a_merge() {
             .is_none()
     );
 }
+
+/// Two stream consumers on a one-segment topic (sharing it by entry
+/// bucket) while it splits under a keyed load (entry-bucket batching): the
+/// children go to them only after the parent is drained, so every message
+/// arrives once and each key's messages arrive in send order across both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_consumers_keep_each_keys_order_across_a_split() {
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/s", "");
+    assert_eq!(st, 204, "{body}");
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    // Every receipt in one order: (key, seq, consumer).
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<(u64, u64, &str)>();
+    let mut readers = Vec::new();
+    for name in ["a", "b"] {
+        let mut c = client
+            .scalable_stream_consumer("topic://public/default/s", "work", name)
+            .initial_position(strobe_client::InitialPosition::Earliest)
+            .subscribe()
+            .await
+            .unwrap();
+        let seen = seen_tx.clone();
+        readers.push(tokio::spawn(async move {
+            loop {
+                let Ok(Some(m)) = c.recv_timeout(Duration::from_secs(30)).await else {
+                    return;
+                };
+                let text = String::from_utf8(m.message.payload.to_vec()).unwrap();
+                let (k, s) = text.split_once(':').unwrap();
+                let _ = seen.send((k.parse().unwrap(), s.parse().unwrap(), name));
+                c.ack(&m).unwrap();
+            }
+        }));
+    }
+    drop(seen_tx);
+    let producer = client
+        .scalable_producer("topic://public/default/s")
+        .entry_bucket_batching(true)
+        .create()
+        .await
+        .unwrap();
+    let load = KeyedLoad::start(producer, 16, 20);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let (st, body) = strobe.http("POST", "/admin/v2/scalable/public/default/s/split/0", "");
+    assert_eq!(st, 200, "{body}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (sent, _) = load.finish().await;
+
+    let mut by_key: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+    let mut readers_of_children = std::collections::BTreeSet::new();
+    let mut n = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while n < sent && Instant::now() < deadline {
+        let Ok(Some((k, s, who))) =
+            tokio::time::timeout(Duration::from_secs(1), seen_rx.recv()).await
+        else {
+            continue;
+        };
+        by_key.entry(k).or_default().push(s);
+        if n > sent / 2 {
+            readers_of_children.insert(who);
+        }
+        n += 1;
+    }
+    assert_eq!(n, sent, "received vs sent");
+    for (k, seqs) in &by_key {
+        if let Some(i) = seqs.iter().enumerate().position(|(i, s)| *s != i as u64) {
+            panic!(
+                "key {k}: out of order, lost or twice at {i}: {:?}",
+                &seqs[i.saturating_sub(3)..(i + 5).min(seqs.len())]
+            );
+        }
+    }
+    // After the split both consumers read (one child each).
+    assert_eq!(readers_of_children.len(), 2, "{readers_of_children:?}");
+    let (_, body) = strobe.http("GET", "/admin/v2/scalable/public/default/s/stats", "");
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        stats["subscriptions"]["work"]["drainedSegments"],
+        serde_json::json!([0])
+    );
+    for r in readers {
+        r.abort();
+    }
+}

@@ -354,6 +354,11 @@ impl Connection {
                     let _ = w.send(Command::ScalableTopicUpdate(u));
                 }
             }
+            Command::ScalableTopicAssignmentUpdate(u) => {
+                if let Some(w) = routes.watchers.get(&u.consumer_id) {
+                    let _ = w.send(Command::ScalableTopicAssignmentUpdate(u));
+                }
+            }
             Command::AckResponse(a) => {
                 if let Some(tx) = a.request_id.and_then(|id| routes.pending.remove(&id)) {
                     let _ = tx.send(Command::AckResponse(a));
@@ -376,6 +381,7 @@ impl Connection {
                     Command::AddPartitionToTxnResponse(c) => Some(c.request_id),
                     Command::AddSubscriptionToTxnResponse(c) => Some(c.request_id),
                     Command::EndTxnResponse(c) => Some(c.request_id),
+                    Command::ScalableTopicSubscribeResponse(c) => Some(c.request_id),
                     _ => None,
                 };
                 match id.and_then(|id| routes.pending.remove(&id)) {

@@ -64,6 +64,7 @@ mod producer;
 mod reader;
 mod scalable_consumer;
 mod scalable_producer;
+mod scalable_stream;
 mod tc;
 mod txn;
 mod util;
@@ -81,6 +82,7 @@ pub use scalable_consumer::{ScalableMessage, ScalableQueueConsumer, ScalableQueu
 pub use scalable_producer::{
     ScalableMessageId, ScalableProducer, ScalableProducerBuilder, ScalableSendFuture,
 };
+pub use scalable_stream::{ScalableStreamConsumer, ScalableStreamConsumerBuilder};
 pub use strobe_model::{MessageId, Position, SubType};
 pub use strobe_wire::proto;
 pub use tc::{TcAssignment, TcAssignmentsWatcher};

@@ -63,18 +63,20 @@ impl ScalableQueueConsumerBuilder {
         let watch = self.client.watch_scalable_topic(&self.topic, false).await?;
         let (tx, rx) = mpsc::channel(self.receiver_queue as usize);
         let acks = Arc::new(Mutex::new(HashMap::new()));
-        let mut state = Segments {
-            client: self.client,
-            subscription: self.subscription,
-            consumer_name: self.consumer_name,
-            receiver_queue: self.receiver_queue,
+        let mut state = Segments::new(
+            self.client,
+            self.subscription,
+            self.consumer_name,
+            self.receiver_queue,
             tx,
-            acks: acks.clone(),
-            tasks: HashMap::new(),
-        };
+            acks.clone(),
+        );
         state.follow(&watch, Some(self.initial_position)).await?;
         let task = tokio::spawn(state.run(watch));
-        Ok(ScalableQueueConsumer { rx, acks, task })
+        Ok(ScalableQueueConsumer {
+            inbox: Inbox { rx, acks },
+            task,
+        })
     }
 }
 
@@ -97,13 +99,42 @@ impl Client {
 }
 
 /// Acknowledgements on their way to each segment's consumer.
-type Acks = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<MessageId>>>>;
+pub(crate) type Acks = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<MessageId>>>>;
+
+/// Messages from the segments' consumers, and the way back for acks.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    pub(crate) rx: mpsc::Receiver<ScalableMessage>,
+    pub(crate) acks: Acks,
+}
+
+impl Inbox {
+    pub(crate) async fn recv(&mut self) -> Result<ScalableMessage> {
+        self.rx.recv().await.ok_or(Error::Closed)
+    }
+
+    pub(crate) async fn recv_timeout(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<ScalableMessage>> {
+        match tokio::time::timeout(timeout, self.rx.recv()).await {
+            Ok(Some(m)) => Ok(Some(m)),
+            Ok(None) => Err(Error::Closed),
+            Err(_) => Ok(None),
+        }
+    }
+
+    pub(crate) fn ack(&self, m: &ScalableMessage) -> Result<()> {
+        let acks = self.acks.lock().expect("acks lock");
+        let tx = acks.get(&m.segment_id).ok_or(Error::Closed)?;
+        tx.send(m.message.id).map_err(|_| Error::Closed)
+    }
+}
 
 /// A queue consumer on a scalable topic.
 #[derive(Debug)]
 pub struct ScalableQueueConsumer {
-    rx: mpsc::Receiver<ScalableMessage>,
-    acks: Acks,
+    inbox: Inbox,
     task: JoinHandle<()>,
 }
 
@@ -116,7 +147,7 @@ impl Drop for ScalableQueueConsumer {
 impl ScalableQueueConsumer {
     /// The next message from any segment.
     pub async fn recv(&mut self) -> Result<ScalableMessage> {
-        self.rx.recv().await.ok_or(Error::Closed)
+        self.inbox.recv().await
     }
 
     /// The next message, or `None` after `timeout`.
@@ -124,33 +155,63 @@ impl ScalableQueueConsumer {
         &mut self,
         timeout: std::time::Duration,
     ) -> Result<Option<ScalableMessage>> {
-        match tokio::time::timeout(timeout, self.rx.recv()).await {
-            Ok(Some(m)) => Ok(Some(m)),
-            Ok(None) => Err(Error::Closed),
-            Err(_) => Ok(None),
-        }
+        self.inbox.recv_timeout(timeout).await
     }
 
     /// Acknowledges a message on its segment.
     pub fn ack(&self, m: &ScalableMessage) -> Result<()> {
-        let acks = self.acks.lock().expect("acks lock");
-        let tx = acks.get(&m.segment_id).ok_or(Error::Closed)?;
-        tx.send(m.message.id).map_err(|_| Error::Closed)
+        self.inbox.ack(m)
     }
 }
 
+/// How one segment is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// A queue: Shared, a new subscription starting here.
+    Shared(InitialPosition),
+    /// A stream segment read alone: Exclusive.
+    Alone(InitialPosition),
+    /// A stream segment shared: Key_Shared with entry-bucket dispatch over
+    /// these bucket boundaries.
+    Buckets(InitialPosition, Vec<u32>),
+}
+
+struct Reader {
+    mode: Mode,
+    task: JoinHandle<()>,
+}
+
 /// The per-segment consumers and where their messages go.
-struct Segments {
-    client: Client,
-    subscription: String,
-    consumer_name: Option<String>,
-    receiver_queue: u32,
-    tx: mpsc::Sender<ScalableMessage>,
-    acks: Acks,
-    tasks: HashMap<u64, JoinHandle<()>>,
+pub(crate) struct Segments {
+    pub(crate) client: Client,
+    pub(crate) subscription: String,
+    pub(crate) consumer_name: Option<String>,
+    pub(crate) receiver_queue: u32,
+    pub(crate) tx: mpsc::Sender<ScalableMessage>,
+    pub(crate) acks: Acks,
+    readers: HashMap<u64, Reader>,
 }
 
 impl Segments {
+    pub(crate) fn new(
+        client: Client,
+        subscription: String,
+        consumer_name: Option<String>,
+        receiver_queue: u32,
+        tx: mpsc::Sender<ScalableMessage>,
+        acks: Acks,
+    ) -> Segments {
+        Segments {
+            client,
+            subscription,
+            consumer_name,
+            receiver_queue,
+            tx,
+            acks,
+            readers: HashMap::new(),
+        }
+    }
+
     async fn run(mut self, mut watch: DagWatch) {
         loop {
             if let Err(e) = watch.changed().await {
@@ -168,62 +229,109 @@ impl Segments {
     /// segments that left it.
     async fn follow(&mut self, watch: &DagWatch, first: Option<InitialPosition>) -> Result<()> {
         let dag = watch.current();
-        self.tasks.retain(|id, t| {
-            let keep = dag.segments.contains_key(id) && !t.is_finished();
-            if !keep {
-                t.abort();
-            }
-            keep
-        });
-        self.acks
-            .lock()
-            .expect("acks lock")
-            .retain(|id, _| dag.segments.contains_key(id));
+        self.retain(|id| dag.segments.contains_key(&id));
         for s in dag.segments.values() {
-            if self.tasks.contains_key(&s.id) {
+            let mode = Mode::Shared(first.unwrap_or(InitialPosition::Earliest));
+            if self.readers.contains_key(&s.id) {
                 continue;
             }
-            let mut b = self
-                .client
-                .consumer(&s.topic, &self.subscription)
-                .sub_type(SubType::Shared)
-                .receiver_queue_size(self.receiver_queue)
-                .initial_position(first.unwrap_or(InitialPosition::Earliest));
-            if let Some(n) = &self.consumer_name {
-                b = b.consumer_name(n);
-            }
-            let mut consumer = b.subscribe().await?;
-            debug!(segment = s.id, "queue consumer attached");
-            let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<MessageId>();
-            self.acks.lock().expect("acks lock").insert(s.id, ack_tx);
-            let (tx, id) = (self.tx.clone(), s.id);
-            self.tasks.insert(
-                s.id,
-                tokio::spawn(async move {
-                    loop {
-                        tokio::select! {
-                            m = consumer.recv() => match m {
-                                Ok(message) => {
-                                    if tx.send(ScalableMessage { segment_id: id, message }).await.is_err() {
-                                        return;
-                                    }
-                                }
-                                Err(e) => {
-                                    debug!(segment = id, error = %e, "segment consumer ended");
-                                    return;
-                                }
-                            },
-                            a = ack_rx.recv() => match a {
-                                Some(mid) => {
-                                    let _ = consumer.ack_id(&mid);
-                                }
-                                None => return,
-                            },
-                        }
-                    }
-                }),
-            );
+            self.ensure(s.id, &s.topic, mode).await?;
         }
         Ok(())
     }
+
+    /// Stops reading the segments `keep` refuses (their consumers close;
+    /// what was not acknowledged goes back to the subscription).
+    pub(crate) fn retain(&mut self, keep: impl Fn(u64) -> bool) {
+        self.readers.retain(|id, r| {
+            let k = keep(*id) && !r.task.is_finished();
+            if !k {
+                r.task.abort();
+            }
+            k
+        });
+        let readers: std::collections::HashSet<u64> = self.readers.keys().copied().collect();
+        self.acks
+            .lock()
+            .expect("acks lock")
+            .retain(|id, _| readers.contains(id));
+    }
+
+    /// Reads segment `id` (`topic`) in `mode`: a reader in another mode is
+    /// closed first; a subscribe the broker refuses for a moment (the
+    /// previous Exclusive owner not gone yet, overlapping ranges) is
+    /// retried for up to 30 s.
+    pub(crate) async fn ensure(&mut self, id: u64, topic: &str, mode: Mode) -> Result<()> {
+        if let Some(r) = self.readers.get(&id) {
+            if r.mode == mode && !r.task.is_finished() {
+                return Ok(());
+            }
+            r.task.abort();
+            self.readers.remove(&id);
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut consumer = loop {
+            let mut b = self
+                .client
+                .consumer(topic, &self.subscription)
+                .receiver_queue_size(self.receiver_queue);
+            b = match &mode {
+                Mode::Shared(p) => b.sub_type(SubType::Shared).initial_position(*p),
+                Mode::Alone(p) => b.sub_type(SubType::Exclusive).initial_position(*p),
+                Mode::Buckets(p, splits) => b.entry_bucket_dispatch(splits).initial_position(*p),
+            };
+            if let Some(n) = &self.consumer_name {
+                b = b.consumer_name(n);
+            }
+            match b.subscribe().await {
+                Ok(c) => break c,
+                Err(e) if tokio::time::Instant::now() < deadline && passing(&e) => {
+                    debug!(segment = id, error = %e, "segment busy; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        debug!(segment = id, ?mode, "segment consumer attached");
+        let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<MessageId>();
+        self.acks.lock().expect("acks lock").insert(id, ack_tx);
+        let tx = self.tx.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    m = consumer.recv() => match m {
+                        Ok(message) => {
+                            if tx.send(ScalableMessage { segment_id: id, message }).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            debug!(segment = id, error = %e, "segment consumer ended");
+                            return;
+                        }
+                    },
+                    a = ack_rx.recv() => match a {
+                        Some(mid) => {
+                            let _ = consumer.ack_id(&mid);
+                        }
+                        None => return,
+                    },
+                }
+            }
+        });
+        self.readers.insert(id, Reader { mode, task });
+        Ok(())
+    }
+}
+
+/// Whether a subscribe refusal passes once the previous reader is gone.
+fn passing(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Server { code, .. } if matches!(
+            code,
+            strobe_wire::proto::ServerError::ConsumerBusy
+                | strobe_wire::proto::ServerError::ConsumerAssignError
+        )
+    ) || e.is_retriable()
 }
