@@ -11,10 +11,11 @@
 //! Files, bottom-up: `segment` (one segment and its JSON), `buckets`
 //! (PIP-486's bucket counts), `layout` (the document and its invariants),
 //! `transitions`, `assignment` (which consumers of a subscription read which
-//! segments), `operation` (a resize as the controller records it
+//! segments), `autoscale` (PIP-483: which resize to make), `operation` (a resize as the controller records it
 //! before its first step, and its plan).
 
 mod assignment;
+mod autoscale;
 mod buckets;
 mod error;
 mod layout;
@@ -23,6 +24,7 @@ mod segment;
 mod transitions;
 
 pub use assignment::{AssignedSegment, ReaderKind, assign, bucket_ranges};
+pub use autoscale::{AutoScalePolicy, Clock, Decision, Rates, SegmentLoad, decide};
 pub use buckets::{MAX_BUCKETS, equal_width};
 pub use error::LayoutError;
 pub use layout::Layout;
