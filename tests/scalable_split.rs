@@ -235,3 +235,81 @@ async fn stream_consumers_keep_each_keys_order_across_a_split() {
         r.abort();
     }
 }
+
+/// PIP-483 by itself: a load over the split threshold splits the topic
+/// until no segment is over it (at most `max_segments`), and once the
+/// load stops the cold segments merge back; nothing is lost or reordered
+/// through the resizes the controller chose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_splits_under_load_and_merges_when_it_stops() {
+    let strobe = Strobe::start_with_config(
+        "scalable_topic_gc_interval_secs = 0\n\
+         stats_update_interval_secs = 1\n\
+         scalable_topic_auto_scale_interval_secs = 1\n\
+         scalable_topic_split_cooldown_secs = 0\n\
+         scalable_topic_merge_cooldown_secs = 0\n\
+         scalable_topic_merge_window_secs = 2\n\
+         scalable_topic_max_segments = 4\n\
+         scalable_topic_split_msg_rate_in_threshold = 400.0\n\
+         scalable_topic_merge_msg_rate_in_threshold = 50.0\n",
+    );
+    let base = "/admin/v2/scalable/public/default/auto";
+    assert_eq!(strobe.http("PUT", base, "").0, 204);
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    let producer = client
+        .scalable_producer("topic://public/default/auto")
+        .name("p")
+        .create()
+        .await
+        .unwrap();
+    let active = |strobe: &Strobe| {
+        let (_, body) = strobe.http("GET", base, "");
+        let l: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let n = l["segments"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter(|s| s["state"] == "ACTIVE")
+            .count();
+        (n, l)
+    };
+    // About 2,000 msg/s over 64 keys: five times the threshold.
+    let load = KeyedLoad::start(producer, 64, 20);
+    let started = Instant::now();
+    let split_in = loop {
+        let (n, _) = active(&strobe);
+        if n >= 4 {
+            break started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not split to 4: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(active(&strobe).0, 4, "never above max_segments");
+    let (sent, _) = load.finish().await;
+    let stopped = Instant::now();
+    let merged_in = loop {
+        let (n, _) = active(&strobe);
+        if n == 1 {
+            break stopped.elapsed();
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(40),
+            "not merged back: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (_, layout) = active(&strobe);
+    let total = check_dag_order(&client, "auto", &layout).await;
+    assert_eq!(total, sent, "messages stored vs sent");
+    eprintln!(
+        "split to 4 in {split_in:?} under load; merged back to 1 in {merged_in:?} after it stopped; epoch {}",
+        layout["epoch"]
+    );
+}

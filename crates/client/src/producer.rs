@@ -97,6 +97,9 @@ struct ProducerShared {
     permits: Semaphore,
     idle: Notify,
     events: mpsc::UnboundedSender<ProducerEvent>,
+    /// A connection was lost while messages were pending: some of them may
+    /// be stored without a receipt (see [`Producer::in_doubt`]).
+    in_doubt: std::sync::atomic::AtomicBool,
 }
 
 /// Builds a [`Producer`]. Batching is on by default (1 ms, 1000 messages,
@@ -210,6 +213,7 @@ impl ProducerBuilder {
             }),
             idle: Notify::new(),
             events: tx,
+            in_doubt: std::sync::atomic::AtomicBool::new(false),
         });
         let deadline = Instant::now() + Duration::from_secs(60);
         let (conn, name, last_seq) = shared.register(Some(deadline)).await?;
@@ -292,6 +296,17 @@ impl Producer {
             .expect("producer lock")
             .name
             .clone()
+    }
+
+    /// Whether a connection was lost while messages were pending. Those are
+    /// sent again after reconnecting (and deduplicated by the broker), but
+    /// if the producer can no longer reconnect (its topic was terminated
+    /// meanwhile) they fail although some may have been stored: a caller
+    /// that sends them elsewhere must first check the topic for them.
+    pub fn in_doubt(&self) -> bool {
+        self.shared
+            .in_doubt
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Messages sent and not yet acknowledged by the broker (including open batches).
@@ -825,6 +840,10 @@ async fn event_loop(sh: Arc<ProducerShared>, mut rx: mpsc::UnboundedReceiver<Pro
                         return;
                     }
                     st.conn = None;
+                    if !st.pending.is_empty() {
+                        sh.in_doubt
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
                 debug!(topic = %sh.topic, "producer disconnected, reconnecting");
                 match sh.register(None).await {

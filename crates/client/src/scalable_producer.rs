@@ -121,6 +121,7 @@ impl ScalableProducerBuilder {
             producers: HashMap::new(),
             rr: 0,
             layout_wait: self.layout_wait,
+            sent: 0,
         };
         let task = tokio::spawn(router.run(rx, self.max_pending));
         Ok(ScalableProducer { tx, topic, task })
@@ -251,6 +252,8 @@ struct Router {
     producers: HashMap<u64, Producer>,
     rr: usize,
     layout_wait: Duration,
+    /// Messages taken so far (each is tagged with its number, see [`TAG`]).
+    sent: u64,
 }
 
 /// A message not yet handed to a segment producer.
@@ -297,8 +300,10 @@ impl Router {
                             // refused: they go first, in order, once the
                             // layout that seals the segment is here.
                             let segment = f.segment;
-                            let mut queue: VecDeque<Queued> = VecDeque::from([(f.msg, f.reply)]);
-                            queue.extend(self.settle(&mut in_flight, segment).await);
+                            let mut refused = vec![(f.msg, f.reply)];
+                            refused.extend(self.settle(&mut in_flight, segment).await);
+                            let refused = self.confirm(segment, refused).await;
+                            let mut queue: VecDeque<Queued> = refused.into();
                             self.producers.remove(&segment);
                             if self.await_sealed(segment, &mut in_flight, &mut queue).await {
                                 self.send_all(queue, &mut in_flight).await;
@@ -323,7 +328,9 @@ impl Router {
                     }
                 },
                 req = rx.recv(), if open && in_flight.len() < max_in_flight => match req {
-                    Some(Request::Send(msg, reply)) => {
+                    Some(Request::Send(mut msg, reply)) => {
+                        self.sent += 1;
+                        msg.properties.push((TAG.to_owned(), format!("{}:{}", self.sent, wall_ms())));
                         self.send_all(VecDeque::from([(msg, reply)]), &mut in_flight).await;
                     }
                     Some(Request::Flush(tx)) => flushes.push(tx),
@@ -360,6 +367,79 @@ impl Router {
         refused
     }
 
+    /// Of `refused` (refused by sealed `segment`), those not stored there.
+    /// A refusal is certain unless the segment's producer lost a connection
+    /// with messages pending: those may have been stored without a receipt
+    /// before the segment was sealed, and sending them to the children
+    /// would store them twice. Then the segment's tail is read from the
+    /// oldest one's send time, and a message found there (by its tag) is
+    /// answered with where it was stored.
+    async fn confirm(&mut self, segment: u64, refused: Vec<Queued>) -> Vec<Queued> {
+        let Some(p) = self.producers.get(&segment) else {
+            return refused;
+        };
+        if refused.is_empty() || !p.in_doubt() {
+            return refused;
+        }
+        let (topic, name) = (p.topic().to_owned(), p.name());
+        let since = refused
+            .iter()
+            .filter_map(|(m, _)| tag_of(m).map(|(_, ms)| ms))
+            .min()
+            .unwrap_or(0)
+            .saturating_sub(10_000);
+        let stored = match self.tags_in(&topic, &name, since).await {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(segment, error = %e, "cannot check a sealed segment for messages in doubt; sending them on");
+                return refused;
+            }
+        };
+        let mut left = Vec::with_capacity(refused.len());
+        for (m, reply) in refused {
+            match tag_of(&m).and_then(|(n, _)| stored.get(&n)) {
+                Some(id) => {
+                    let _ = reply.send(Ok(ScalableMessageId {
+                        segment_id: segment,
+                        id: *id,
+                    }));
+                }
+                None => left.push((m, reply)),
+            }
+        }
+        left
+    }
+
+    /// The tags of the messages producer `name` stored on `topic` since
+    /// `since_ms`, with where each was stored.
+    async fn tags_in(
+        &self,
+        topic: &str,
+        name: &str,
+        since_ms: u64,
+    ) -> Result<HashMap<u64, MessageId>> {
+        let mut reader = self.client.reader(topic).start_earliest().create().await?;
+        reader
+            .seek(crate::consumer::SeekTo::PublishTime(since_ms))
+            .await?;
+        let mut out = HashMap::new();
+        while reader.has_message_available().await? {
+            let Some(m) = reader.recv_timeout(Duration::from_secs(5)).await? else {
+                break;
+            };
+            if &*m.producer_name != name {
+                continue;
+            }
+            if let Some((_, v)) = m.properties.iter().find(|(k, _)| k == TAG)
+                && let Some(n) = v.split_once(':').and_then(|(n, _)| n.parse().ok())
+            {
+                out.insert(n, m.id);
+            }
+        }
+        let _ = reader.close().await;
+        Ok(out)
+    }
+
     /// Moves to the layout `dag`: the messages in flight on segments it
     /// seals settle first, and those refused are returned in send order
     /// (they go before anything queued after them).
@@ -378,7 +458,8 @@ impl Router {
         debug!(epoch = dag.epoch, ?sealed, "new layout");
         let mut refused = VecDeque::new();
         for s in &sealed {
-            refused.extend(self.settle(in_flight, *s).await);
+            let r = self.settle(in_flight, *s).await;
+            refused.extend(self.confirm(*s, r).await);
         }
         self.layout = dag;
         let layout = self.layout.clone();
@@ -502,6 +583,25 @@ impl Router {
         }
         Ok(self.producers.get(&segment).expect("just made"))
     }
+}
+
+/// The property each message carries: `<number>:<ms since the epoch>` of
+/// when this producer took it, so that a message in doubt can be found on
+/// a sealed segment.
+const TAG: &str = "__strobe_v5_send";
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A message's tag: (number, ms).
+fn tag_of(m: &ProducerMessage) -> Option<(u64, u64)> {
+    let (_, v) = m.properties.iter().find(|(k, _)| k == TAG)?;
+    let (n, ms) = v.split_once(':')?;
+    Some((n.parse().ok()?, ms.parse().ok()?))
 }
 
 fn fail(msgs: impl IntoIterator<Item = Queued>, e: &Error) {

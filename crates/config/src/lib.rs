@@ -128,6 +128,29 @@ pub struct BrokerConfig {
     /// place (and its segments) in its subscription's assignment (Pulsar:
     /// scalableTopicConsumerSessionGracePeriodSeconds).
     pub scalable_topic_consumer_session_grace_period_secs: u64,
+    /// PIP-483: the controller splits hot segments and merges cold ones by
+    /// itself (Pulsar: scalableTopicAutoScaleEnabled), every
+    /// `scalable_topic_auto_scale_interval_secs`, within these bounds.
+    pub scalable_topic_auto_scale_enabled: bool,
+    pub scalable_topic_auto_scale_interval_secs: u64,
+    pub scalable_topic_min_segments: u32,
+    pub scalable_topic_max_segments: u32,
+    /// Merges in one segment's lineage at most (stops split/merge flip-flop).
+    pub scalable_topic_max_dag_depth: u32,
+    pub scalable_topic_split_cooldown_secs: u64,
+    pub scalable_topic_merge_cooldown_secs: u64,
+    /// How long both segments of a merge must have been cold.
+    pub scalable_topic_merge_window_secs: u64,
+    /// A segment over any of these is split (msg/s, B/s, in and out).
+    pub scalable_topic_split_msg_rate_in_threshold: f64,
+    pub scalable_topic_split_bytes_rate_in_threshold: f64,
+    pub scalable_topic_split_msg_rate_out_threshold: f64,
+    pub scalable_topic_split_bytes_rate_out_threshold: f64,
+    /// Two adjacent segments under all of these are merged.
+    pub scalable_topic_merge_msg_rate_in_threshold: f64,
+    pub scalable_topic_merge_bytes_rate_in_threshold: f64,
+    pub scalable_topic_merge_msg_rate_out_threshold: f64,
+    pub scalable_topic_merge_bytes_rate_out_threshold: f64,
     /// For recovery tests only: the broker aborts (as a kill -9 would stop
     /// it) at this step of its next split or merge: "after-record",
     /// "after-create", "after-terminate" or "after-commit". Empty: never.
@@ -301,6 +324,22 @@ impl Default for BrokerConfig {
             scalable_topic_entry_bucket_budget: 4,
             scalable_topic_gc_interval_secs: 60,
             scalable_topic_consumer_session_grace_period_secs: 60,
+            scalable_topic_auto_scale_enabled: true,
+            scalable_topic_auto_scale_interval_secs: 60,
+            scalable_topic_min_segments: 1,
+            scalable_topic_max_segments: 64,
+            scalable_topic_max_dag_depth: 10,
+            scalable_topic_split_cooldown_secs: 60,
+            scalable_topic_merge_cooldown_secs: 300,
+            scalable_topic_merge_window_secs: 300,
+            scalable_topic_split_msg_rate_in_threshold: 10_000.0,
+            scalable_topic_split_bytes_rate_in_threshold: 50_000_000.0,
+            scalable_topic_split_msg_rate_out_threshold: 50_000.0,
+            scalable_topic_split_bytes_rate_out_threshold: 250_000_000.0,
+            scalable_topic_merge_msg_rate_in_threshold: 1_000.0,
+            scalable_topic_merge_bytes_rate_in_threshold: 5_000_000.0,
+            scalable_topic_merge_msg_rate_out_threshold: 5_000.0,
+            scalable_topic_merge_bytes_rate_out_threshold: 25_000_000.0,
             scalable_topic_failpoint: String::new(),
             broker_client_token: String::new(),
             deduplication_enabled: false,

@@ -115,6 +115,11 @@ pub fn scalable_subscription(ns: &str, local: &str, sub: &str) -> String {
     format!("{}{}", scalable_subscriptions(ns, local), encode_local(sub))
 }
 
+/// The load record of a segment of a scalable topic (PIP-483).
+pub fn scalable_segment_load(ns: &str, local: &str, segment: u64) -> String {
+    format!("{}/segments/{segment}/load", scalable_topic(ns, local))
+}
+
 /// A consumer's registration in a subscription of a scalable topic.
 pub fn scalable_consumer(ns: &str, local: &str, sub: &str, name: &str) -> String {
     format!(

@@ -274,6 +274,51 @@ impl Resources {
         Ok(((), TreeWatch { f }))
     }
 
+    /// Writes the load record of `segment` (its owner does, when a rate moved).
+    pub async fn put_segment_load(
+        &self,
+        ns: &str,
+        local: &str,
+        segment: u64,
+        load: &strobe_layout::SegmentLoad,
+    ) -> Result<(), ResourcesError> {
+        let path = paths::scalable_segment_load(ns, local, segment);
+        self.store().put(&path, &encode(load), Expect::Any).await?;
+        Ok(())
+    }
+
+    /// Every segment's load record, by segment id.
+    pub async fn segment_loads(
+        &self,
+        ns: &str,
+        local: &str,
+    ) -> Result<std::collections::BTreeMap<u64, strobe_layout::SegmentLoad>, ResourcesError> {
+        let prefix = format!("{}/segments/", paths::scalable_topic(ns, local));
+        let scan = self.store().scan_prefix(&prefix).await?;
+        let mut out = std::collections::BTreeMap::new();
+        for kv in scan.entries {
+            let Some(id) = kv.key[prefix.len()..]
+                .strip_suffix("/load")
+                .and_then(|i| i.parse().ok())
+            else {
+                continue;
+            };
+            out.insert(id, decode(&kv.key, &kv.value)?);
+        }
+        Ok(out)
+    }
+
+    /// Forgets a pruned segment's load record.
+    pub async fn delete_segment_load(
+        &self,
+        ns: &str,
+        local: &str,
+        segment: u64,
+    ) -> Result<(), ResourcesError> {
+        self.unmark(&paths::scalable_segment_load(ns, local, segment), None)
+            .await
+    }
+
     /// Records that `sub` has read sealed segment `segment` to its end
     /// (its segment's owner writes it; the controller's coordinator
     /// watches for it). Idempotent.

@@ -186,6 +186,50 @@ impl Controller {
         Ok(prunable)
     }
 
+    /// PIP-483: asks `strobe_layout::decide` what to do now with the
+    /// segments' load records, and does it. The last split and merge are
+    /// read from the layout (the newest child with one parent, with two),
+    /// so a new leader keeps the cooldowns. `max_consumers`: the most
+    /// consumers a stream or checkpoint subscription has.
+    pub async fn autoscale(
+        &self,
+        policy: &strobe_layout::AutoScalePolicy,
+        max_consumers: u32,
+    ) -> Result<strobe_layout::Decision, ScalableError> {
+        use strobe_layout::Decision;
+        let (ns, local) = self.names();
+        let layout = self.layout().await?.value;
+        let loads = self.resources.segment_loads(ns, local).await?;
+        let newest = |parents: fn(usize) -> bool| {
+            layout
+                .segments
+                .values()
+                .filter(|s| parents(s.parent_ids.len()))
+                .map(|s| s.created_at_ms)
+                .max()
+                .unwrap_or(0)
+        };
+        let clock = strobe_layout::Clock {
+            now_ms: now_ms(),
+            last_split_ms: newest(|n| n == 1),
+            last_merge_ms: newest(|n| n >= 2),
+            max_consumers,
+        };
+        let decision = strobe_layout::decide(&layout, &loads, policy, clock);
+        match decision {
+            Decision::Split(id) => {
+                info!(topic = %self.topic, segment = id, "autoscale: split");
+                self.split(id).await?;
+            }
+            Decision::Merge(a, b) => {
+                info!(topic = %self.topic, a, b, "autoscale: merge");
+                self.merge(a, b).await?;
+            }
+            Decision::Nothing => {}
+        }
+        Ok(decision)
+    }
+
     /// Records subscription `sub` and gives every active segment a cursor
     /// at its start (sealed ones are not read by a subscription made after
     /// them, as Pulsar's `createSubscription`).
@@ -451,6 +495,11 @@ impl Controller {
         self.reached(Failpoint::AfterCommit)?;
         if prune {
             self.delete_removed(p).await?;
+            if let Resize::Prune { segments } = &p.resize {
+                for id in segments {
+                    self.resources.delete_segment_load(ns, local, *id).await?;
+                }
+            }
             self.resources.end_resize(ns, local, version).await?;
         }
         Ok(plan.layout)

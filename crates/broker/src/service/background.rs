@@ -49,6 +49,13 @@ impl BrokerService {
                 _ = stats.tick() => {
                     for t in self.loaded_topics() {
                         t.counters.update_rates();
+                    }
+                    let now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as u64)
+                        .unwrap_or(0);
+                    self.report_segment_loads(now_ms).await;
+                    for t in self.loaded_topics() {
                         self.maybe_compact(&t).await;
                         if let Err(e) = t.snapshot_txn().await {
                             tracing::warn!(topic = %t.name, error = %e, "transaction buffer snapshot failed");

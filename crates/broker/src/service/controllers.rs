@@ -308,6 +308,32 @@ impl BrokerService {
             .find(|b| b.broker_id == id)
     }
 
+    /// The autoscale policy from the broker's configuration.
+    fn autoscale_policy(&self) -> strobe_layout::AutoScalePolicy {
+        let c = &self.config;
+        strobe_layout::AutoScalePolicy {
+            enabled: c.scalable_topic_auto_scale_enabled,
+            min_segments: c.scalable_topic_min_segments,
+            max_segments: c.scalable_topic_max_segments,
+            max_dag_depth: c.scalable_topic_max_dag_depth,
+            split_cooldown_ms: c.scalable_topic_split_cooldown_secs * 1000,
+            merge_cooldown_ms: c.scalable_topic_merge_cooldown_secs * 1000,
+            merge_window_ms: c.scalable_topic_merge_window_secs * 1000,
+            split: strobe_layout::Rates {
+                msg_rate_in: c.scalable_topic_split_msg_rate_in_threshold,
+                bytes_rate_in: c.scalable_topic_split_bytes_rate_in_threshold,
+                msg_rate_out: c.scalable_topic_split_msg_rate_out_threshold,
+                bytes_rate_out: c.scalable_topic_split_bytes_rate_out_threshold,
+            },
+            merge: strobe_layout::Rates {
+                msg_rate_in: c.scalable_topic_merge_msg_rate_in_threshold,
+                bytes_rate_in: c.scalable_topic_merge_bytes_rate_in_threshold,
+                msg_rate_out: c.scalable_topic_merge_msg_rate_out_threshold,
+                bytes_rate_out: c.scalable_topic_merge_bytes_rate_out_threshold,
+            },
+        }
+    }
+
     /// The retention of sealed segments: the namespace's retention time
     /// (`None`: keep them; Pulsar's default retention is 0 minutes).
     fn segment_retention(&self, ns: &str) -> Option<Duration> {
@@ -332,6 +358,7 @@ async fn tend(service: Weak<BrokerService>, slot: Weak<Slot>) {
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_prune = Instant::now();
+    let mut last_scale = Instant::now();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -364,6 +391,28 @@ async fn tend(service: Weak<BrokerService>, slot: Weak<Slot>) {
         }
         if fresh {
             s.restore_coordinators(slot.controller.topic()).await;
+        }
+        let c = &s.config;
+        if c.scalable_topic_auto_scale_enabled
+            && last_scale.elapsed()
+                >= Duration::from_secs(c.scalable_topic_auto_scale_interval_secs)
+        {
+            last_scale = Instant::now();
+            let max_consumers = slot
+                .coordinators
+                .lock()
+                .await
+                .values()
+                .map(|c| c.member_count() as u32)
+                .max()
+                .unwrap_or(0);
+            if let Err(e) = slot
+                .controller
+                .autoscale(&s.autoscale_policy(), max_consumers)
+                .await
+            {
+                warn!(error = %e, "autoscaling failed");
+            }
         }
         let every = s.config.scalable_topic_gc_interval_secs;
         if every == 0 || last_prune.elapsed() < Duration::from_secs(every) {

@@ -166,6 +166,11 @@ impl Coordinator {
         &self.sub
     }
 
+    /// Registered members, connected or within their grace period.
+    pub fn member_count(&self) -> usize {
+        self.members.lock().sessions.len()
+    }
+
     /// Registers (or re-attaches) `name` on `session`; returns its
     /// assignment, after the others were told theirs.
     pub async fn register(

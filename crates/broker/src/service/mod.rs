@@ -86,6 +86,8 @@ pub struct BrokerService {
     /// Subscriptions already recorded as having drained each terminated
     /// segment loaded here (see `segments::mark_drained_segments`).
     drained_marked: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+    /// The load last recorded for each active segment loaded here.
+    load_reported: Mutex<HashMap<String, strobe_layout::SegmentLoad>>,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -117,6 +119,7 @@ impl BrokerService {
             me: me.clone(),
             controllers: controller_slots::Controllers::default(),
             drained_marked: Mutex::new(HashMap::new()),
+            load_reported: Mutex::new(HashMap::new()),
             security,
             schemas: SchemaRegistry::new(resources.clone()),
             resources,

@@ -15,7 +15,7 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use strobe_layout::Layout;
+use strobe_layout::{Layout, SegmentLoad};
 use strobe_model::{Position, TopicName};
 use strobe_resources::{LayoutWatch, ResourcesError};
 use strobe_scalable::{ScalableError, SegmentStats, SegmentTopics, SubscriptionOp};
@@ -213,6 +213,50 @@ impl BrokerService {
         }
     }
 
+    /// PIP-483's load records: each active segment loaded here writes its
+    /// rates when one moved by more than a quarter (or to or from zero).
+    /// An unchanged load is not written again: the record's time is when
+    /// the segment went quiet, which a merge's window counts from.
+    pub(crate) async fn report_segment_loads(&self, now_ms: u64) {
+        let loaded = self.loaded_topics();
+        {
+            let names: std::collections::HashSet<String> =
+                loaded.iter().map(|t| t.name.to_string()).collect();
+            self.load_reported.lock().retain(|k, _| names.contains(k));
+        }
+        for t in loaded {
+            let (Some(d), Some(parent)) = (t.name.segment(), t.name.scalable_parent()) else {
+                continue;
+            };
+            if t.terminated().is_some() {
+                continue;
+            }
+            let r = *t.counters.rates.lock();
+            let load = SegmentLoad {
+                msg_rate_in: r.msg_in,
+                bytes_rate_in: r.bytes_in,
+                msg_rate_out: r.msg_out,
+                bytes_rate_out: r.bytes_out,
+                since_ms: now_ms,
+            };
+            let key = t.name.to_string();
+            let last = self.load_reported.lock().get(&key).copied();
+            if last.is_some_and(|l| !moved(&l, &load)) {
+                continue;
+            }
+            match self
+                .resources
+                .put_segment_load(parent.namespace(), parent.local_name(), d.id, &load)
+                .await
+            {
+                Ok(()) => {
+                    self.load_reported.lock().insert(key, load);
+                }
+                Err(e) => debug!(segment = %key, error = %e, "could not record the load"),
+            }
+        }
+    }
+
     /// The segment operations a controller on this broker makes: here when
     /// this broker owns the segment, else at its owner's admin API.
     pub fn segment_topics(&self) -> Arc<dyn SegmentTopics> {
@@ -342,6 +386,19 @@ impl BrokerService {
             controller_broker_url_tls: controller.and_then(|c| c.1),
         }
     }
+}
+
+/// Whether a rate of `now` moved by more than a quarter from `before`, or
+/// to or from zero.
+fn moved(before: &SegmentLoad, now: &SegmentLoad) -> bool {
+    [
+        (before.msg_rate_in, now.msg_rate_in),
+        (before.bytes_rate_in, now.bytes_rate_in),
+        (before.msg_rate_out, now.msg_rate_out),
+        (before.bytes_rate_out, now.bytes_rate_out),
+    ]
+    .iter()
+    .any(|(a, b)| (*a == 0.0) != (*b == 0.0) || (b - a).abs() > 0.25 * a.abs())
 }
 
 /// [`SegmentTopics`] on a broker: each call runs where the segment's bundle
