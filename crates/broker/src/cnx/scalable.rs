@@ -50,6 +50,18 @@ pub(super) fn scalable_name(name: &str) -> Result<TopicName, BrokerError> {
     }
 }
 
+/// Sends a command on a connection's queue from a session's task; `false`
+/// once the connection is gone.
+pub(super) fn sender(
+    tx: &tokio::sync::mpsc::Sender<OutFrame>,
+) -> impl Fn(Command) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
+    let tx = tx.clone();
+    move |c: Command| {
+        let tx = tx.clone();
+        Box::pin(async move { tx.send(OutFrame::command(c)).await.is_ok() })
+    }
+}
+
 /// A place for session `id` among a connection's `sessions` (at most
 /// `max`; those that ended on their own, refused or failed, no longer
 /// count), replacing one with the same id; `None` when they are all taken.
@@ -103,10 +115,7 @@ impl ServerCnx {
             async move {
                 // However the session ends, its entry reads as ended.
                 let _ended = cancel.clone().drop_guard();
-                let send = |c: Command| {
-                    let tx = tx.clone();
-                    async move { tx.send(OutFrame::command(c)).await.is_ok() }
-                };
+                let send = sender(&tx);
                 if let Err(e) = service.authorize(role.as_deref(), Operation::Lookup(&topic)).await {
                     send(commands::scalable_topic_error(session_id, e.server_error(), e.to_string()))
                         .await;

@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use strobe_resources::TopicsChange;
+use strobe_wire::Command;
 use strobe_wire::proto::command_watch_scalable_topics_update::Event;
 use strobe_wire::proto::{self, ServerError};
-use strobe_wire::{Command, OutFrame};
 use tracing::{Instrument, warn};
 
 use super::lookup::topics_hash;
-use super::scalable::claim;
+use super::scalable::{claim, sender};
 use super::{Outcome, ServerCnx};
 use crate::security::Operation;
 
@@ -94,10 +94,7 @@ impl ServerCnx {
         tokio::spawn(
             async move {
                 let _ended = cancel.clone().drop_guard();
-                let send = |c: Command| {
-                    let tx = tx.clone();
-                    async move { tx.send(OutFrame::command(c)).await.is_ok() }
-                };
+                let send = sender(&tx);
                 if !service.namespace_exists(&ns) {
                     send(refusal(
                         watch_id,

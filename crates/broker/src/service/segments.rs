@@ -6,7 +6,7 @@
 //! gets its layout here: created on first lookup when auto-creation allows,
 //! and told as the DAG clients read, with each active segment's broker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use strobe_layout::{Layout, SegmentLoad};
 use strobe_model::{Position, TopicName};
-use strobe_resources::{LayoutWatch, ResourcesError};
+use strobe_resources::{LayoutWatch, ResourcesError, ScalableSubscription};
 use strobe_scalable::{ScalableError, SegmentStats, SegmentTopics, SubscriptionOp};
 use strobe_wire::proto;
 use tracing::{debug, info};
@@ -152,12 +152,10 @@ impl BrokerService {
     /// owner tells them, where Pulsar's controller polls every segment's
     /// backlog over HTTP. Runs every second; a record is written once.
     pub(crate) async fn mark_drained_segments(&self) {
-        let loaded = self.loaded_topics();
-        {
-            let names: std::collections::HashSet<String> =
-                loaded.iter().map(|t| t.name.to_string()).collect();
-            self.drained_marked.lock().retain(|k, _| names.contains(k));
-        }
+        let loaded = self.loaded_keeping(&self.drained_marked);
+        // One read of a scalable topic's subscriptions per round, however
+        // many of its sealed segments are loaded here.
+        let mut subs_of: HashMap<String, Vec<(String, ScalableSubscription)>> = HashMap::new();
         for t in loaded {
             let (Some(d), Some(parent)) = (t.name.segment(), t.name.scalable_parent()) else {
                 continue;
@@ -167,12 +165,18 @@ impl BrokerService {
             }
             let key = t.name.to_string();
             let (ns, local) = (parent.namespace(), parent.local_name());
-            let subs = match self.resources.scalable_subscriptions(ns, local).await {
-                Ok(s) => s,
-                Err(e) => {
-                    debug!(topic = %key, error = %e, "no subscriptions to mark drained");
-                    continue;
-                }
+            let subs = match subs_of.get(&parent.to_string()) {
+                Some(s) => s.clone(),
+                None => match self.resources.scalable_subscriptions(ns, local).await {
+                    Ok(s) => {
+                        subs_of.insert(parent.to_string(), s.clone());
+                        s
+                    }
+                    Err(e) => {
+                        debug!(topic = %key, error = %e, "no subscriptions to mark drained");
+                        continue;
+                    }
+                },
             };
             let cursors = t.ledger.cursor_names();
             for (sub, _) in subs {
@@ -213,18 +217,24 @@ impl BrokerService {
         }
     }
 
+    /// The loaded topics, after forgetting in `per_topic` those no longer loaded.
+    fn loaded_keeping<V>(
+        &self,
+        per_topic: &parking_lot::Mutex<HashMap<String, V>>,
+    ) -> Vec<Arc<crate::topic::Topic>> {
+        let loaded = self.loaded_topics();
+        let names: std::collections::HashSet<String> =
+            loaded.iter().map(|t| t.name.to_string()).collect();
+        per_topic.lock().retain(|k, _| names.contains(k));
+        loaded
+    }
+
     /// PIP-483's load records: each active segment loaded here writes its
     /// rates when one moved by more than a quarter (or to or from zero).
     /// An unchanged load is not written again: the record's time is when
     /// the segment went quiet, which a merge's window counts from.
     pub(crate) async fn report_segment_loads(&self, now_ms: u64) {
-        let loaded = self.loaded_topics();
-        {
-            let names: std::collections::HashSet<String> =
-                loaded.iter().map(|t| t.name.to_string()).collect();
-            self.load_reported.lock().retain(|k, _| names.contains(k));
-        }
-        for t in loaded {
+        for t in self.loaded_keeping(&self.load_reported) {
             let (Some(d), Some(parent)) = (t.name.segment(), t.name.scalable_parent()) else {
                 continue;
             };
