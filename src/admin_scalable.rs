@@ -63,6 +63,14 @@ pub enum ScalableCmd {
         #[arg(short = 't', long = "time")]
         time: String,
     },
+    /// The topic's override of the autoscale policy.
+    GetAutoScalePolicy { topic: String },
+    /// Sets the topic's override: JSON with any of enabled, minSegments,
+    /// maxSegments, maxDagDepth, split/mergeCooldownSeconds,
+    /// mergeWindowSeconds and the eight split/merge thresholds.
+    SetAutoScalePolicy { topic: String, policy: String },
+    /// Removes the topic's override (the namespace's and the broker's apply).
+    RemoveAutoScalePolicy { topic: String },
     /// Acknowledges everything a subscription has on every segment.
     ClearBacklog {
         topic: String,
@@ -211,6 +219,27 @@ pub fn run(http: &Http, cmd: ScalableCmd) -> anyhow::Result<Answer> {
                 "",
             )?;
             Answer::Done(format!("{subscription} on {topic} moved back {time}"))
+        }
+        ScalableCmd::GetAutoScalePolicy { topic } => {
+            Answer::Json(http.get(&format!("{base}/{}/autoScalePolicy", topic_path(&topic)?))?)
+        }
+        ScalableCmd::SetAutoScalePolicy { topic, policy } => {
+            let v: Value = serde_json::from_str(&policy)
+                .map_err(|e| anyhow::anyhow!("the policy is not JSON: {e}"))?;
+            http.send(
+                "POST",
+                &format!("{base}/{}/autoScalePolicy", topic_path(&topic)?),
+                &v.to_string(),
+            )?;
+            Answer::Done(format!("set the autoscale policy of {topic}"))
+        }
+        ScalableCmd::RemoveAutoScalePolicy { topic } => {
+            http.send(
+                "DELETE",
+                &format!("{base}/{}/autoScalePolicy", topic_path(&topic)?),
+                "",
+            )?;
+            Answer::Done(format!("removed the autoscale policy of {topic}"))
         }
         ScalableCmd::ClearBacklog {
             topic,

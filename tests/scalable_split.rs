@@ -239,22 +239,50 @@ async fn stream_consumers_keep_each_keys_order_across_a_split() {
 /// PIP-483 by itself: a load over the split threshold splits the topic
 /// until no segment is over it (at most `max_segments`), and once the
 /// load stops the cold segments merge back; nothing is lost or reordered
-/// through the resizes the controller chose.
+/// through the resizes the controller chose. The broker keeps Pulsar's
+/// thresholds (off here): the namespace's override sets this test's, and
+/// the topic's own override wins over the namespace's `maxSegments`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_splits_under_load_and_merges_when_it_stops() {
     let strobe = Strobe::start_with_config(
         "scalable_topic_gc_interval_secs = 0\n\
          stats_update_interval_secs = 1\n\
-         scalable_topic_auto_scale_interval_secs = 1\n\
-         scalable_topic_split_cooldown_secs = 0\n\
-         scalable_topic_merge_cooldown_secs = 0\n\
-         scalable_topic_merge_window_secs = 2\n\
-         scalable_topic_max_segments = 4\n\
-         scalable_topic_split_msg_rate_in_threshold = 400.0\n\
-         scalable_topic_merge_msg_rate_in_threshold = 50.0\n",
+         scalable_topic_auto_scale_enabled = false\n\
+         scalable_topic_auto_scale_interval_secs = 1\n",
     );
+    let ns_policy = "/admin/v2/namespaces/public/default/scalableTopicAutoScalePolicy";
+    // Unusable combinations are refused, not stored.
+    let (code, body) = strobe.http("POST", ns_policy, r#"{"minSegments":5,"maxSegments":2}"#);
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = strobe.http("POST", ns_policy, r#"{"mergeMsgRateInThreshold":20000}"#);
+    assert_eq!(code, 400, "merge above split: {body}");
+    let (code, body) = strobe.http("POST", ns_policy, r#"{"maxSegments":"many"}"#);
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = strobe.http(
+        "POST",
+        ns_policy,
+        r#"{"enabled":true,"maxSegments":8,"splitCooldownSeconds":0,
+            "mergeCooldownSeconds":0,"mergeWindowSeconds":2,
+            "splitMsgRateInThreshold":400,"mergeMsgRateInThreshold":50}"#,
+    );
+    assert_eq!(code, 204, "{body}");
+    let (_, body) = strobe.http("GET", ns_policy, "");
+    let got: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(got["maxSegments"], 8, "{body}");
+    assert_eq!(got["splitMsgRateInThreshold"], 400.0, "{body}");
     let base = "/admin/v2/scalable/public/default/auto";
     assert_eq!(strobe.http("PUT", base, "").0, 204);
+    let topic_policy = format!("{base}/autoScalePolicy");
+    let (code, body) = strobe.http("POST", &topic_policy, r#"{"minSegments":9}"#);
+    assert_eq!(code, 400, "min above the namespace's max: {body}");
+    let (code, body) = strobe.http("POST", &topic_policy, r#"{"maxSegments":4}"#);
+    assert_eq!(code, 204, "{body}");
+    let (_, body) = strobe.http("GET", &topic_policy, "");
+    assert_eq!(body.trim(), r#"{"maxSegments":4}"#);
+    let (_, body) = strobe.http("GET", base, "");
+    let l: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(l["epoch"], 0, "a policy write leaves the epoch: {body}");
+    assert_eq!(l["autoScalePolicy"]["maxSegments"], 4, "{body}");
     let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
         .build()
         .await
@@ -291,7 +319,7 @@ async fn the_controller_splits_under_load_and_merges_when_it_stops() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(active(&strobe).0, 4, "never above max_segments");
+    assert_eq!(active(&strobe).0, 4, "never above the topic's maxSegments");
     let (sent, _) = load.finish().await;
     let stopped = Instant::now();
     let merged_in = loop {

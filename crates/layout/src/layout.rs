@@ -14,7 +14,7 @@ use crate::segment::{Segment, SegmentState};
 
 /// The layout document, with Pulsar's JSON field names (`segments` is a map
 /// keyed by the segment id, written as a string as Jackson writes it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Layout {
     /// Grows by one with every split, merge and prune.
@@ -24,6 +24,11 @@ pub struct Layout {
     pub segments: BTreeMap<u64, Segment>,
     #[serde(default)]
     pub properties: BTreeMap<String, String>,
+    /// The topic's changes to its namespace's and the broker's autoscale
+    /// policy. Writing it leaves the epoch as it is: the segments did not
+    /// change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_scale_policy: Option<crate::policy::AutoScalePolicyOverride>,
 }
 
 impl Layout {

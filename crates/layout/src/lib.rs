@@ -11,7 +11,7 @@
 //! Files, bottom-up: `segment` (one segment and its JSON), `buckets`
 //! (PIP-486's bucket counts), `layout` (the document and its invariants),
 //! `transitions`, `assignment` (which consumers of a subscription read which
-//! segments), `autoscale` (PIP-483: which resize to make), `operation` (a resize as the controller records it
+//! segments), `policy` (PIP-483's policy and its overrides), `autoscale` (which resize to make), `operation` (a resize as the controller records it
 //! before its first step, and its plan).
 
 mod assignment;
@@ -20,14 +20,16 @@ mod buckets;
 mod error;
 mod layout;
 mod operation;
+mod policy;
 mod segment;
 mod transitions;
 
 pub use assignment::{AssignedSegment, ReaderKind, assign, bucket_ranges};
-pub use autoscale::{AutoScalePolicy, Clock, Decision, Rates, SegmentLoad, decide};
+pub use autoscale::{Clock, Decision, decide};
 pub use buckets::{MAX_BUCKETS, equal_width};
 pub use error::LayoutError;
 pub use layout::Layout;
 pub use operation::{PendingResize, Resize, ResizePlan};
+pub use policy::{AutoScalePolicy, AutoScalePolicyOverride, Rates, SegmentLoad};
 pub use segment::{Segment, SegmentState};
 pub use transitions::MAX_INITIAL_SEGMENTS;

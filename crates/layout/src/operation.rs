@@ -44,7 +44,7 @@ pub struct PendingResize {
 }
 
 /// What a resize does to the segment topics, and the layout after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResizePlan {
     pub layout: Layout,
     /// Segments whose topics are created (with cursors) first.

@@ -57,6 +57,7 @@ impl Layout {
             next_segment_id: segments.len() as u64,
             segments,
             properties,
+            auto_scale_policy: None,
         })
     }
 

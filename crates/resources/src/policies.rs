@@ -43,6 +43,13 @@ pub struct NamespacePolicies {
     pub backlog_quota_map: BTreeMap<String, BacklogQuotaJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bundles: Option<crate::bundles::BundlesData>,
+    /// The namespace's changes to the broker's autoscale policy for its
+    /// scalable topics (PIP-483); a topic's own override wins over it.
+    #[serde(
+        rename = "scalableTopicAutoScalePolicy",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scalable_topic_auto_scale_policy: Option<strobe_layout::AutoScalePolicyOverride>,
 }
 
 /// Pulsar's `AuthPolicies`: permissions by role on the namespace, on single

@@ -575,8 +575,9 @@ impl ScalableTopicsWatch {
 /// What changed about a scalable topic (see [`LayoutWatch::next`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum LayoutChange {
-    /// The layout document was written (`None`: deleted).
-    Layout(Option<Layout>),
+    /// The layout document was written (`None`: deleted); boxed, as it
+    /// dwarfs the other change.
+    Layout(Option<Box<Layout>>),
     /// Its controller's leader changed.
     Controller,
 }
@@ -643,7 +644,11 @@ impl LayoutWatch {
                 // Fell behind the store's history: read the document again
                 // and follow it from there.
                 Err(MetadataError::Compacted { .. }) => {
-                    return Some(self.restart().await.map(LayoutChange::Layout));
+                    return Some(
+                        self.restart()
+                            .await
+                            .map(|l| LayoutChange::Layout(l.map(Box::new))),
+                    );
                 }
                 Err(e) => return Some(Err(e.into())),
             };
@@ -651,7 +656,7 @@ impl LayoutWatch {
                 return Some(match &event.value {
                     None => Ok(LayoutChange::Layout(None)),
                     Some(bytes) => {
-                        decode_layout(&path, bytes).map(|l| LayoutChange::Layout(Some(l)))
+                        decode_layout(&path, bytes).map(|l| LayoutChange::Layout(Some(Box::new(l))))
                     }
                 });
             }
@@ -775,7 +780,10 @@ mod tests {
         r.replace_layout("public/default", "a/b", &merged, v2)
             .await
             .unwrap();
-        assert_eq!(next(&mut watch).await, LayoutChange::Layout(Some(merged)));
+        assert_eq!(
+            next(&mut watch).await,
+            LayoutChange::Layout(Some(Box::new(merged)))
+        );
         // A document that breaks the invariants is refused, naming its path.
         let mut broken = split.clone();
         broken.segments.remove(&2);

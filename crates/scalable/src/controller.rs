@@ -193,12 +193,26 @@ impl Controller {
     /// consumers a stream or checkpoint subscription has.
     pub async fn autoscale(
         &self,
-        policy: &strobe_layout::AutoScalePolicy,
+        base: &strobe_layout::AutoScalePolicy,
         max_consumers: u32,
     ) -> Result<strobe_layout::Decision, ScalableError> {
         use strobe_layout::Decision;
         let (ns, local) = self.names();
         let layout = self.layout().await?.value;
+        // The topic's own override wins over `base` (the broker's policy
+        // with the namespace's override) field by field.
+        let policy = match &layout.auto_scale_policy {
+            Some(o) => o.apply(base),
+            None => base.clone(),
+        };
+        if let Some(why) = policy.invalid() {
+            warn!(topic = %self.topic, %why, "the autoscale policy is invalid: not autoscaling");
+            return Ok(Decision::Nothing);
+        }
+        if !policy.enabled {
+            return Ok(Decision::Nothing);
+        }
+        let policy = &policy;
         let loads = self.resources.segment_loads(ns, local).await?;
         let newest = |parents: fn(usize) -> bool| {
             layout
@@ -228,6 +242,24 @@ impl Controller {
             Decision::Nothing => {}
         }
         Ok(decision)
+    }
+
+    /// Sets the topic's override of the autoscale policy (`None` or an
+    /// empty one removes it). The epoch stays: no segment changed, and DAG
+    /// watchers apply an update of the same epoch whose content differs.
+    pub async fn set_autoscale_policy(
+        &self,
+        policy: Option<strobe_layout::AutoScalePolicyOverride>,
+    ) -> Result<Layout, ScalableError> {
+        let _one = self.running.lock().await;
+        let (ns, local) = self.names();
+        let current = self.layout().await?;
+        let mut layout = current.value;
+        layout.auto_scale_policy = policy.filter(|p| !p.is_empty());
+        self.resources
+            .commit_layout(ns, local, &layout, current.version, None, self.fence()?)
+            .await?;
+        Ok(layout)
     }
 
     /// Records subscription `sub` and gives every active segment a cursor

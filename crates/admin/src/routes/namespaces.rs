@@ -83,6 +83,12 @@ pub(crate) fn routes() -> Router<Svc> {
                 .delete(remove_compaction_threshold),
         )
         .route(
+            "/admin/v2/namespaces/{tenant}/{ns}/scalableTopicAutoScalePolicy",
+            get(get_autoscale)
+                .post(set_autoscale)
+                .delete(remove_autoscale),
+        )
+        .route(
             "/admin/v2/namespaces/{tenant}/{ns}/isAllowAutoUpdateSchema",
             get(get_auto_update).post(set_auto_update),
         )
@@ -231,6 +237,41 @@ policy_field!(
         serde_json::from_slice::<RetentionPolicies>(b).map_err(|e| bad(format!("retention: {e}")))
     }
 );
+
+async fn get_autoscale(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(
+        policies(&s, &t, &ns)?.scalable_topic_auto_scale_policy
+    )))
+}
+
+/// Sets the namespace's override of the broker's autoscale policy, refused
+/// (400) when the policy it makes is unusable, rather than stored and
+/// turning autoscaling off on every tick.
+async fn set_autoscale(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let o: strobe_layout::AutoScalePolicyOverride = serde_json::from_slice(&body)
+        .map_err(|e| bad(format!("scalableTopicAutoScalePolicy: {e}")))?;
+    if let Some(why) = o.apply(&s.broker_autoscale_policy()).invalid() {
+        return Err(bad(format!("scalableTopicAutoScalePolicy: {why}")));
+    }
+    update(&s, &t, &ns, move |p| {
+        p.scalable_topic_auto_scale_policy = Some(o).filter(|o| !o.is_empty())
+    })
+    .await
+}
+
+async fn remove_autoscale(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    update(&s, &t, &ns, |p| p.scalable_topic_auto_scale_policy = None).await
+}
 
 const STRATEGIES: &[&str] = &[
     "UNDEFINED",

@@ -21,6 +21,12 @@ pub(crate) fn routes() -> Router<Svc> {
         )
         .route("/admin/v2/scalable/{tenant}/{ns}/{topic}/stats", get(stats))
         .route(
+            "/admin/v2/scalable/{tenant}/{ns}/{topic}/autoScalePolicy",
+            get(get_autoscale)
+                .post(set_autoscale)
+                .delete(remove_autoscale),
+        )
+        .route(
             "/admin/v2/scalable/{tenant}/{ns}/{topic}/split/{segment}",
             axum::routing::post(split),
         )
@@ -57,6 +63,18 @@ async fn here(s: &Svc, topic: &TopicName) -> ApiResult<Arc<Controller>> {
             format!("the controller of {topic} moved to broker {broker_id}; retry"),
         )),
     }
+}
+
+/// The topic's layout as stored, or 404.
+async fn stored_layout(
+    s: &Svc,
+    name: &TopicName,
+) -> ApiResult<strobe_resources::Versioned<strobe_layout::Layout>> {
+    s.resources
+        .layout(name.namespace(), name.local_name())
+        .await
+        .map_err(BrokerError::from)?
+        .ok_or_else(|| ApiError(404, format!("scalable topic {name} does not exist")))
 }
 
 /// `?property=k=v` (repeatable; all must match, as Pulsar's list filter).
@@ -166,12 +184,7 @@ async fn metadata(
     Path((t, ns, topic)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
     let name = scalable_name(&t, &ns, &topic)?;
-    let layout = s
-        .resources
-        .layout(name.namespace(), name.local_name())
-        .await
-        .map_err(BrokerError::from)?
-        .ok_or_else(|| ApiError(404, format!("scalable topic {name} does not exist")))?;
+    let layout = stored_layout(&s, &name).await?;
     Ok(axum::Json(layout.value).into_response())
 }
 
@@ -249,6 +262,49 @@ async fn stats(
         "segments": per_segment,
     }))
     .into_response())
+}
+
+async fn get_autoscale(
+    State(s): State<Svc>,
+    Path((t, ns, topic)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    let name = scalable_name(&t, &ns, &topic)?;
+    let layout = stored_layout(&s, &name).await?;
+    Ok(axum::Json(layout.value.auto_scale_policy).into_response())
+}
+
+/// Sets the topic's override, refused (400) when the policy it makes with
+/// the broker's and the namespace's is unusable.
+async fn set_autoscale(
+    State(s): State<Svc>,
+    Path((t, ns, topic)): Path<(String, String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let name = scalable_name(&t, &ns, &topic)?;
+    let o: strobe_layout::AutoScalePolicyOverride =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("autoScalePolicy: {e}")))?;
+    if let Some(why) = o.apply(&s.autoscale_policy(name.namespace())).invalid() {
+        return Err(bad(format!("autoScalePolicy: {why}")));
+    }
+    here(&s, &name)
+        .await?
+        .set_autoscale_policy(Some(o))
+        .await
+        .map_err(BrokerError::from)?;
+    Ok(no_content())
+}
+
+async fn remove_autoscale(
+    State(s): State<Svc>,
+    Path((t, ns, topic)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    let name = scalable_name(&t, &ns, &topic)?;
+    here(&s, &name)
+        .await?
+        .set_autoscale_policy(None)
+        .await
+        .map_err(BrokerError::from)?;
+    Ok(no_content())
 }
 
 async fn split(

@@ -161,7 +161,7 @@ impl ServerCnx {
                     tokio::select! {
                         _ = cancel.cancelled() => return,
                         changed = changes.next() => match changed {
-                            Some(Ok(LayoutChange::Layout(Some(l)))) => layout = Some(l),
+                            Some(Ok(LayoutChange::Layout(Some(l)))) => layout = Some(*l),
                             // Deleted: the session stays, as Pulsar's does,
                             // for the topic made again under the same name.
                             Some(Ok(LayoutChange::Layout(None))) => {}

@@ -308,8 +308,22 @@ impl BrokerService {
             .find(|b| b.broker_id == id)
     }
 
+    /// The autoscale policy of namespace `ns`'s scalable topics: the
+    /// broker's keys with the namespace's override (a topic's own applies
+    /// on top, at its controller).
+    pub fn autoscale_policy(&self, ns: &str) -> strobe_layout::AutoScalePolicy {
+        let base = self.broker_autoscale_policy();
+        match self
+            .namespace_policies(ns)
+            .and_then(|p| p.scalable_topic_auto_scale_policy)
+        {
+            Some(o) => o.apply(&base),
+            None => base,
+        }
+    }
+
     /// The autoscale policy from the broker's configuration.
-    fn autoscale_policy(&self) -> strobe_layout::AutoScalePolicy {
+    pub fn broker_autoscale_policy(&self) -> strobe_layout::AutoScalePolicy {
         let c = &self.config;
         strobe_layout::AutoScalePolicy {
             enabled: c.scalable_topic_auto_scale_enabled,
@@ -392,10 +406,10 @@ async fn tend(service: Weak<BrokerService>, slot: Weak<Slot>) {
         if fresh {
             s.restore_coordinators(slot.controller.topic()).await;
         }
-        let c = &s.config;
-        if c.scalable_topic_auto_scale_enabled
-            && last_scale.elapsed()
-                >= Duration::from_secs(c.scalable_topic_auto_scale_interval_secs)
+        // Whether autoscaling is on is the policy's to say: a namespace or
+        // a topic may turn it on where the broker's key has it off.
+        if last_scale.elapsed()
+            >= Duration::from_secs(s.config.scalable_topic_auto_scale_interval_secs)
         {
             last_scale = Instant::now();
             let max_consumers = slot
@@ -408,7 +422,10 @@ async fn tend(service: Weak<BrokerService>, slot: Weak<Slot>) {
                 .unwrap_or(0);
             if let Err(e) = slot
                 .controller
-                .autoscale(&s.autoscale_policy(), max_consumers)
+                .autoscale(
+                    &s.autoscale_policy(slot.controller.topic().namespace()),
+                    max_consumers,
+                )
                 .await
             {
                 warn!(error = %e, "autoscaling failed");
