@@ -341,3 +341,151 @@ async fn the_controller_splits_under_load_and_merges_when_it_stops() {
         layout["epoch"]
     );
 }
+
+/// A checkpoint consumer (readers, positions kept by the application)
+/// stops partway through a keyed load that splits the topic, and one
+/// started from its checkpoint's bytes reads the rest: every message once
+/// between the two. Then a group of two reads it all again from the
+/// start, each member its own segments, every message once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_consumers_resume_from_a_checkpoint_across_a_split() {
+    use strobe_client::{Checkpoint, CheckpointKind};
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/cp", "");
+    assert_eq!(st, 204, "{body}");
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    let topic = "topic://public/default/cp";
+    let mut first = client
+        .scalable_checkpoint_consumer(topic)
+        .start_from(Checkpoint::earliest())
+        .create()
+        .await
+        .unwrap();
+    let producer = client.scalable_producer(topic).create().await.unwrap();
+    let load = KeyedLoad::start(producer, 16, 20);
+    let mut seen = std::collections::BTreeSet::new();
+    let text =
+        |m: &strobe_client::ScalableMessage| String::from_utf8(m.message.payload.to_vec()).unwrap();
+    let until = Instant::now() + Duration::from_millis(700);
+    while Instant::now() < until {
+        if let Some(m) = first
+            .recv_timeout(Duration::from_millis(100))
+            .await
+            .unwrap()
+        {
+            assert!(seen.insert(text(&m)), "{} received twice", text(&m));
+        }
+    }
+    let (st, body) = strobe.http("POST", "/admin/v2/scalable/public/default/cp/split/0", "");
+    assert_eq!(st, 200, "{body}");
+    let until = Instant::now() + Duration::from_millis(700);
+    let mut from_children = 0;
+    while Instant::now() < until {
+        if let Some(m) = first
+            .recv_timeout(Duration::from_millis(100))
+            .await
+            .unwrap()
+        {
+            from_children += u32::from(m.segment_id != 0);
+            assert!(seen.insert(text(&m)), "{} received twice", text(&m));
+        }
+    }
+    assert!(
+        from_children > 0,
+        "no reads of the children before the checkpoint"
+    );
+    let checkpoint = first.checkpoint();
+    assert_eq!(checkpoint.kind, CheckpointKind::Regular);
+    let bytes = checkpoint.to_bytes();
+    first.close().await.unwrap();
+    let before = seen.len();
+    let (sent, _) = load.finish().await;
+    let mut second = client
+        .scalable_checkpoint_consumer(topic)
+        .start_from(Checkpoint::from_bytes(&bytes).unwrap())
+        .create()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (seen.len() as u64) < sent && Instant::now() < deadline {
+        if let Some(m) = second.recv_timeout(Duration::from_secs(1)).await.unwrap() {
+            assert!(
+                seen.insert(text(&m)),
+                "{} read again after the checkpoint",
+                text(&m)
+            );
+        }
+    }
+    assert_eq!(
+        seen.len() as u64,
+        sent,
+        "received vs sent ({before} before the checkpoint)"
+    );
+    assert!(
+        second
+            .recv_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    second.close().await.unwrap();
+
+    // A group of two, at the end of every segment, then a second load:
+    // three segments (the sealed parent and two children), never shared,
+    // so the children's new messages arrive once. (A segment
+    // moving to another member is read from that member's own checkpoint:
+    // positions are the application's, so members start together here.)
+    let member = |name: &'static str| {
+        client
+            .scalable_checkpoint_consumer(topic)
+            .consumer_group("g")
+            .consumer_name(name)
+            .start_from(Checkpoint::latest())
+            .create()
+    };
+    let mut a = member("a").await.unwrap();
+    let mut b = member("b").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let producer = client.scalable_producer(topic).create().await.unwrap();
+    let load = KeyedLoad::start(producer, 16, 20);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (sent, _) = load.finish().await;
+    let mut again = std::collections::BTreeSet::new();
+    let mut segments_of = [
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (again.len() as u64) < sent && Instant::now() < deadline {
+        let (i, m) = tokio::select! {
+            m = a.recv() => (0, m.unwrap()),
+            m = b.recv() => (1, m.unwrap()),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+        };
+        segments_of[i].insert(m.segment_id);
+        assert!(
+            again.insert(text(&m)),
+            "{} read twice by the group",
+            text(&m)
+        );
+    }
+    assert_eq!(
+        again.len() as u64,
+        sent,
+        "the group read vs sent: {segments_of:?}"
+    );
+    // Segments go round robin in ring order (child 1, the parent, child
+    // 2), so `a` reads both children and `b` the drained parent.
+    assert!(
+        segments_of[0].is_disjoint(&segments_of[1]),
+        "a segment read by both members: {segments_of:?}"
+    );
+    assert_eq!(
+        segments_of[0].union(&segments_of[1]).count(),
+        2,
+        "{segments_of:?}"
+    );
+}

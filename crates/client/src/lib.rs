@@ -53,6 +53,7 @@
 //! # }
 //! ```
 
+mod checkpoint;
 mod client;
 mod compression;
 mod connection;
@@ -62,6 +63,7 @@ mod error;
 mod message;
 mod producer;
 mod reader;
+mod scalable_checkpoint;
 mod scalable_consumer;
 mod scalable_producer;
 mod scalable_stream;
@@ -69,6 +71,7 @@ mod tc;
 mod txn;
 mod util;
 
+pub use checkpoint::{Checkpoint, CheckpointKind};
 pub use client::{Client, ClientBuilder};
 pub use compression::Compression;
 pub use consumer::{Consumer, ConsumerBuilder, InitialPosition, Message, SeekTo};
@@ -78,6 +81,7 @@ pub use message::{BatchingType, ProducerMessage, entry_bucket_of, entry_hash};
 pub use message::{entry_bucket_ranges, equal_width_splits};
 pub use producer::{Producer, ProducerBuilder, SendFuture};
 pub use reader::{Reader, ReaderBuilder};
+pub use scalable_checkpoint::{ScalableCheckpointConsumer, ScalableCheckpointConsumerBuilder};
 pub use scalable_consumer::{ScalableMessage, ScalableQueueConsumer, ScalableQueueConsumerBuilder};
 pub use scalable_producer::{
     ScalableMessageId, ScalableProducer, ScalableProducerBuilder, ScalableSendFuture,

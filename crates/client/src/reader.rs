@@ -54,6 +54,12 @@ impl ReaderBuilder {
         self
     }
 
+    /// The non-durable consumer this reader is (segment readers of a
+    /// checkpoint consumer are driven as consumers).
+    pub(crate) fn into_consumer_builder(self) -> ConsumerBuilder {
+        self.inner
+    }
+
     pub async fn create(self) -> Result<Reader> {
         Ok(Reader {
             consumer: self.inner.subscribe().await?,

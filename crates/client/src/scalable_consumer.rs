@@ -174,7 +174,20 @@ pub(crate) enum Mode {
     /// A stream segment shared: Key_Shared with entry-bucket dispatch over
     /// these bucket boundaries.
     Buckets(InitialPosition, Vec<u32>),
+    /// A checkpoint consumer's segment: a reader (no cursor), from here.
+    Read(StartAt),
 }
+
+/// Where a segment reader starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartAt {
+    Earliest,
+    Latest,
+    After(MessageId),
+}
+
+/// A message id per segment.
+pub(crate) type Positions = Arc<Mutex<HashMap<u64, MessageId>>>;
 
 struct Reader {
     mode: Mode,
@@ -190,6 +203,15 @@ pub(crate) struct Segments {
     pub(crate) tx: mpsc::Sender<ScalableMessage>,
     pub(crate) acks: Acks,
     readers: HashMap<u64, Reader>,
+    /// Segment readers only: the last message each passed on, where it
+    /// reads again from if closed and opened again.
+    pub(crate) forwarded: Positions,
+    /// Segment readers only: where a reader started at Latest found the
+    /// segment's end (a checkpoint taken before its first message resumes
+    /// there, not at the segment's start).
+    pub(crate) baseline: Positions,
+    /// Segment readers only: the segments read to their sealed end.
+    pub(crate) ended: Arc<Mutex<std::collections::HashSet<u64>>>,
 }
 
 impl Segments {
@@ -209,6 +231,9 @@ impl Segments {
             tx,
             acks,
             readers: HashMap::new(),
+            forwarded: Positions::default(),
+            baseline: Positions::default(),
+            ended: Arc::default(),
         }
     }
 
@@ -262,8 +287,15 @@ impl Segments {
     /// previous Exclusive owner not gone yet, overlapping ranges) is
     /// retried for up to 30 s.
     pub(crate) async fn ensure(&mut self, id: u64, topic: &str, mode: Mode) -> Result<()> {
+        let reading = matches!(mode, Mode::Read(_));
+        if reading && self.ended.lock().expect("ended lock").contains(&id) {
+            // Read to its end: nothing will ever come.
+            return Ok(());
+        }
         if let Some(r) = self.readers.get(&id) {
-            if r.mode == mode && !r.task.is_finished() {
+            // A reader's start matters only when it opens.
+            let same = r.mode == mode || (reading && matches!(r.mode, Mode::Read(_)));
+            if same && !r.task.is_finished() {
                 return Ok(());
             }
             r.task.abort();
@@ -271,14 +303,29 @@ impl Segments {
         }
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         let mut consumer = loop {
-            let mut b = self
-                .client
-                .consumer(topic, &self.subscription)
-                .receiver_queue_size(self.receiver_queue);
+            let mut b = match &mode {
+                Mode::Read(at) => {
+                    let r = self
+                        .client
+                        .reader(topic)
+                        .receiver_queue_size(self.receiver_queue);
+                    match at {
+                        StartAt::Earliest => r.start_earliest(),
+                        StartAt::Latest => r.start_latest(),
+                        StartAt::After(mid) => r.start_at(*mid, false),
+                    }
+                    .into_consumer_builder()
+                }
+                _ => self
+                    .client
+                    .consumer(topic, &self.subscription)
+                    .receiver_queue_size(self.receiver_queue),
+            };
             b = match &mode {
                 Mode::Shared(p) => b.sub_type(SubType::Shared).initial_position(*p),
                 Mode::Alone(p) => b.sub_type(SubType::Exclusive).initial_position(*p),
                 Mode::Buckets(p, splits) => b.entry_bucket_dispatch(splits).initial_position(*p),
+                Mode::Read(_) => b,
             };
             if let Some(n) = &self.consumer_name {
                 b = b.consumer_name(n);
@@ -295,14 +342,39 @@ impl Segments {
         debug!(segment = id, ?mode, "segment consumer attached");
         let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<MessageId>();
         self.acks.lock().expect("acks lock").insert(id, ack_tx);
+        if mode == Mode::Read(StartAt::Latest)
+            && !self
+                .baseline
+                .lock()
+                .expect("positions lock")
+                .contains_key(&id)
+        {
+            // A topic with nothing in it answers an id before any entry.
+            if let Ok(last) = consumer.last_message_id().await
+                && last.position.ledger_id < i64::MAX as u64
+                && last.position.entry_id < i64::MAX as u64
+            {
+                self.baseline
+                    .lock()
+                    .expect("positions lock")
+                    .insert(id, last);
+            }
+        }
         let tx = self.tx.clone();
+        let forwarded = reading.then(|| self.forwarded.clone());
+        let ended = self.ended.clone();
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
         let task = tokio::spawn(async move {
             loop {
                 tokio::select! {
                     m = consumer.recv() => match m {
                         Ok(message) => {
+                            let mid = message.id;
                             if tx.send(ScalableMessage { segment_id: id, message }).await.is_err() {
                                 return;
+                            }
+                            if let Some(f) = &forwarded {
+                                f.lock().expect("positions lock").insert(id, mid);
                             }
                         }
                         Err(e) => {
@@ -316,6 +388,16 @@ impl Segments {
                         }
                         None => return,
                     },
+                    _ = tick.tick(), if reading => {
+                        // A reader has no cursor for the broker to call
+                        // drained: it learns the end from the broker's
+                        // REACHED_END_OF_TOPIC once it has read everything.
+                        if consumer.reached_end_of_topic() {
+                            debug!(segment = id, "segment read to its end");
+                            ended.lock().expect("ended lock").insert(id);
+                            return;
+                        }
+                    }
                 }
             }
         });

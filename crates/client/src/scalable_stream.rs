@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
+use crate::checkpoint::Checkpoint;
 use crate::client::Client;
 use crate::connection::{Connection, server_error, socket_addr};
 use crate::consumer::InitialPosition;
@@ -73,18 +74,16 @@ impl ScalableStreamConsumerBuilder {
             tx,
             acks.clone(),
         );
-        let mut session = Session {
+        let session = Session {
             client: self.client,
             topic: self.topic,
             subscription: self.subscription,
             name: self.consumer_name,
             segments,
-            first: Some(self.initial_position),
+            reading: Reading::Cursors(Some(self.initial_position)),
             epoch: 0,
         };
-        let (conn, consumer_id, updates) = session.register().await?;
-        let registered = Arc::new(Mutex::new(Some((conn, consumer_id))));
-        let task = tokio::spawn(session.run(updates, registered.clone()));
+        let (registered, task) = session.start().await?;
         Ok(ScalableStreamConsumer {
             inbox: Inbox { rx, acks },
             registered,
@@ -114,7 +113,7 @@ impl Client {
 }
 
 /// Where this consumer is registered: the controller's connection and its id there.
-type Registered = Arc<Mutex<Option<(Arc<Connection>, u64)>>>;
+pub(crate) type Registered = Arc<Mutex<Option<(Arc<Connection>, u64)>>>;
 
 /// A stream consumer on a scalable topic.
 #[derive(Debug)]
@@ -147,41 +146,65 @@ impl ScalableStreamConsumer {
     /// Leaves the subscription now: its segments go to the others at once.
     pub async fn close(self) -> Result<()> {
         self.task.abort();
-        let registered = self.registered.lock().expect("registration lock").take();
-        if let Some((conn, consumer_id)) = registered {
-            conn.unregister_watcher(consumer_id);
-            let rid = conn.next_request_id();
-            match conn
-                .request(
-                    rid,
-                    CommandScalableTopicUnsubscribe {
-                        request_id: rid,
-                        consumer_id,
-                    },
-                )
-                .await?
-            {
-                Command::Success(_) => {}
-                Command::Error(e) => return Err(server_error(e.error, e.message)),
-                other => return Err(Error::Unexpected(format!("{:?}", other.kind()))),
-            }
-        }
-        Ok(())
+        unregister(&self.registered).await
     }
 }
 
-struct Session {
-    client: Client,
-    topic: String,
-    subscription: String,
-    name: String,
-    segments: Segments,
-    /// The initial position for the first assignment's segments.
-    first: Option<InitialPosition>,
-    epoch: u64,
+/// Leaves the coordinator's subscription (SCALABLE_TOPIC_UNSUBSCRIBE).
+pub(crate) async fn unregister(registered: &Registered) -> Result<()> {
+    let registered = registered.lock().expect("registration lock").take();
+    if let Some((conn, consumer_id)) = registered {
+        conn.unregister_watcher(consumer_id);
+        let rid = conn.next_request_id();
+        match conn
+            .request(
+                rid,
+                CommandScalableTopicUnsubscribe {
+                    request_id: rid,
+                    consumer_id,
+                },
+            )
+            .await?
+        {
+            Command::Success(_) => {}
+            Command::Error(e) => return Err(server_error(e.error, e.message)),
+            other => return Err(Error::Unexpected(format!("{:?}", other.kind()))),
+        }
+    }
+    Ok(())
+}
+
+/// How a member reads its segments.
+pub(crate) enum Reading {
+    /// A stream consumer: the subscription's cursors, a new subscription
+    /// starting here on the first assignment's segments.
+    Cursors(Option<InitialPosition>),
+    /// A checkpoint group's member: readers, from the application's
+    /// checkpoint (segments it does not name, from their start).
+    Readers(Checkpoint),
+}
+
+/// A member of a stream or checkpoint subscription, registered with its
+/// coordinator.
+pub(crate) struct Session {
+    pub(crate) client: Client,
+    pub(crate) topic: String,
+    pub(crate) subscription: String,
+    pub(crate) name: String,
+    pub(crate) segments: Segments,
+    pub(crate) reading: Reading,
+    pub(crate) epoch: u64,
 }
 
 impl Session {
+    /// Registers and follows the coordinator's assignments in a task.
+    pub(crate) async fn start(mut self) -> Result<(Registered, JoinHandle<()>)> {
+        let (conn, consumer_id, updates) = self.register().await?;
+        let registered = Arc::new(Mutex::new(Some((conn, consumer_id))));
+        let task = tokio::spawn(self.run(updates, registered.clone()));
+        Ok((registered, task))
+    }
+
     /// Registers with the coordinator (on the controller's broker) and
     /// applies the first assignment.
     async fn register(
@@ -215,7 +238,10 @@ impl Session {
                     subscription: self.subscription.clone(),
                     consumer_name: self.name.clone(),
                     consumer_id,
-                    consumer_type: ScalableConsumerType::Stream as i32,
+                    consumer_type: match self.reading {
+                        Reading::Cursors(_) => ScalableConsumerType::Stream,
+                        Reading::Readers(_) => ScalableConsumerType::Checkpoint,
+                    } as i32,
                 },
             )
             .await;
@@ -255,9 +281,14 @@ impl Session {
         self.epoch = a.layout_epoch;
         let ids: BTreeSet<u64> = a.segments.iter().map(|s| s.segment_id).collect();
         self.segments.retain(|id| ids.contains(&id));
-        let position = self.first.take().unwrap_or(InitialPosition::Earliest);
+        let position = match &mut self.reading {
+            Reading::Cursors(first) => first.take().unwrap_or(InitialPosition::Earliest),
+            Reading::Readers(_) => InitialPosition::Earliest,
+        };
         for s in a.segments {
-            let mode = if s.bucket_ranges.is_empty() {
+            let mode = if let Reading::Readers(cp) = &self.reading {
+                Mode::Read(cp.start_of(s.segment_id, &self.segments))
+            } else if s.bucket_ranges.is_empty() {
                 Mode::Alone(position)
             } else {
                 // The boundaries are the starts of every bucket but the first.

@@ -17,7 +17,8 @@
 //!   PIP-486 buckets; every reader of a shared segment gets the segment's
 //!   full bucket list (as the later Pulsar, #26208) and reads it Key_Shared
 //!   with entry-bucket dispatch, so the broker spreads whole buckets among
-//!   them. Consumers left over read nothing.
+//!   them. Consumers left over read nothing. A checkpoint group's readers
+//!   have no subscription to share, so its segments are never shared.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -100,7 +101,10 @@ pub fn assign(
     if k == 0 || n == 0 {
         return out;
     }
-    if k <= n {
+    // A checkpoint group reads with readers: no subscription for the
+    // broker to spread buckets over, so a segment is never shared and the
+    // consumers beyond the segments read nothing.
+    if k <= n || kind == ReaderKind::Checkpoint {
         for (i, s) in segments.iter().enumerate() {
             out.get_mut(names[i % k])
                 .expect("named")
@@ -200,6 +204,15 @@ mod tests {
         assert_eq!(a["c02"][0].segment_id, 2);
         assert_eq!(a["c00"][0].bucket_ranges, vec![(0, 32767), (32768, 65535)]);
         assert!(a["c04"].is_empty());
+        // A checkpoint group of five on three segments: one each, alone;
+        // two read nothing.
+        let a = assign(&l, &names(5), ReaderKind::Checkpoint, &none);
+        let ids: Vec<Vec<u64>> = a
+            .values()
+            .map(|v| v.iter().map(|s| s.segment_id).collect())
+            .collect();
+        assert_eq!(ids, vec![vec![1], vec![0], vec![2], vec![], vec![]]);
+        assert!(a.values().flatten().all(|s| s.bucket_ranges.is_empty()));
     }
 
     /// A random layout from a creation and some splits and merges.
