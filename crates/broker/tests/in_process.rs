@@ -434,9 +434,8 @@ async fn a_dag_watch_session_follows_the_layout() {
             other => panic!("expected SCALABLE_TOPIC_UPDATE, got {other:?}"),
         }
     }
-    // A persistent:// name resolves to the topic:// of the same name, which
-    // the lookup creates with one segment.
-    raw.send(lookup(1, "persistent://public/default/orders", None))
+    // A topic:// name the lookup creates with one segment.
+    raw.send(lookup(1, "topic://public/default/orders", None))
         .await;
     let u = update(&mut raw).await;
     assert_eq!(u.session_id, 1);
@@ -497,6 +496,52 @@ async fn a_dag_watch_session_follows_the_layout() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    // A persistent:// name with no layout (PIP-475): the v4 topic's
+    // synthetic layout, epoch 0, its one segment the topic itself, no
+    // controller, nothing stored; its partitions when it has some.
+    raw.send(lookup(7, "persistent://public/default/v4", None))
+        .await;
+    let u = update(&mut raw).await;
+    assert_eq!(
+        u.resolved_topic_name.as_deref(),
+        Some("topic://public/default/v4")
+    );
+    let dag = u.dag.unwrap();
+    assert_eq!((dag.epoch, dag.segments.len()), (0, 1));
+    assert_eq!(
+        dag.segments[0].legacy_topic_name.as_deref(),
+        Some("persistent://public/default/v4")
+    );
+    assert!(dag.controller_broker_url.is_none());
+    assert!(
+        service
+            .resources
+            .layout("public/default", "v4")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    service
+        .create_partitioned(
+            &strobe_model::TopicName::parse("persistent://public/default/v4p").unwrap(),
+            3,
+        )
+        .await
+        .unwrap();
+    raw.send(lookup(8, "persistent://public/default/v4p", None))
+        .await;
+    let dag = update(&mut raw).await.dag.unwrap();
+    let names: Vec<_> = dag
+        .segments
+        .iter()
+        .map(|s| (s.segment_id, s.legacy_topic_name.clone().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        (0..3)
+            .map(|i| (i, format!("persistent://public/default/v4p-partition-{i}")))
+            .collect::<Vec<_>>()
+    );
     raw.send(lookup(2, "topic://public/default/absent", Some(false)))
         .await;
     let u = update(&mut raw).await;

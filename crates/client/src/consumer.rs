@@ -110,6 +110,8 @@ pub(crate) struct Config {
     pub(crate) key_shared: Option<KeySharedMeta>,
     pub(crate) read_compacted: bool,
     pub(crate) priority: Option<i32>,
+    /// The consumer's metadata (SUBSCRIBE's `metadata`).
+    pub(crate) properties: Vec<(String, String)>,
 }
 
 /// Builds a [`Consumer`].
@@ -141,8 +143,15 @@ impl ConsumerBuilder {
                 key_shared: None,
                 read_compacted: false,
                 priority: None,
+                properties: Vec::new(),
             },
         }
+    }
+
+    /// A key and value of the consumer's metadata (shown in topic stats).
+    pub fn property(mut self, k: &str, v: &str) -> Self {
+        self.cfg.properties.push((k.to_owned(), v.to_owned()));
+        self
     }
 
     pub fn sub_type(mut self, t: SubType) -> Self {
@@ -402,6 +411,15 @@ impl Consumer {
         cmd.read_compacted = Some(self.cfg.read_compacted);
         cmd.priority_level = self.cfg.priority;
         cmd.key_shared_meta = self.cfg.key_shared.clone();
+        cmd.metadata = self
+            .cfg
+            .properties
+            .iter()
+            .map(|(k, v)| strobe_wire::proto::KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
         cmd.initial_position = Some(match self.cfg.initial_position {
             InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
             InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,

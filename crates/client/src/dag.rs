@@ -24,6 +24,10 @@ use crate::connection::{Connection, server_error};
 use crate::error::{Error, Result};
 use crate::util::Backoff;
 
+/// The metadata key by which a V5 client's producers and consumers on a
+/// legacy segment (a v4 topic, PIP-475) tell the broker so.
+pub const V5_MANAGED: &str = "__pulsar.v5.managed";
+
 /// One segment of a layout, as a client uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DagSegment {
@@ -34,8 +38,11 @@ pub struct DagSegment {
     pub children: Vec<u64>,
     /// PIP-486 bucket boundaries of the segment.
     pub entry_bucket_splits: Vec<u32>,
-    /// Its `segment://` name.
+    /// Its `segment://` name, or the v4 topic of a legacy segment (PIP-475).
     pub topic: String,
+    /// Whether it stands for a v4 topic (PIP-475): a synthetic layout's
+    /// segments are all legacy, and keys go to them as v4 routes them.
+    pub legacy: bool,
     /// The broker the DAG says serves it (active segments).
     pub broker_url: Option<String>,
 }
@@ -67,12 +74,17 @@ impl Dag {
                 u16::try_from(s.hash_end).map_err(|_| bad())?,
             )
             .map_err(|_| bad())?;
-            let name = topic
-                .segment_name(SegmentDescriptor {
-                    range,
-                    id: s.segment_id,
-                })
-                .ok_or_else(|| Error::Invalid(format!("{resolved} is not a topic:// name")))?;
+            // A legacy segment (PIP-475) is the v4 topic it names.
+            let name = match &s.legacy_topic_name {
+                Some(legacy) => TopicName::parse(legacy)
+                    .map_err(|e| Error::Invalid(format!("segment {}: {e}", s.segment_id)))?,
+                None => topic
+                    .segment_name(SegmentDescriptor {
+                        range,
+                        id: s.segment_id,
+                    })
+                    .ok_or_else(|| Error::Invalid(format!("{resolved} is not a topic:// name")))?,
+            };
             segments.insert(
                 s.segment_id,
                 DagSegment {
@@ -82,6 +94,7 @@ impl Dag {
                     parents: s.parent_ids,
                     children: s.child_ids,
                     entry_bucket_splits: s.entry_bucket_splits,
+                    legacy: s.legacy_topic_name.is_some(),
                     topic: name.to_string(),
                     broker_url: brokers.get(&s.segment_id).cloned(),
                 },
@@ -107,6 +120,21 @@ impl Dag {
         self.segments
             .values()
             .find(|s| s.active && s.range.contains(hash))
+    }
+
+    /// The active segment a message with routing key `key` goes to: by
+    /// the key's segment hash; on a synthetic layout (every active segment
+    /// a v4 partition, PIP-475) as a v4 producer routes it, the masked
+    /// Murmur3 hash modulo the partitions, matched to the segment id, so a
+    /// key lands where v4 producers put it.
+    pub fn route_key(&self, key: &[u8]) -> Option<&DagSegment> {
+        let active: Vec<&DagSegment> = self.segments.values().filter(|s| s.active).collect();
+        if !active.is_empty() && active.iter().all(|s| s.legacy) {
+            let id =
+                u64::from(strobe_model::murmur3_32(key, 0) & 0x7fff_ffff) % active.len() as u64;
+            return active.into_iter().find(|s| s.id == id);
+        }
+        self.segment_of(strobe_model::scalable::segment_hash(key))
     }
 
     /// Whether segment `id` is active here.

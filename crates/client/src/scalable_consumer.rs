@@ -330,6 +330,10 @@ impl Segments {
             if let Some(n) = &self.consumer_name {
                 b = b.consumer_name(n);
             }
+            if !topic.starts_with("segment://") {
+                // A legacy segment (a v4 topic, PIP-475).
+                b = b.property(crate::dag::V5_MANAGED, "true");
+            }
             match b.subscribe().await {
                 Ok(c) => break c,
                 Err(e) if tokio::time::Instant::now() < deadline && passing(&e) => {

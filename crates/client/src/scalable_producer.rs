@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strobe_model::MessageId;
-use strobe_model::scalable::segment_hash;
 use strobe_wire::proto::ServerError;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -520,7 +519,7 @@ impl Router {
         reply: oneshot::Sender<Result<ScalableMessageId>>,
     ) -> Routed {
         let segment = match msg.routing_key() {
-            Some(k) => self.layout.segment_of(segment_hash(k)).map(|s| s.id),
+            Some(k) => self.layout.route_key(k).map(|s| s.id),
             None => {
                 let active = self.layout.active();
                 self.rr = self.rr.wrapping_add(1);
@@ -565,6 +564,11 @@ impl Router {
                 .client
                 .producer(&s.topic)
                 .name(&format!("{}-seg-{}", self.name, s.id));
+            if s.legacy {
+                // A v4 topic: say a V5 client uses it, so that migrating it
+                // need not wait for this producer to leave.
+                b = b.property(crate::dag::V5_MANAGED, "true");
+            }
             b = match self.batching {
                 Some((delay, n, bytes)) => {
                     let b = b.batching(delay, n, bytes);

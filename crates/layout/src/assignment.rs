@@ -45,6 +45,8 @@ pub struct AssignedSegment {
     /// segment's buckets (inclusive ranges of the 16-bit bucket hash),
     /// the same list for every consumer sharing it.
     pub bucket_ranges: Vec<(u16, u16)>,
+    /// The v4 topic of a legacy segment (PIP-475).
+    pub legacy_topic_name: Option<String>,
 }
 
 /// The buckets of a segment as inclusive ranges of the bucket hash.
@@ -112,6 +114,7 @@ pub fn assign(
                     segment_id: s.segment_id,
                     range: s.hash_range,
                     bucket_ranges: Vec::new(),
+                    legacy_topic_name: s.legacy_topic_name.clone(),
                 });
         }
         return out;
@@ -148,6 +151,7 @@ pub fn assign(
                 segment_id: s.segment_id,
                 range: s.hash_range,
                 bucket_ranges: ranges.clone(),
+                legacy_topic_name: s.legacy_topic_name.clone(),
             });
         }
     }

@@ -56,6 +56,20 @@ impl Segment {
         self.state == SegmentState::Active
     }
 
+    /// The topic holding its messages, for scalable topic `topic`: the v4
+    /// topic of a legacy segment (PIP-475), else its `segment://` name.
+    pub fn topic_name(&self, topic: &strobe_model::TopicName) -> Option<strobe_model::TopicName> {
+        match &self.legacy_topic_name {
+            Some(legacy) => strobe_model::TopicName::parse(legacy).ok(),
+            None => topic.segment_name(self.descriptor()),
+        }
+    }
+
+    /// Whether it stands for a v4 topic (PIP-475).
+    pub fn is_legacy(&self) -> bool {
+        self.legacy_topic_name.is_some()
+    }
+
     /// The descriptor of its `segment://` name.
     pub fn descriptor(&self) -> SegmentDescriptor {
         SegmentDescriptor {

@@ -16,6 +16,17 @@ use crate::segment::{Segment, SegmentState};
 /// The most segments a topic is created with (one hash each at most).
 pub const MAX_INITIAL_SEGMENTS: u32 = RING_SIZE;
 
+/// How many legacy topics a synthetic or migrated layout has: 1 to 65,536.
+fn legacy_count(legacy: &[String]) -> Result<u32, LayoutError> {
+    match u32::try_from(legacy.len()) {
+        Ok(n) if (1..=MAX_INITIAL_SEGMENTS).contains(&n) => Ok(n),
+        _ => Err(LayoutError::Invalid(format!(
+            "a v4 topic maps to 1 to {MAX_INITIAL_SEGMENTS} segments, not {}",
+            legacy.len()
+        ))),
+    }
+}
+
 fn new_segment(id: u64, range: HashRange, epoch: u64, now_ms: u64, buckets: u32) -> Segment {
     Segment {
         segment_id: id,
@@ -59,6 +70,74 @@ impl Layout {
             properties,
             auto_scale_policy: None,
         })
+    }
+
+    /// PIP-475's synthetic layout of a v4 topic with no layout: one active
+    /// segment per partition (`legacy`: the partitions' names, or the
+    /// topic's own for a non-partitioned one), ids `0..n`, equal tiles that
+    /// are only cosmetic (keys go to partitions as v4 routes them), epoch 0,
+    /// one bucket each. Served to V5 clients, never stored.
+    pub fn synthetic(legacy: &[String], now_ms: u64) -> Result<Layout, LayoutError> {
+        let n = legacy_count(legacy)?;
+        let segments = HashRange::tiles(n)
+            .into_iter()
+            .zip(legacy)
+            .enumerate()
+            .map(|(i, (r, name))| {
+                let mut s = new_segment(i as u64, r, 0, now_ms, 1);
+                s.legacy_topic_name = Some(name.clone());
+                (i as u64, s)
+            })
+            .collect();
+        Ok(Layout {
+            epoch: 0,
+            next_segment_id: u64::from(n),
+            segments,
+            properties: BTreeMap::new(),
+            auto_scale_policy: None,
+        })
+    }
+
+    /// The layout a v4 topic migrates to (PIP-475): its partitions as
+    /// sealed legacy parents `0..n`, each spanning the ring (a key's
+    /// partition is not its hash range), sealed at epoch 0; children
+    /// `n..2n`, active equal tiles, each with every parent, sharing
+    /// `bucket_budget`. Epoch 1, unlike Pulsar's 0: the synthetic layout a
+    /// client holds has epoch 0, and a client that applies only greater
+    /// epochs would keep it forever.
+    pub fn migrated(
+        legacy: &[String],
+        bucket_budget: u32,
+        now_ms: u64,
+    ) -> Result<Layout, LayoutError> {
+        let n = legacy_count(legacy)?;
+        let parents: Vec<u64> = (0..u64::from(n)).collect();
+        let children: Vec<u64> = (u64::from(n)..2 * u64::from(n)).collect();
+        let mut segments = BTreeMap::new();
+        for (i, name) in legacy.iter().enumerate() {
+            let mut s = new_segment(i as u64, HashRange::FULL, 0, now_ms, 1);
+            s.state = SegmentState::Sealed;
+            s.sealed_at_epoch = Some(0);
+            s.sealed_at_ms = Some(now_ms);
+            s.legacy_topic_name = Some(name.clone());
+            s.child_ids = children.clone();
+            segments.insert(i as u64, s);
+        }
+        let per = buckets::initial(bucket_budget, n);
+        for (r, id) in HashRange::tiles(n).into_iter().zip(&children) {
+            let mut s = new_segment(*id, r, 1, now_ms, per);
+            s.parent_ids = parents.clone();
+            segments.insert(*id, s);
+        }
+        let layout = Layout {
+            epoch: 1,
+            next_segment_id: 2 * u64::from(n),
+            segments,
+            properties: BTreeMap::new(),
+            auto_scale_policy: None,
+        };
+        layout.validate()?;
+        Ok(layout)
     }
 
     /// The next epoch and `n` fresh ids, or an error if either would overflow.

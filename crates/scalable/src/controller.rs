@@ -118,9 +118,9 @@ impl Controller {
     }
 
     fn segment_topic(&self, layout: &Layout, id: u64) -> Result<TopicName, ScalableError> {
-        let d = layout.get(id)?.descriptor();
-        self.topic
-            .segment_name(d)
+        layout
+            .get(id)?
+            .topic_name(&self.topic)
             .ok_or_else(|| ScalableError::NotFound(format!("{} has no segment names", self.topic)))
     }
 

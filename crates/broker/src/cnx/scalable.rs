@@ -27,8 +27,9 @@ const MAX_SESSIONS: usize = 64;
 const OWNERSHIP_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The scalable topic a lookup names: `topic://` as it is, `persistent://`
-/// as the `topic://` of the same name; anything else is refused as Pulsar
-/// refuses it.
+/// as the `topic://` of the same name (whose layout, if it has none yet, is
+/// the v4 topic's synthetic one: PIP-475); anything else is refused as
+/// Pulsar refuses it.
 pub(super) fn scalable_name(name: &str) -> Result<TopicName, BrokerError> {
     let t = TopicName::parse(name)?;
     match t.domain() {
@@ -107,6 +108,11 @@ impl ServerCnx {
             );
         };
         let create = c.create_if_missing();
+        // A `persistent://` name: the v4 topic, served a synthetic layout
+        // until it is migrated (PIP-475), never made scalable by a lookup.
+        let v4 = TopicName::parse(&c.topic)
+            .ok()
+            .filter(|t| t.domain() == Domain::Persistent);
         let (service, tx) = (self.service.clone(), self.tx.clone());
         let role = self.role().map(str::to_owned);
         let listener = self.service.cluster().and_then(|c| c.listener_of(self.id));
@@ -123,9 +129,20 @@ impl ServerCnx {
                 }
                 let watch = tokio::select! {
                     _ = cancel.cancelled() => return,
-                    w = service.watch_layout(&topic, create) => w,
+                    w = async {
+                        match &v4 {
+                            None => service
+                                .watch_layout(&topic, create)
+                                .await
+                                .map(|(l, w)| (l, false, w)),
+                            Some(v4) => service
+                                .watch_legacy_layout(&topic, v4)
+                                .await
+                                .map(|(l, synthetic, w)| (Some(l), synthetic, w)),
+                        }
+                    } => w,
                 };
-                let (mut layout, mut changes) = match watch {
+                let (mut layout, mut synthetic, mut changes) = match watch {
                     Ok(w) => w,
                     // Pulsar answers every failure to start a session as
                     // TopicNotFound; the message says which.
@@ -139,8 +156,11 @@ impl ServerCnx {
                     }
                 };
                 // The topic has a controller from now on (campaigning, in a
-                // cluster): a resize a dead leader left gets finished.
-                service.touch_controller(&topic);
+                // cluster): a resize a dead leader left gets finished. A
+                // synthetic layout has none (nothing to resize).
+                if !synthetic {
+                    service.touch_controller(&topic);
+                }
                 let mut owners = service.cluster().map(|c| c.ownership_changes());
                 // What was pushed last: a change that alters nothing the
                 // client reads (the write this session's own lookup made, an
@@ -161,7 +181,15 @@ impl ServerCnx {
                     tokio::select! {
                         _ = cancel.cancelled() => return,
                         changed = changes.next() => match changed {
-                            Some(Ok(LayoutChange::Layout(Some(l)))) => layout = Some(*l),
+                            Some(Ok(LayoutChange::Layout(Some(l)))) => {
+                                layout = Some(*l);
+                                if synthetic {
+                                    // Migrated: the stored layout (epoch 1)
+                                    // replaces the synthetic one (epoch 0).
+                                    synthetic = false;
+                                    service.touch_controller(&topic);
+                                }
+                            }
                             // Deleted: the session stays, as Pulsar's does,
                             // for the topic made again under the same name.
                             Some(Ok(LayoutChange::Layout(None))) => {}

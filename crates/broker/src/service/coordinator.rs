@@ -100,13 +100,16 @@ pub fn to_proto(
                 segment_id: s.segment_id,
                 hash_start: u32::from(s.range.start),
                 hash_end: u32::from(s.range.end),
-                segment_topic: topic
-                    .segment_name(strobe_model::scalable::SegmentDescriptor {
-                        range: s.range,
-                        id: s.segment_id,
-                    })
-                    .map(|n| n.to_string())
-                    .unwrap_or_default(),
+                segment_topic: match &s.legacy_topic_name {
+                    Some(legacy) => legacy.clone(),
+                    None => topic
+                        .segment_name(strobe_model::scalable::SegmentDescriptor {
+                            range: s.range,
+                            id: s.segment_id,
+                        })
+                        .map(|n| n.to_string())
+                        .unwrap_or_default(),
+                },
                 bucket_ranges: s
                     .bucket_ranges
                     .iter()

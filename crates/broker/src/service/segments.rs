@@ -317,15 +317,11 @@ impl BrokerService {
                 "scalable topic {topic} does not exist"
             )));
         }
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
         let layout = Layout::create(
             1,
             self.config.scalable_topic_entry_bucket_budget,
             BTreeMap::new(),
-            now_ms,
+            now_ms(),
         )
         .map_err(|e| BrokerError::NotAllowed(e.to_string()))?;
         match self.resources.create_layout(ns, local, &layout).await {
@@ -340,6 +336,43 @@ impl BrokerService {
         }
     }
 
+    /// The v4 topics a synthetic or migrated layout of `persistent://` topic
+    /// `v4` stands for: its partitions, or itself when it is not
+    /// partitioned (or does not exist yet: Pulsar serves it the same way).
+    pub async fn legacy_topics(&self, v4: &TopicName) -> Result<Vec<String>, BrokerError> {
+        let n = self.partitioned_metadata(v4, false).await?;
+        Ok(if n == 0 {
+            vec![v4.to_string()]
+        } else {
+            (0..n).map(|i| format!("{v4}-partition-{i}")).collect()
+        })
+    }
+
+    /// A DAG watch on a `persistent://` name (PIP-475): the scalable
+    /// topic's layout when it has one (a migrated topic), else a synthetic
+    /// layout of the v4 topic, never stored; the watch goes on, so a
+    /// migration's layout replaces the synthetic one.
+    pub async fn watch_legacy_layout(
+        &self,
+        topic: &TopicName,
+        v4: &TopicName,
+    ) -> Result<(Layout, bool, LayoutWatch), BrokerError> {
+        let (ns, local) = (topic.namespace(), topic.local_name());
+        if !self.namespace_exists(ns) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {ns} does not exist"
+            )));
+        }
+        let (current, watch) = self.resources.watch_layout(ns, local).await?;
+        if let Some(l) = current {
+            return Ok((l, false, watch));
+        }
+        let legacy = self.legacy_topics(v4).await?;
+        let layout = Layout::synthetic(&legacy, now_ms())
+            .map_err(|e| BrokerError::NotAllowed(e.to_string()))?;
+        Ok((layout, true, watch))
+    }
+
     /// `layout` as clients read it (`ScalableTopicDAG`): every segment, the
     /// broker serving each active one for `listener` (a segment whose lookup
     /// fails is left out: the client looks it up itself), and the broker
@@ -350,10 +383,19 @@ impl BrokerService {
         layout: &Layout,
         listener: Option<&str>,
     ) -> proto::ScalableTopicDag {
-        let controller = self.controller_urls(topic, listener).await;
+        // A synthetic layout (every segment a v4 topic, none sealed) has no
+        // controller: nothing of it is stored to control.
+        let synthetic = layout
+            .segments
+            .values()
+            .all(|s| s.is_legacy() && s.is_active());
+        let controller = match synthetic {
+            true => None,
+            false => self.controller_urls(topic, listener).await,
+        };
         let mut brokers = Vec::new();
         for s in layout.active() {
-            let Some(name) = topic.segment_name(s.descriptor()) else {
+            let Some(name) = s.topic_name(topic) else {
                 continue;
             };
             match self.lookup_target_for(&name, listener).await {
@@ -396,6 +438,13 @@ impl BrokerService {
             controller_broker_url_tls: controller.and_then(|c| c.1),
         }
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Whether a rate of `now` moved by more than a quarter from `before`, or
