@@ -63,6 +63,15 @@ pub enum ScalableCmd {
         #[arg(short = 't', long = "time")]
         time: String,
     },
+    /// Makes a v4 topic (persistent://, partitioned or not) the scalable
+    /// topic of the same name: its partitions become sealed parents.
+    Migrate {
+        /// tenant/ns/name (its persistent:// topic)
+        topic: String,
+        /// Even while v4 producers or consumers use it.
+        #[arg(short = 'f', long)]
+        force: bool,
+    },
     /// The topic's override of the autoscale policy.
     GetAutoScalePolicy { topic: String },
     /// Sets the topic's override: JSON with any of enabled, minSegments,
@@ -219,6 +228,15 @@ pub fn run(http: &Http, cmd: ScalableCmd) -> anyhow::Result<Answer> {
                 "",
             )?;
             Answer::Done(format!("{subscription} on {topic} moved back {time}"))
+        }
+        ScalableCmd::Migrate { topic, force } => {
+            let v4 = topic.strip_prefix("persistent://").unwrap_or(&topic);
+            http.send(
+                "POST",
+                &format!("{base}/{}/migrate?force={force}", topic_path(v4)?),
+                "",
+            )?;
+            Answer::Done(format!("migrated {topic} to a scalable topic"))
         }
         ScalableCmd::GetAutoScalePolicy { topic } => {
             Answer::Json(http.get(&format!("{base}/{}/autoScalePolicy", topic_path(&topic)?))?)

@@ -489,3 +489,95 @@ async fn checkpoint_consumers_resume_from_a_checkpoint_across_a_split() {
         "{segments_of:?}"
     );
 }
+
+/// PIP-475: a V5 producer writes to a two-partition v4 topic through its
+/// synthetic layout; the topic migrates (refused while a plain v4 producer
+/// is connected) under that load, the producer follows the new layout to
+/// the children, and reading the partitions then the children gives every
+/// key's messages once and in order. The v4 subscription has a cursor on
+/// the children, and the partitions take no more v4 producers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v4_topic_migrates_under_load_and_v5_producers_follow() {
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    let (st, body) = strobe.http(
+        "PUT",
+        "/admin/v2/persistent/public/default/mig/partitions",
+        "2",
+    );
+    assert!(st == 204 || st == 200, "{st} {body}");
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    for p in 0..2 {
+        let c = client
+            .consumer(
+                &format!("persistent://public/default/mig-partition-{p}"),
+                "v4sub",
+            )
+            .subscribe()
+            .await
+            .unwrap();
+        c.close().await.unwrap();
+    }
+    let migrate = "/admin/v2/scalable/public/default/mig/migrate";
+    let v4 = client
+        .producer("persistent://public/default/mig-partition-0")
+        .create()
+        .await
+        .unwrap();
+    let (st, body) = strobe.http("POST", migrate, "");
+    assert_eq!(st, 409, "a v4 producer is connected: {body}");
+    v4.close().await.unwrap();
+    let (st, body) = strobe.http(
+        "POST",
+        "/admin/v2/scalable/public/default/absent/migrate",
+        "",
+    );
+    assert_eq!(st, 404, "{body}");
+
+    let producer = client
+        .scalable_producer("persistent://public/default/mig")
+        .create()
+        .await
+        .unwrap();
+    let load = KeyedLoad::start(producer, 16, 20);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (st, body) = strobe.http("POST", migrate, "");
+    assert_eq!(st, 204, "{body}");
+    let (st, body) = strobe.http("POST", migrate, "");
+    assert_eq!(st, 409, "migrated already: {body}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (sent, _) = load.finish().await;
+
+    let (_, body) = strobe.http("GET", "/admin/v2/scalable/public/default/mig", "");
+    let layout: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(layout["epoch"], 1, "{body}");
+    assert_eq!(layout["segments"].as_object().unwrap().len(), 4, "{body}");
+    assert_eq!(
+        layout["segments"]["2"]["parentIds"],
+        serde_json::json!([0, 1])
+    );
+    assert_eq!(
+        layout["segments"]["0"]["legacyTopicName"],
+        "persistent://public/default/mig-partition-0"
+    );
+    let total = check_dag_order(&client, "mig", &layout).await;
+    assert_eq!(total, sent, "stored vs sent");
+    let (_, body) = strobe.http("GET", "/admin/v2/scalable/public/default/mig/stats", "");
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    for child in ["2", "3"] {
+        assert!(
+            stats["segments"][child]["stats"]["backlogs"]["v4sub"].is_u64(),
+            "the v4 subscription has a cursor on child {child}: {body}"
+        );
+    }
+    assert!(
+        client
+            .producer("persistent://public/default/mig-partition-0")
+            .create()
+            .await
+            .is_err(),
+        "a sealed partition takes no producer"
+    );
+}

@@ -102,11 +102,15 @@ pub async fn check_dag_order(client: &Client, topic: &str, layout: &serde_json::
         .map(|(k, v)| (k.parse().unwrap(), v))
         .collect();
     for (id, seg) in segments {
-        let name = format!(
-            "segment://public/default/{topic}/{:04x}-{:04x}-{id}",
-            seg["hashRange"]["start"].as_u64().unwrap(),
-            seg["hashRange"]["end"].as_u64().unwrap()
-        );
+        let name = match seg["legacyTopicName"].as_str() {
+            // A migrated v4 topic's partition (PIP-475).
+            Some(legacy) => legacy.to_owned(),
+            None => format!(
+                "segment://public/default/{topic}/{:04x}-{:04x}-{id}",
+                seg["hashRange"]["start"].as_u64().unwrap(),
+                seg["hashRange"]["end"].as_u64().unwrap()
+            ),
+        };
         let mut c = client
             .consumer(&name, "verify")
             .sub_type(SubType::Exclusive)

@@ -42,7 +42,7 @@ fn topic_of(path: &str) -> Option<TopicName> {
     if domain == "segments" {
         let (tenant, ns, topic, d) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         let topic = decode_component(topic)?;
-        return TopicName::parse(&format!("segment://{tenant}/{ns}/{topic}/{d}")).ok();
+        return crate::routes::segments::segment_name(tenant, ns, &topic, d).ok();
     }
     if domain != "persistent" && domain != "non-persistent" {
         return None;
@@ -97,7 +97,11 @@ fn scalable_write_of(method: &axum::http::Method, path: &str) -> Option<TopicNam
     }
     let rest = path.strip_prefix("/admin/v2/scalable/")?;
     let parts: Vec<&str> = rest.split('/').collect();
-    if parts.len() < 3 || (parts.len() == 3 && method == axum::http::Method::PUT) {
+    // Creation and migration make the topic: it has no controller yet.
+    if parts.len() < 3
+        || (parts.len() == 3 && method == axum::http::Method::PUT)
+        || (parts.len() == 4 && parts[3] == "migrate")
+    {
         return None;
     }
     let topic = decode_component(parts[2])?;
@@ -260,6 +264,9 @@ mod tests {
             "topic://t/n/x"
         );
         assert!(super::scalable_write_of(&Method::PUT, "/admin/v2/scalable/t/n/x").is_none());
+        assert!(
+            super::scalable_write_of(&Method::POST, "/admin/v2/scalable/t/n/x/migrate").is_none()
+        );
         assert!(super::scalable_write_of(&Method::DELETE, "/admin/v2/scalable/t/n/x").is_some());
         assert!(super::scalable_write_of(&Method::GET, "/admin/v2/scalable/t/n/x/stats").is_none());
     }

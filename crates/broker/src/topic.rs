@@ -32,6 +32,8 @@ struct ProducerEntry {
     mode: ProducerAccessMode,
     /// The connection's writer, to close the producer from the broker side.
     tx: mpsc::Sender<OutFrame>,
+    /// A V5 client's producer of a legacy segment (PIP-475).
+    v5_managed: bool,
 }
 
 /// What a new producer gets.
@@ -52,6 +54,8 @@ pub struct AddProducer<'a> {
     pub mode: ProducerAccessMode,
     pub topic_epoch: Option<u64>,
     pub tx: &'a mpsc::Sender<OutFrame>,
+    /// Its metadata has `__pulsar.v5.managed=true`.
+    pub v5_managed: bool,
 }
 
 /// Deduplication state: the highest sequence id accepted (pushed) and stored
@@ -301,6 +305,7 @@ impl Topic {
             name: req.name.clone(),
             mode: req.mode,
             tx: req.tx.clone(),
+            v5_managed: req.v5_managed,
         };
         let exclusive_mode = req.mode != ProducerAccessMode::Shared;
         // A reconnecting exclusive producer that lost the topic is fenced.
@@ -688,6 +693,24 @@ impl Topic {
     }
 
     /// Connected producers' names.
+    /// Producers and consumers connected now that are not a V5 client's
+    /// (PIP-475: a topic migrates only without them, unless forced).
+    pub fn v4_clients(&self) -> usize {
+        let producers = self
+            .state
+            .lock()
+            .producers
+            .values()
+            .filter(|p| !p.v5_managed)
+            .count();
+        let consumers: usize = self
+            .subscriptions()
+            .iter()
+            .map(|s| s.v4_consumer_count())
+            .sum();
+        producers + consumers
+    }
+
     pub fn producer_names(&self) -> Vec<String> {
         self.state
             .lock()

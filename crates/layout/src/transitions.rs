@@ -254,6 +254,46 @@ mod tests {
     }
 
     #[test]
+    fn synthetic_and_migrated_layouts_of_a_v4_topic() {
+        let names: Vec<String> = (0..3)
+            .map(|i| format!("persistent://t/n/x-partition-{i}"))
+            .collect();
+        let s = Layout::synthetic(&names, 7).unwrap();
+        s.validate().unwrap();
+        assert_eq!((s.epoch, s.active().len()), (0, 3));
+        assert!(
+            s.segments
+                .values()
+                .all(|g| g.is_legacy() && g.entry_bucket_splits.is_empty())
+        );
+        assert_eq!(
+            s.get(2).unwrap().legacy_topic_name.as_deref(),
+            Some(names[2].as_str())
+        );
+        let m = Layout::migrated(&names, 4, 7).unwrap();
+        assert_eq!(m.epoch, 1, "above the synthetic layout's");
+        assert_eq!(m.next_segment_id, 6);
+        for p in 0..3 {
+            let g = m.get(p).unwrap();
+            assert!(!g.is_active() && g.is_legacy());
+            assert_eq!(
+                (g.hash_range, g.sealed_at_epoch),
+                (HashRange::FULL, Some(0))
+            );
+            assert_eq!(g.child_ids, vec![3, 4, 5]);
+        }
+        let children = m.active();
+        assert_eq!(children.len(), 3);
+        assert!(
+            children
+                .iter()
+                .all(|c| c.parent_ids == vec![0, 1, 2] && !c.is_legacy())
+        );
+        assert!(Layout::synthetic(&[], 7).is_err());
+        assert!(Layout::migrated(&[], 4, 7).is_err());
+    }
+
+    #[test]
     fn create_split_merge_prune_as_pulsar_numbers_them() {
         let l = fresh(1);
         assert_eq!(

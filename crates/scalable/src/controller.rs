@@ -136,6 +136,16 @@ impl Controller {
             let name = self.segment_topic(&layout, s.segment_id)?;
             self.segments.create(&name, &subs).await?;
         }
+        // A migration that wrote its layout and died before sealing the
+        // v4 topics it replaced (PIP-475): seal them now.
+        for s in layout
+            .segments
+            .values()
+            .filter(|s| s.is_legacy() && !s.is_active())
+        {
+            let name = self.segment_topic(&layout, s.segment_id)?;
+            self.segments.terminate(&name).await?;
+        }
         Ok(layout)
     }
 

@@ -19,9 +19,11 @@
 mod controller;
 mod error;
 mod failpoint;
+mod migrate;
 mod segments;
 
 pub use controller::Controller;
 pub use error::ScalableError;
 pub use failpoint::Failpoint;
+pub use migrate::{Migration, migrate};
 pub use segments::{SegmentStats, SegmentTopics, SubscriptionOp};

@@ -49,6 +49,9 @@ pub struct SegmentStats {
     pub entries: u64,
     /// Its durable subscriptions and their backlogs.
     pub backlogs: BTreeMap<String, u64>,
+    /// Its producers and consumers that are not a V5 client's (PIP-475).
+    #[serde(default)]
+    pub v4_clients: u64,
 }
 
 /// What the admin API does to one subscription on one segment.

@@ -21,6 +21,10 @@ pub(crate) fn routes() -> Router<Svc> {
         )
         .route("/admin/v2/scalable/{tenant}/{ns}/{topic}/stats", get(stats))
         .route(
+            "/admin/v2/scalable/{tenant}/{ns}/{topic}/migrate",
+            axum::routing::post(migrate),
+        )
+        .route(
             "/admin/v2/scalable/{tenant}/{ns}/{topic}/autoScalePolicy",
             get(get_autoscale)
                 .post(set_autoscale)
@@ -305,6 +309,28 @@ async fn remove_autoscale(
         .await
         .map_err(BrokerError::from)?;
     Ok(no_content())
+}
+
+/// PIP-475: `persistent://{t}/{ns}/{topic}` becomes the scalable topic of
+/// the same name; 409 if it already is one, or (without `force`) while v4
+/// clients use it; 404 if it does not exist.
+async fn migrate(
+    State(s): State<Svc>,
+    Path((t, ns, topic)): Path<(String, String, String)>,
+    Query(q): Query<ForceQuery>,
+) -> ApiResult<Response> {
+    let v4 = TopicName::parse(&format!("persistent://{t}/{ns}/{topic}"))
+        .map_err(|e| bad(e.to_string()))?;
+    if v4.partition().is_some() {
+        return Err(bad(format!(
+            "{v4} is a partition: migrate its partitioned topic"
+        )));
+    }
+    match s.migrate_to_scalable(&v4, q.force.unwrap_or(false)).await {
+        Ok(_) => Ok(no_content()),
+        Err(BrokerError::AlreadyExists(m) | BrokerError::Precondition(m)) => Err(ApiError(409, m)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn split(

@@ -28,8 +28,17 @@ pub(crate) fn routes() -> Router<Svc> {
         .route(&at("/subscription/{sub}/seek"), axum::routing::post(seek))
 }
 
-fn segment_name(t: &str, ns: &str, topic: &str, d: &str) -> ApiResult<TopicName> {
-    TopicName::parse(&format!("segment://{t}/{ns}/{topic}/{d}")).map_err(|e| bad(e.to_string()))
+/// The segment a path names: a `segment://`, or the v4 topic of a legacy
+/// segment (PIP-475) under the descriptor [`LEGACY_DESCRIPTOR`].
+///
+/// [`LEGACY_DESCRIPTOR`]: strobe_broker::service::segments::LEGACY_DESCRIPTOR
+pub(crate) fn segment_name(t: &str, ns: &str, topic: &str, d: &str) -> ApiResult<TopicName> {
+    let name = if d == strobe_broker::service::segments::LEGACY_DESCRIPTOR {
+        format!("persistent://{t}/{ns}/{topic}")
+    } else {
+        format!("segment://{t}/{ns}/{topic}/{d}")
+    };
+    TopicName::parse(&name).map_err(|e| bad(e.to_string()))
 }
 
 type SegmentPath = Path<(String, String, String, String)>;

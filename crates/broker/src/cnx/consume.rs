@@ -126,6 +126,7 @@ impl ServerCnx {
                 allow_out_of_order: m.allow_out_of_order_delivery.unwrap_or(false),
                 entry_buckets: m.entry_bucket_dispatch.unwrap_or(false),
             }),
+            v5_managed: v5_managed(&c.metadata),
         };
         let sub = topic
             .subscribe(&c.subscription, durable, initial, start, spec)
@@ -279,4 +280,12 @@ impl ServerCnx {
         }
         .into())
     }
+}
+
+/// Whether a producer's or consumer's metadata marks a V5 client on a
+/// legacy segment (PIP-475's `__pulsar.v5.managed=true`).
+pub(super) fn v5_managed(metadata: &[proto::KeyValue]) -> bool {
+    metadata
+        .iter()
+        .any(|kv| kv.key == "__pulsar.v5.managed" && kv.value == "true")
 }

@@ -86,6 +86,7 @@ impl ServerCnx {
             mode: c.producer_access_mode(),
             topic_epoch: c.topic_epoch,
             tx: &self.tx,
+            v5_managed: super::consume::v5_managed(&c.metadata),
         })?;
         let (ptx, prx) = mpsc::channel(PENDING_SENDS);
         let task = tokio::spawn(

@@ -16,7 +16,7 @@ mod counters;
 mod keyed;
 pub mod lookup;
 mod namespaces;
-mod segments;
+pub mod segments;
 mod topics;
 mod transfer;
 
@@ -472,6 +472,23 @@ impl BrokerService {
             // A segment gets here with `create` only when its layout lists it
             // as active: the layout, not auto-creation, decides it exists.
             let authorized = parent_is_partitioned || name.segment().is_some();
+            if name.domain() == Domain::Persistent {
+                // Migrated to a scalable topic (PIP-475): the v4 name is
+                // not made again while the layout exists.
+                let v4 = name.partitioned_parent();
+                if self
+                    .resources
+                    .layout(v4.namespace(), v4.local_name())
+                    .await?
+                    .is_some()
+                {
+                    return Err(BrokerError::TopicNotFound(format!(
+                        "topic {name} does not exist: {v4} was migrated to topic://{}/{}",
+                        v4.namespace(),
+                        v4.local_name()
+                    )));
+                }
+            }
             if !(create && (self.config.allow_auto_topic_creation || authorized)) {
                 return Err(BrokerError::TopicNotFound(format!(
                     "topic {name} does not exist"

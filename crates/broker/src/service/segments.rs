@@ -77,6 +77,7 @@ impl BrokerService {
             terminated: topic.terminated().is_some(),
             entries: topic.ledger.stats().entries,
             backlogs,
+            v4_clients: topic.v4_clients() as u64,
         }))
     }
 
@@ -157,12 +158,26 @@ impl BrokerService {
         // many of its sealed segments are loaded here.
         let mut subs_of: HashMap<String, Vec<(String, ScalableSubscription)>> = HashMap::new();
         for t in loaded {
-            let (Some(d), Some(parent)) = (t.name.segment(), t.name.scalable_parent()) else {
-                continue;
-            };
             if t.terminated().is_none() {
                 continue;
             }
+            // A segment, or a v4 topic sealed by a migration (PIP-475): a
+            // legacy parent's id is its partition's index.
+            let (parent, id) = match (t.name.segment(), t.name.scalable_parent()) {
+                (Some(d), Some(parent)) => (parent, d.id),
+                _ if t.name.domain() == strobe_model::Domain::Persistent => {
+                    let v4 = t.name.partitioned_parent();
+                    match TopicName::parse(&format!(
+                        "topic://{}/{}",
+                        v4.namespace(),
+                        v4.local_name()
+                    )) {
+                        Ok(p) => (p, u64::from(t.name.partition().unwrap_or(0))),
+                        Err(_) => continue,
+                    }
+                }
+                _ => continue,
+            };
             let key = t.name.to_string();
             let (ns, local) = (parent.namespace(), parent.local_name());
             let subs = match subs_of.get(&parent.to_string()) {
@@ -202,7 +217,7 @@ impl BrokerService {
                 if !drained {
                     continue;
                 }
-                match self.resources.mark_drained(ns, local, &sub, d.id).await {
+                match self.resources.mark_drained(ns, local, &sub, id).await {
                     Ok(()) => {
                         debug!(segment = %key, subscription = %sub, "drained");
                         self.drained_marked
@@ -348,6 +363,39 @@ impl BrokerService {
         })
     }
 
+    /// Migrates v4 topic `v4` (`persistent://`) to the scalable topic of
+    /// the same name (PIP-475; see `strobe_scalable::migrate`), then lets
+    /// its controller start.
+    pub async fn migrate_to_scalable(
+        &self,
+        v4: &TopicName,
+        force: bool,
+    ) -> Result<Layout, BrokerError> {
+        if !self.namespace_exists(v4.namespace()) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {} does not exist",
+                v4.namespace()
+            )));
+        }
+        let topic = TopicName::parse(&format!("topic://{}/{}", v4.namespace(), v4.local_name()))?;
+        let partitioned = self.partitioned_metadata(v4, false).await? > 0;
+        let layout = strobe_scalable::migrate(
+            strobe_scalable::Migration {
+                topic: &topic,
+                legacy: self.legacy_topics(v4).await?,
+                partitioned,
+                bucket_budget: self.config.scalable_topic_entry_bucket_budget,
+                force,
+                now_ms: now_ms(),
+            },
+            &self.resources,
+            self.segment_topics().as_ref(),
+        )
+        .await?;
+        self.touch_controller(&topic);
+        Ok(layout)
+    }
+
     /// A DAG watch on a `persistent://` name (PIP-475): the scalable
     /// topic's layout when it has one (a migrated topic), else a synthetic
     /// layout of the v4 topic, never stored; the watch goes on, so a
@@ -480,7 +528,15 @@ fn http() -> &'static Client<HttpConnector, Full<Bytes>> {
 }
 
 /// The admin path of a segment: `/admin/v2/segments/{t}/{ns}/{topic}/{descriptor}`.
-pub fn segment_admin_path(name: &TopicName) -> Option<String> {
+pub(crate) fn segment_admin_path(name: &TopicName) -> Option<String> {
+    if name.domain() == strobe_model::Domain::Persistent {
+        // A legacy segment (PIP-475): the v4 topic, named whole.
+        let local = strobe_resources::paths::encode_local(name.local_name()).replace('+', "%20");
+        return Some(format!(
+            "/admin/v2/segments/{}/{local}/{LEGACY_DESCRIPTOR}",
+            name.namespace()
+        ));
+    }
     let d = name.segment()?;
     let parent = name.scalable_parent()?;
     let local = strobe_resources::paths::encode_local(parent.local_name()).replace('+', "%20");
@@ -489,6 +545,11 @@ pub fn segment_admin_path(name: &TopicName) -> Option<String> {
         parent.namespace()
     ))
 }
+
+/// The descriptor by which `/admin/v2/segments/{t}/{ns}/{topic}/...` names
+/// the v4 topic `persistent://{t}/{ns}/{topic}` (a legacy segment) rather
+/// than a `segment://`: brokers ask it of each other, clients never.
+pub const LEGACY_DESCRIPTOR: &str = "v4";
 
 fn failed(name: &TopicName, e: impl std::fmt::Display) -> ScalableError {
     ScalableError::Segment {

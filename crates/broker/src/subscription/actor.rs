@@ -45,6 +45,7 @@ pub(super) struct Consumer {
     pub(super) unacked_messages: u64,
     /// REACHED_END_OF_TOPIC was sent (the topic is terminated and read to its end).
     pub(super) told_end: bool,
+    pub(super) v5_managed: bool,
 }
 
 /// The actor.
@@ -58,6 +59,7 @@ pub(crate) struct Subscription {
     /// What the handles see of the kind and the consumers.
     shared_type: Arc<Mutex<Option<SubType>>>,
     consumer_count: Arc<std::sync::atomic::AtomicUsize>,
+    v5_consumer_count: Arc<std::sync::atomic::AtomicUsize>,
     pub(super) consumers: Vec<Consumer>,
     next_seq: u64,
     pub(super) redelivery: RedeliveryTracker,
@@ -88,8 +90,10 @@ impl Subscription {
         let closed = Arc::new(AtomicBool::new(false));
         let shared_type = Arc::new(Mutex::new(None));
         let consumer_count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let v5_consumer_count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let handle = SubscriptionHandle {
             consumer_count: consumer_count.clone(),
+            v5_consumer_count: v5_consumer_count.clone(),
             name: name.clone(),
             durable,
             cursor: cursor.clone(),
@@ -106,6 +110,7 @@ impl Subscription {
             kind: Kind::Idle,
             shared_type,
             consumer_count,
+            v5_consumer_count,
             consumers: Vec::new(),
             next_seq: 0,
             redelivery: RedeliveryTracker::default(),
@@ -145,6 +150,10 @@ impl Subscription {
             self.tell_end_of_topic();
             self.consumer_count
                 .store(self.consumers.len(), Ordering::Release);
+            self.v5_consumer_count.store(
+                self.consumers.iter().filter(|c| c.v5_managed).count(),
+                Ordering::Release,
+            );
             let next_due = self.delayed.next_due();
             tokio::select! {
                 cmd = rx.recv() => match cmd {
@@ -361,6 +370,7 @@ impl Subscription {
             keep_entry_metadata: spec.keep_entry_metadata,
             protocol_version: spec.protocol_version,
             closed_by_broker: spec.closed_by_broker,
+            v5_managed: spec.v5_managed,
             permits: 0,
             unacked: BTreeMap::new(),
             unacked_messages: 0,

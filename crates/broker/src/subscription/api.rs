@@ -124,6 +124,9 @@ pub struct ConsumerSpec {
     pub closed_by_broker: Arc<AtomicBool>,
     /// Key_Shared only: the consumer's KeySharedMeta.
     pub key_shared: Option<KeySharedSpec>,
+    /// A V5 client's consumer of a legacy segment (its metadata has
+    /// `__pulsar.v5.managed=true`): migrating the topic need not wait for it.
+    pub v5_managed: bool,
 }
 
 /// A Key_Shared consumer's `KeySharedMeta` (AUTO_SPLIT when absent).

@@ -99,6 +99,7 @@ pub struct SubscriptionHandle {
     pub(super) closed: Arc<AtomicBool>,
     pub(super) sub_type: Arc<Mutex<Option<SubType>>>,
     pub(super) consumer_count: Arc<std::sync::atomic::AtomicUsize>,
+    pub(super) v5_consumer_count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for SubscriptionHandle {
@@ -125,6 +126,12 @@ impl SubscriptionHandle {
     /// Consumers connected now.
     pub fn consumer_count(&self) -> usize {
         self.consumer_count.load(Ordering::Acquire)
+    }
+
+    /// Consumers connected now that are not a V5 client's (PIP-475).
+    pub fn v4_consumer_count(&self) -> usize {
+        self.consumer_count()
+            .saturating_sub(self.v5_consumer_count.load(Ordering::Acquire))
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, BrokerError> {
