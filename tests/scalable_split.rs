@@ -581,3 +581,286 @@ async fn a_v4_topic_migrates_under_load_and_v5_producers_follow() {
         "a sealed partition takes no producer"
     );
 }
+
+/// PIP-473's data path: a transaction sends keyed messages to a scalable
+/// topic before and after a split (to the parent, then to the children):
+/// nothing is delivered until it commits, then all of it once. Another
+/// across the next split aborts: none of it is ever delivered, and the
+/// topic goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_across_a_split_commit_or_abort_on_parent_and_children() {
+    use strobe_client::ProducerMessage;
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/tx", "");
+    assert_eq!(st, 204, "{body}");
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    let topic = "topic://public/default/tx";
+    let mut consumer = client
+        .scalable_queue_consumer(topic, "q")
+        .initial_position(strobe_client::InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap();
+    let producer = client.scalable_producer(topic).create().await.unwrap();
+    let msg = |tag: &str, i: u32| {
+        ProducerMessage::new(format!("{tag}{i}").into_bytes()).with_key(format!("k{}", i % 8))
+    };
+    let admin = |path: &str| {
+        let (st, body) = strobe.http(
+            "POST",
+            &format!("/admin/v2/scalable/public/default/tx/{path}"),
+            "",
+        );
+        assert_eq!(st, 200, "{path}: {body}");
+    };
+    let ttl = Duration::from_secs(60);
+
+    let t1 = client.new_transaction(ttl).await.unwrap();
+    let mut segments = std::collections::BTreeSet::new();
+    for i in 0..20 {
+        segments.insert(
+            producer
+                .send_in(&t1, msg("a", i))
+                .await
+                .unwrap()
+                .await
+                .unwrap()
+                .segment_id,
+        );
+    }
+    admin("split/0");
+    for i in 20..40 {
+        segments.insert(
+            producer
+                .send_in(&t1, msg("a", i))
+                .await
+                .unwrap()
+                .await
+                .unwrap()
+                .segment_id,
+        );
+    }
+    assert!(
+        segments.contains(&0) && segments.len() == 3,
+        "parent and both children: {segments:?}"
+    );
+    assert!(
+        consumer
+            .recv_timeout(Duration::from_millis(700))
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing of an open transaction is delivered"
+    );
+    t1.commit().await.unwrap();
+    let mut got = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < 40 && Instant::now() < deadline {
+        if let Some(m) = consumer
+            .recv_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+        {
+            let text = String::from_utf8(m.message.payload.to_vec()).unwrap();
+            assert!(got.insert(text.clone()), "{text} delivered twice");
+            consumer.ack(&m).unwrap();
+        }
+    }
+    assert_eq!(
+        got.len(),
+        40,
+        "the committed transaction's messages: {got:?}"
+    );
+
+    let t2 = client.new_transaction(ttl).await.unwrap();
+    for i in 0..10 {
+        producer
+            .send_in(&t2, msg("b", i))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    admin("split/1");
+    for i in 10..20 {
+        producer
+            .send_in(&t2, msg("b", i))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    t2.abort().await.unwrap();
+    producer.send_and_wait(msg("c", 0)).await.unwrap();
+    let mut after = Vec::new();
+    while let Some(m) = consumer
+        .recv_timeout(Duration::from_millis(1500))
+        .await
+        .unwrap()
+    {
+        after.push(String::from_utf8(m.message.payload.to_vec()).unwrap());
+        consumer.ack(&m).unwrap();
+    }
+    assert_eq!(
+        after,
+        vec!["c0".to_string()],
+        "only the plain message after the abort"
+    );
+
+    // A stream subscription: the parent, sealed with the transaction's
+    // messages held, is not drained until they are read after the commit.
+    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/tx2", "");
+    assert_eq!(st, 204, "{body}");
+    let topic = "topic://public/default/tx2";
+    let mut stream = client
+        .scalable_stream_consumer(topic, "s", "only")
+        .initial_position(strobe_client::InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap();
+    let producer = client.scalable_producer(topic).create().await.unwrap();
+    let t3 = client.new_transaction(ttl).await.unwrap();
+    for i in 0..10 {
+        producer
+            .send_in(&t3, msg("d", i))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let (st, body) = strobe.http("POST", "/admin/v2/scalable/public/default/tx2/split/0", "");
+    assert_eq!(st, 200, "{body}");
+    for i in 10..20 {
+        producer
+            .send_in(&t3, msg("d", i))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    // Drains are recorded every second: give a wrong one time to happen.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    t3.commit().await.unwrap();
+    let mut got = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < 20 && Instant::now() < deadline {
+        if let Some(m) = stream
+            .recv_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+        {
+            got.insert(String::from_utf8(m.message.payload.to_vec()).unwrap());
+            stream.ack(&m).unwrap();
+        }
+    }
+    assert_eq!(got.len(), 20, "the stream subscription got: {got:?}");
+}
+
+/// Consume-transform-produce in transactions between two scalable topics
+/// that both split midway, with one batch aborted (its messages come
+/// again and are processed in a later batch): the output holds every input
+/// message exactly once, and the input subscription has nothing left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_transform_produce_across_splits_is_exactly_once() {
+    use strobe_client::ProducerMessage;
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    for t in ["src", "dst"] {
+        let (st, body) = strobe.http("PUT", &format!("/admin/v2/scalable/public/default/{t}"), "");
+        assert_eq!(st, 204, "{body}");
+    }
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    let input = client
+        .scalable_producer("topic://public/default/src")
+        .create()
+        .await
+        .unwrap();
+    const N: u32 = 200;
+    for i in 0..N {
+        input
+            .send(
+                ProducerMessage::new(format!("m{i}").into_bytes()).with_key(format!("k{}", i % 16)),
+            )
+            .await
+            .unwrap();
+    }
+    input.flush().await.unwrap();
+    let mut consumer = client
+        .scalable_queue_consumer("topic://public/default/src", "etl")
+        .initial_position(strobe_client::InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap();
+    let output = client
+        .scalable_producer("topic://public/default/dst")
+        .create()
+        .await
+        .unwrap();
+    let ttl = Duration::from_secs(60);
+    let (mut batches, mut committed) = (0, 0u32);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while committed < N && Instant::now() < deadline {
+        let txn = client.new_transaction(ttl).await.unwrap();
+        let mut n = 0;
+        while n < 10 {
+            let Some(m) = consumer
+                .recv_timeout(Duration::from_millis(500))
+                .await
+                .unwrap()
+            else {
+                break;
+            };
+            let out = ProducerMessage::new(m.message.payload.to_vec())
+                .with_key(m.message.key.clone().unwrap_or_default());
+            output.send_in(&txn, out).await.unwrap().await.unwrap();
+            consumer.ack_in(&txn, &m).await.unwrap();
+            n += 1;
+        }
+        batches += 1;
+        if batches == 4 {
+            // This one aborts: its messages come again.
+            txn.abort().await.unwrap();
+            continue;
+        }
+        txn.commit().await.unwrap();
+        committed += n;
+        if batches == 6 {
+            for t in ["src", "dst"] {
+                let (st, body) = strobe.http(
+                    "POST",
+                    &format!("/admin/v2/scalable/public/default/{t}/split/0"),
+                    "",
+                );
+                assert_eq!(st, 200, "{t}: {body}");
+            }
+        }
+    }
+    assert_eq!(
+        committed, N,
+        "every input message processed in a committed batch"
+    );
+    let mut check = client
+        .scalable_queue_consumer("topic://public/default/dst", "verify")
+        .initial_position(strobe_client::InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(m) = check
+        .recv_timeout(Duration::from_millis(1500))
+        .await
+        .unwrap()
+    {
+        let text = String::from_utf8(m.message.payload.to_vec()).unwrap();
+        assert!(seen.insert(text.clone()), "{text} is in the output twice");
+    }
+    assert_eq!(seen.len() as u32, N, "the output holds every input message");
+    let (_, body) = strobe.http("GET", "/admin/v2/scalable/public/default/src/stats", "");
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stats["subscriptions"]["etl"]["msgBacklog"], 0, "{body}");
+}

@@ -311,3 +311,49 @@ async fn compaction_leaves_out_aborted_messages() {
     assert_eq!(&m.payload[..], b"v1");
     assert!(k.recv_timeout(QUIET).await.unwrap().is_none());
 }
+
+/// An aborted transaction's acks of messages inside a batch give them back
+/// (before, only whole entries were delivered again and these stayed with
+/// the consumer until it reconnected).
+#[tokio::test]
+async fn an_aborted_ack_inside_a_batch_delivers_the_message_again() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-batch-abort";
+    let p = c
+        .producer(topic)
+        .batching(Duration::from_millis(50), 10, 1 << 20)
+        .create()
+        .await
+        .unwrap();
+    let receipts: Vec<_> = futures_join(&p, 3).await;
+    assert_eq!(receipts.len(), 3);
+    let mut k = consumer(&c, topic, "s", SubType::Shared).await;
+    let m0 = k.recv().await.unwrap();
+    let m1 = k.recv().await.unwrap();
+    let m2 = k.recv().await.unwrap();
+    assert!(m1.id.batch_size > 1, "the three share a batch: {:?}", m1.id);
+    let t = c.new_transaction(TTL).await.unwrap();
+    t.ack(&k, &m1, false).await.unwrap();
+    k.ack(&m0).unwrap();
+    k.ack(&m2).unwrap();
+    k.flush_acks();
+    t.abort().await.unwrap();
+    let again = k.recv_timeout(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        again.map(|m| String::from_utf8_lossy(&m.payload).into_owned()),
+        Some("b1".to_string())
+    );
+}
+
+async fn futures_join(p: &Producer, n: usize) -> Vec<strobe_client::MessageId> {
+    let mut pending = Vec::new();
+    for i in 0..n {
+        pending.push(p.send(format!("b{i}").into_bytes()).await.unwrap());
+    }
+    let mut out = Vec::new();
+    for f in pending {
+        out.push(f.await.unwrap());
+    }
+    out
+}

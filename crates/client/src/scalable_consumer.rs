@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use std::sync::Mutex;
 use strobe_model::MessageId;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
@@ -20,6 +20,7 @@ use crate::client::Client;
 use crate::consumer::{InitialPosition, Message};
 use crate::dag::DagWatch;
 use crate::error::{Error, Result};
+use crate::txn::Transaction;
 
 /// A message of a scalable topic: which segment it came from, and itself.
 #[derive(Debug, Clone)]
@@ -99,7 +100,15 @@ impl Client {
 }
 
 /// Acknowledgements on their way to each segment's consumer.
-pub(crate) type Acks = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<MessageId>>>>;
+pub(crate) type Acks = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<SegmentAck>>>>;
+
+/// An acknowledgement on its way to a segment's consumer.
+pub(crate) enum SegmentAck {
+    Plain(MessageId),
+    /// In a transaction: answered once the broker holds it for the
+    /// transaction.
+    InTxn(Transaction, Box<Message>, oneshot::Sender<Result<()>>),
+}
 
 /// Messages from the segments' consumers, and the way back for acks.
 #[derive(Debug)]
@@ -127,7 +136,26 @@ impl Inbox {
     pub(crate) fn ack(&self, m: &ScalableMessage) -> Result<()> {
         let acks = self.acks.lock().expect("acks lock");
         let tx = acks.get(&m.segment_id).ok_or(Error::Closed)?;
-        tx.send(m.message.id).map_err(|_| Error::Closed)
+        tx.send(SegmentAck::Plain(m.message.id))
+            .map_err(|_| Error::Closed)
+    }
+
+    /// Acknowledges `m` in transaction `txn` (its segment joins the
+    /// transaction's subscriptions): real if it commits, delivered again if
+    /// it aborts.
+    pub(crate) async fn ack_in(&self, txn: &Transaction, m: &ScalableMessage) -> Result<()> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let acks = self.acks.lock().expect("acks lock");
+            let tx = acks.get(&m.segment_id).ok_or(Error::Closed)?;
+            tx.send(SegmentAck::InTxn(
+                txn.clone(),
+                Box::new(m.message.clone()),
+                reply,
+            ))
+            .map_err(|_| Error::Closed)?;
+        }
+        answer.await.map_err(|_| Error::Closed)?
     }
 }
 
@@ -161,6 +189,11 @@ impl ScalableQueueConsumer {
     /// Acknowledges a message on its segment.
     pub fn ack(&self, m: &ScalableMessage) -> Result<()> {
         self.inbox.ack(m)
+    }
+
+    /// Acknowledges a message in transaction `txn`.
+    pub async fn ack_in(&self, txn: &Transaction, m: &ScalableMessage) -> Result<()> {
+        self.inbox.ack_in(txn, m).await
     }
 }
 
@@ -344,7 +377,7 @@ impl Segments {
             }
         };
         debug!(segment = id, ?mode, "segment consumer attached");
-        let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<MessageId>();
+        let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<SegmentAck>();
         self.acks.lock().expect("acks lock").insert(id, ack_tx);
         if mode == Mode::Read(StartAt::Latest)
             && !self
@@ -387,8 +420,11 @@ impl Segments {
                         }
                     },
                     a = ack_rx.recv() => match a {
-                        Some(mid) => {
+                        Some(SegmentAck::Plain(mid)) => {
                             let _ = consumer.ack_id(&mid);
+                        }
+                        Some(SegmentAck::InTxn(txn, m, reply)) => {
+                            let _ = reply.send(txn.ack(&consumer, &m, false).await);
                         }
                         None => return,
                     },

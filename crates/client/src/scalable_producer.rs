@@ -29,6 +29,7 @@ use crate::dag::{Dag, DagWatch};
 use crate::error::{Error, Result};
 use crate::message::{BatchingType, ProducerMessage};
 use crate::producer::{Producer, SendFuture};
+use crate::txn::Transaction;
 
 /// Where a message of a scalable topic was stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +122,7 @@ impl ScalableProducerBuilder {
             rr: 0,
             layout_wait: self.layout_wait,
             sent: 0,
+            txns: HashMap::new(),
         };
         let task = tokio::spawn(router.run(rx, self.max_pending));
         Ok(ScalableProducer { tx, topic, task })
@@ -160,6 +162,12 @@ impl Drop for ScalableProducer {
 
 enum Request {
     Send(ProducerMessage, oneshot::Sender<Result<ScalableMessageId>>),
+    /// A send in a transaction (the message carries its id).
+    SendIn(
+        Transaction,
+        ProducerMessage,
+        oneshot::Sender<Result<ScalableMessageId>>,
+    ),
     Flush(oneshot::Sender<()>),
 }
 
@@ -192,6 +200,25 @@ impl ScalableProducer {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Request::Send(msg.into(), tx))
+            .await
+            .map_err(|_| Error::Closed)?;
+        Ok(ScalableSendFuture(rx))
+    }
+
+    /// Sends `msg` in transaction `txn`: stored now, visible once it
+    /// commits. Each segment it reaches becomes one of the transaction's
+    /// partitions, so a message sent again to a child after a split (its
+    /// parent sealed meanwhile) still commits or aborts with the rest.
+    pub async fn send_in(
+        &self,
+        txn: &Transaction,
+        msg: impl Into<ProducerMessage>,
+    ) -> Result<ScalableSendFuture> {
+        let mut msg = msg.into();
+        msg.txn = Some(txn.id());
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Request::SendIn(txn.clone(), msg, tx))
             .await
             .map_err(|_| Error::Closed)?;
         Ok(ScalableSendFuture(rx))
@@ -253,7 +280,14 @@ struct Router {
     layout_wait: Duration,
     /// Messages taken so far (each is tagged with its number, see [`TAG`]).
     sent: u64,
+    /// The transactions of messages sent with [`ScalableProducer::send_in`],
+    /// to add a segment to one when a message of it goes there.
+    txns: HashMap<(u64, u64), Transaction>,
 }
+
+/// Transactions the router remembers before it forgets those with no
+/// message in flight.
+const MAX_TXNS: usize = 1024;
 
 /// A message not yet handed to a segment producer.
 type Queued = (ProducerMessage, oneshot::Sender<Result<ScalableMessageId>>);
@@ -268,6 +302,17 @@ enum Routed {
 }
 
 impl Router {
+    /// Keeps `txn` for its messages; past [`MAX_TXNS`], forgets those with
+    /// no message in flight (a later send brings its transaction again).
+    fn remember(&mut self, txn: Transaction, in_flight: &VecDeque<InFlight>) {
+        if self.txns.len() >= MAX_TXNS {
+            let live: std::collections::HashSet<(u64, u64)> =
+                in_flight.iter().filter_map(|f| f.msg.txn).collect();
+            self.txns.retain(|id, _| live.contains(id));
+        }
+        self.txns.insert(txn.id(), txn);
+    }
+
     async fn run(mut self, mut rx: mpsc::Receiver<Request>, max_in_flight: usize) {
         let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
@@ -327,6 +372,12 @@ impl Router {
                     }
                 },
                 req = rx.recv(), if open && in_flight.len() < max_in_flight => match req {
+                    Some(Request::SendIn(txn, mut msg, reply)) => {
+                        self.remember(txn, &in_flight);
+                        self.sent += 1;
+                        msg.properties.push((TAG.to_owned(), format!("{}:{}", self.sent, wall_ms())));
+                        self.send_all(VecDeque::from([(msg, reply)]), &mut in_flight).await;
+                    }
                     Some(Request::Send(mut msg, reply)) => {
                         self.sent += 1;
                         msg.properties.push((TAG.to_owned(), format!("{}:{}", self.sent, wall_ms())));
@@ -532,6 +583,19 @@ impl Router {
             )));
             return Routed::Failed;
         };
+        if let Some(id) = msg.txn {
+            // The segment joins the transaction before its message.
+            let joined = match (self.txns.get(&id), self.layout.segments.get(&segment)) {
+                (Some(txn), Some(s)) => txn.add_partition(&s.topic).await,
+                _ => Err(Error::Unexpected(
+                    "a transactional message without its transaction".into(),
+                )),
+            };
+            if let Err(e) = joined {
+                let _ = reply.send(Err(e));
+                return Routed::Failed;
+            }
+        }
         let sent = match self.producer(segment).await {
             Ok(p) => p.send(msg.clone()).await,
             Err(e) => Err(e),

@@ -143,6 +143,12 @@ impl ScalableStreamConsumer {
         self.inbox.ack(m)
     }
 
+    /// Acknowledges a message in transaction `txn`: real if it commits,
+    /// delivered again if it aborts.
+    pub async fn ack_in(&self, txn: &crate::Transaction, m: &ScalableMessage) -> Result<()> {
+        self.inbox.ack_in(txn, m).await
+    }
+
     /// Leaves the subscription now: its segments go to the others at once.
     pub async fn close(self) -> Result<()> {
         self.task.abort();

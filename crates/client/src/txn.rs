@@ -34,14 +34,14 @@ pub enum TcDiscovery {
 }
 
 /// An open transaction.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Transaction {
     client: Client,
     conn: Arc<Connection>,
     most: u64,
     least: u64,
-    partitions: Mutex<HashSet<String>>,
-    subscriptions: Mutex<HashSet<(String, String)>>,
+    partitions: Arc<Mutex<HashSet<String>>>,
+    subscriptions: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
 fn check(error: Option<i32>, message: Option<String>) -> Result<()> {
@@ -223,8 +223,8 @@ impl Client {
             conn,
             most: r.txnid_most_bits.unwrap_or(tc),
             least: r.txnid_least_bits.unwrap_or(0),
-            partitions: Mutex::new(HashSet::new()),
-            subscriptions: Mutex::new(HashSet::new()),
+            partitions: Arc::default(),
+            subscriptions: Arc::default(),
         })
     }
 }
@@ -276,7 +276,8 @@ impl Transaction {
         }
     }
 
-    async fn add_partition(&self, topic: &str) -> Result<()> {
+    /// Registers `topic` with the coordinator as a participant (once).
+    pub(crate) async fn add_partition(&self, topic: &str) -> Result<()> {
         if self.partitions.lock().expect("txn lock").contains(topic) {
             return Ok(());
         }

@@ -172,13 +172,16 @@ impl Subscription {
             }
             self.cursor.flush().await?;
         } else {
-            let whole: Vec<Position> = acks
-                .individual
-                .iter()
-                .filter(|e| e.batch.is_none())
-                .map(AckedEntry::position)
-                .collect();
-            self.release(whole).await;
+            // Batch-index acks too: their entry goes out again, and the
+            // cursor's ack set hides the indexes acked for good (before,
+            // an aborted batch-index ack was never delivered again: the
+            // consumer-transform-produce test on a batching V5 producer's
+            // topic lost the aborted batch).
+            let mut released: Vec<Position> =
+                acks.individual.iter().map(AckedEntry::position).collect();
+            released.sort();
+            released.dedup();
+            self.release(released).await;
             if let Some((l, e)) = acks.cumulative {
                 self.give_back(vec![Position::new(l, e)]);
             }
