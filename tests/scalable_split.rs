@@ -15,6 +15,21 @@ use strobe_client::Client;
 
 const KEYS: u64 = 64;
 
+/// A standalone broker that never prunes, with scalable topics `topics`
+/// made in public/default, and a client of it.
+async fn standalone(topics: &[&str]) -> (Strobe, Client) {
+    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
+    for t in topics {
+        let (st, body) = strobe.http("PUT", &format!("/admin/v2/scalable/public/default/{t}"), "");
+        assert_eq!(st, 204, "{t}: {body}");
+    }
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    (strobe, client)
+}
+
 /// The widest gap between consecutive receipts within `window` after each
 /// of `marks`, in ms.
 fn pauses(receipts: &[Instant], marks: &[Instant], window: Duration) -> Vec<u128> {
@@ -95,13 +110,7 @@ async fn splits_and_merges_under_load_lose_duplicate_and_reorder_nothing() {
 /// message once across a split and a merge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_consumer_reads_everything_across_a_split_and_a_merge() {
-    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
-    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/q", "");
-    assert_eq!(st, 204, "{body}");
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let (strobe, client) = standalone(&["q"]).await;
     let mut consumer = client
         .scalable_queue_consumer("topic://public/default/q", "work")
         .subscribe()
@@ -154,13 +163,7 @@ async fn a_queue_consumer_reads_everything_across_a_split_and_a_merge() {
 /// arrives once and each key's messages arrive in send order across both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_consumers_keep_each_keys_order_across_a_split() {
-    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
-    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/s", "");
-    assert_eq!(st, 204, "{body}");
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let (strobe, client) = standalone(&["s"]).await;
     // Every receipt in one order: (key, seq, consumer).
     let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<(u64, u64, &str)>();
     let mut readers = Vec::new();
@@ -350,13 +353,7 @@ async fn the_controller_splits_under_load_and_merges_when_it_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoint_consumers_resume_from_a_checkpoint_across_a_split() {
     use strobe_client::{Checkpoint, CheckpointKind};
-    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
-    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/cp", "");
-    assert_eq!(st, 204, "{body}");
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let (strobe, client) = standalone(&["cp"]).await;
     let topic = "topic://public/default/cp";
     let mut first = client
         .scalable_checkpoint_consumer(topic)
@@ -590,13 +587,7 @@ async fn a_v4_topic_migrates_under_load_and_v5_producers_follow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactions_across_a_split_commit_or_abort_on_parent_and_children() {
     use strobe_client::ProducerMessage;
-    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
-    let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/tx", "");
-    assert_eq!(st, 204, "{body}");
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let (strobe, client) = standalone(&["tx"]).await;
     let topic = "topic://public/default/tx";
     let mut consumer = client
         .scalable_queue_consumer(topic, "q")
@@ -766,15 +757,7 @@ async fn transactions_across_a_split_commit_or_abort_on_parent_and_children() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consume_transform_produce_across_splits_is_exactly_once() {
     use strobe_client::ProducerMessage;
-    let strobe = Strobe::start_with_config("scalable_topic_gc_interval_secs = 0\n");
-    for t in ["src", "dst"] {
-        let (st, body) = strobe.http("PUT", &format!("/admin/v2/scalable/public/default/{t}"), "");
-        assert_eq!(st, 204, "{body}");
-    }
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let (strobe, client) = standalone(&["src", "dst"]).await;
     let input = client
         .scalable_producer("topic://public/default/src")
         .create()
