@@ -140,6 +140,21 @@ struct Opts {
     /// (--scalable; 0: never).
     #[arg(long = "resize-interval-ms", default_value_t = 0)]
     resize_interval_ms: u64,
+    /// A load step (--scalable): after --step-after seconds, send at this
+    /// rate instead, and report the layout's active segments over time
+    /// (autoscaling at work) and the publish latency after the step.
+    #[arg(long = "step-rate", default_value_t = 0.0)]
+    step_rate: f64,
+    #[arg(long = "step-after", default_value_t = 0.0)]
+    step_after: f64,
+    /// Stop sending this many seconds into the run and keep watching the
+    /// layout until --duration (--scalable: the merges once a load stops).
+    #[arg(long = "idle-after", default_value_t = 0.0)]
+    idle_after: f64,
+    /// Migrate the topic (a persistent:// one, PIP-475) this many seconds
+    /// into the run, and report the pause as a resize's (--scalable).
+    #[arg(long = "migrate-after", default_value_t = 0.0)]
+    migrate_after: f64,
 }
 
 pub fn run(args: PerfArgs) -> anyhow::Result<()> {
@@ -186,6 +201,12 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
                 admin_url: opts.admin_url,
                 resize_every: (opts.resize_interval_ms > 0)
                     .then(|| Duration::from_millis(opts.resize_interval_ms)),
+                step: (opts.step_rate > 0.0)
+                    .then(|| (opts.step_rate, Duration::from_secs_f64(opts.step_after))),
+                idle_after: (opts.idle_after > 0.0)
+                    .then(|| Duration::from_secs_f64(opts.idle_after)),
+                migrate_after: (opts.migrate_after > 0.0)
+                    .then(|| Duration::from_secs_f64(opts.migrate_after)),
                 json: opts.json,
             },
         ));

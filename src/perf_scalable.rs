@@ -36,6 +36,13 @@ pub struct ScalableRun {
     pub max_pending: usize,
     pub admin_url: String,
     pub resize_every: Option<Duration>,
+    /// From this time on, this rate.
+    pub step: Option<(f64, Duration)>,
+    /// From this time on, no sends (the layout is still watched).
+    pub idle_after: Option<Duration>,
+    /// At this time, migrate the topic (a `persistent://` one, written
+    /// through its synthetic layout: PIP-475), measuring the pause.
+    pub migrate_after: Option<Duration>,
     pub json: bool,
 }
 
@@ -50,8 +57,8 @@ fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("histogram bounds")
 }
 
-/// `POST` to the admin API; the answer's JSON.
-async fn post(url: &str) -> anyhow::Result<serde_json::Value> {
+/// `POST` to the admin API; the answer's body.
+async fn post_bytes(url: &str) -> anyhow::Result<Bytes> {
     let client = HttpClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let req = hyper::Request::post(url).body(Full::new(Bytes::new()))?;
     let answer = client
@@ -63,7 +70,12 @@ async fn post(url: &str) -> anyhow::Result<serde_json::Value> {
     if !status.is_success() {
         bail!("POST {url}: {status}: {}", String::from_utf8_lossy(&body));
     }
-    Ok(serde_json::from_slice(&body)?)
+    Ok(body)
+}
+
+/// `POST` to the admin API; the answer's JSON.
+async fn post(url: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::from_slice(&post_bytes(url).await?)?)
 }
 
 /// The `topic://` name `topic` means (a bare name is in public/default),
@@ -99,6 +111,7 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
     let mut watch = client.watch_scalable_topic(&topic, false).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let started = Instant::now();
     let sender = {
         let (producer, stop, r) = (producer.clone(), stop.clone(), r.clone());
         tokio::spawn(async move {
@@ -108,7 +121,15 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
             let mut payload = vec![b'x'; r.size.max(8)];
             while !stop.load(Ordering::Relaxed) {
                 tick.tick().await;
-                owed += r.rate / 1000.0;
+                let now = started.elapsed();
+                if r.idle_after.is_some_and(|t| now >= t) {
+                    break;
+                }
+                let rate = match r.step {
+                    Some((rate, at)) if now >= at => rate,
+                    _ => r.rate,
+                };
+                owed += rate / 1000.0;
                 while owed >= 1.0 {
                     owed -= 1.0;
                     // The send time, for `consume --scalable`'s end-to-end latency.
@@ -127,27 +148,33 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
             Ok(n)
         })
     };
+    let step_at = r.step.map(|(_, at)| started + at);
     let collector = tokio::spawn(async move {
         let mut at = Vec::new();
-        let mut latency = hist();
+        let (mut latency, mut after_step) = (hist(), hist());
         let mut errors = 0u64;
         while let Some((sent, f)) = rx.recv().await {
             match f.await {
                 Ok(_) => {
                     let now = Instant::now();
-                    latency.saturating_record(now.duration_since(sent).as_micros() as u64);
+                    let us = now.duration_since(sent).as_micros() as u64;
+                    latency.saturating_record(us);
+                    if step_at.is_some_and(|s| sent >= s) {
+                        after_step.saturating_record(us);
+                    }
                     at.push(now);
                 }
                 Err(_) => errors += 1,
             }
         }
-        (at, latency, errors)
+        (at, latency, after_step, errors)
     });
 
-    let started = Instant::now();
     let mut resizes: Vec<(Instant, Duration)> = Vec::new();
     let (t, ns, name) = {
-        let rest = topic.trim_start_matches("topic://");
+        let rest = topic
+            .trim_start_matches("topic://")
+            .trim_start_matches("persistent://");
         let mut p = rest.splitn(3, '/');
         (
             p.next().unwrap_or_default().to_owned(),
@@ -159,10 +186,52 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
         "{}/admin/v2/scalable/{t}/{ns}/{name}",
         r.admin_url.trim_end_matches('/')
     );
+    // The active segments over time, as the layout changes (autoscaling).
+    let mut timeline: Vec<(f64, usize, u64)> =
+        vec![(0.0, watch.current().active().len(), watch.current().epoch)];
+    let mut migrate_at = r.migrate_after;
     while started.elapsed() < r.duration {
+        if migrate_at.is_some_and(|at| started.elapsed() >= at) {
+            migrate_at = None;
+            let before = watch.current();
+            let t0 = Instant::now();
+            post_bytes(&format!("{base}/migrate")).await?;
+            while watch.current().epoch <= before.epoch
+                || !watch.current().segments.values().any(|s| !s.legacy)
+            {
+                tokio::time::timeout(Duration::from_secs(10), watch.changed())
+                    .await
+                    .context("no layout update within 10 s of the migration")??;
+            }
+            resizes.push((t0, t0.elapsed()));
+            let dag = watch.current();
+            timeline.push((
+                started.elapsed().as_secs_f64(),
+                dag.active().len(),
+                dag.epoch,
+            ));
+            continue;
+        }
         let Some(every) = r.resize_every else {
-            tokio::time::sleep(r.duration.saturating_sub(started.elapsed())).await;
-            break;
+            let mut left = r.duration.saturating_sub(started.elapsed());
+            if let Some(at) = migrate_at {
+                left = left.min(at.saturating_sub(started.elapsed()));
+            }
+            match tokio::time::timeout(left, watch.changed()).await {
+                Ok(Ok(dag)) => {
+                    if timeline.last().is_none_or(|(_, _, e)| *e != dag.epoch) {
+                        timeline.push((
+                            started.elapsed().as_secs_f64(),
+                            dag.active().len(),
+                            dag.epoch,
+                        ))
+                    }
+                }
+                Ok(Err(e)) => bail!("the layout watch ended: {e}"),
+                // The run's end, or the migration's time.
+                Err(_) => {}
+            }
+            continue;
         };
         tokio::time::sleep(every.min(r.duration.saturating_sub(started.elapsed()))).await;
         if started.elapsed() >= r.duration {
@@ -192,7 +261,7 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
     let sent = sender.await??;
     producer.flush().await?;
     drop(producer);
-    let (at, latency, errors) = collector.await?;
+    let (at, latency, after_step, errors) = collector.await?;
     let elapsed = started.elapsed().as_secs_f64();
 
     let mut gaps = hist();
@@ -220,8 +289,10 @@ pub async fn produce(r: ScalableRun) -> anyhow::Result<()> {
         "errors": errors,
         "rate_msg_s": sent as f64 / elapsed,
         "publish_latency_ms": {"p50": ms(&latency, 0.5), "p99": ms(&latency, 0.99), "max": ms(&latency, 1.0)},
-        "receipt_gap_ms": {"p50": ms(&gaps, 0.5), "p99": ms(&gaps, 0.99)},
+        "receipt_gap_ms": {"p50": ms(&gaps, 0.5), "p99": ms(&gaps, 0.99), "max": ms(&gaps, 1.0)},
         "resizes": resizes.len(),
+        "publish_latency_after_step_ms": r.step.map(|_| serde_json::json!({"p50": ms(&after_step, 0.5), "p99": ms(&after_step, 0.99), "max": ms(&after_step, 1.0)})),
+        "active_segments_timeline": timeline.iter().map(|(t, n, e)| serde_json::json!({"at_s": (t * 10.0).round() / 10.0, "active": n, "epoch": e})).collect::<Vec<_>>(),
         "resize_pause_ms": {"p50": ms(&pause, 0.5), "p99": ms(&pause, 0.99), "max": ms(&pause, 1.0)},
         "admin_call_to_layout_ms": {"p50": ms(&layout, 0.5), "p99": ms(&layout, 0.99), "max": ms(&layout, 1.0)},
     });
