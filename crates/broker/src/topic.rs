@@ -463,9 +463,7 @@ impl Topic {
         }
         {
             let mut st = self.state.lock();
-            // Moving, or closing: CLOSE_PRODUCER follows the receipts of
-            // what got in, and the client sends this again after it.
-            if st.handing_off || st.closed {
+            if st.handing_off {
                 return Ok(Published::Held);
             }
             // Termination first: a terminated topic drops its producers, and
@@ -850,28 +848,15 @@ impl Topic {
         if let Err(e) = self.snapshot_txn().await {
             warn!(topic = %self.name, error = %e, "transaction buffer snapshot failed");
         }
-        {
-            let mut st = self.state.lock();
-            st.closed = true;
-            for (_, _, w) in st.waiting.drain(..) {
-                let _ = w.send(Err(BrokerError::ServiceNotReady("topic closing".into())));
-            }
-        }
-        // As terminate: the appends that got in finish and their receipts
-        // are queued before CLOSE_PRODUCER, so a client can take every
-        // message pending at the close for one not stored (bounded: they
-        // complete or fail).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while self.in_flight.load(std::sync::atomic::Ordering::Acquire) > 0
-            && std::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        }
         let subs: Vec<SubscriptionHandle> = {
             let mut st = self.state.lock();
+            st.closed = true;
             for ((_, pid), p) in st.producers.drain() {
                 let _ =
                     p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+            }
+            for (_, _, w) in st.waiting.drain(..) {
+                let _ = w.send(Err(BrokerError::ServiceNotReady("topic closing".into())));
             }
             st.subscriptions.drain().map(|(_, s)| s).collect()
         };

@@ -29,12 +29,8 @@ use crate::error::{Error, Result};
 pub(crate) enum ProducerEvent {
     Receipt(proto::CommandSendReceipt),
     SendError(proto::CommandSendError),
-    /// The connection died: what was pending may have been stored.
+    /// The broker closed the producer, or the connection died.
     Closed,
-    /// The broker closed the producer (CLOSE_PRODUCER on a live
-    /// connection): it sends that after the receipts of everything it
-    /// stored, so what is still pending was not stored.
-    ClosedByBroker,
 }
 
 /// What the reader hands a consumer.
@@ -330,7 +326,7 @@ impl Connection {
             }
             Command::CloseProducer(c) => {
                 if let Some(p) = routes.producers.remove(&c.producer_id) {
-                    let _ = p.send(ProducerEvent::ClosedByBroker);
+                    let _ = p.send(ProducerEvent::Closed);
                 }
             }
             Command::CloseConsumer(c) => {

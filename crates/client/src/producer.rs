@@ -833,14 +833,14 @@ async fn event_loop(sh: Arc<ProducerShared>, mut rx: mpsc::UnboundedReceiver<Pro
                 sh.on_receipt(r.sequence_id, id.ledger_id, id.entry_id);
             }
             ProducerEvent::SendError(e) => sh.on_send_error(e),
-            ev @ (ProducerEvent::Closed | ProducerEvent::ClosedByBroker) => {
+            ProducerEvent::Closed => {
                 {
                     let mut st = sh.state.lock().expect("producer lock");
                     if st.closed.is_some() {
                         return;
                     }
                     st.conn = None;
-                    if matches!(ev, ProducerEvent::Closed) && !st.pending.is_empty() {
+                    if !st.pending.is_empty() {
                         sh.in_doubt
                             .store(true, std::sync::atomic::Ordering::Relaxed);
                     }
