@@ -134,10 +134,14 @@ impl Inbox {
     }
 
     pub(crate) fn ack(&self, m: &ScalableMessage) -> Result<()> {
+        // A segment no longer read here (its assignment moved, or it
+        // ended): the ack is dropped, as a closed consumer's are, and the
+        // message comes again to whoever reads the segment.
         let acks = self.acks.lock().expect("acks lock");
-        let tx = acks.get(&m.segment_id).ok_or(Error::Closed)?;
-        tx.send(SegmentAck::Plain(m.message.id))
-            .map_err(|_| Error::Closed)
+        if let Some(tx) = acks.get(&m.segment_id) {
+            let _ = tx.send(SegmentAck::Plain(m.message.id));
+        }
+        Ok(())
     }
 
     /// Acknowledges `m` in transaction `txn` (its segment joins the
