@@ -15,6 +15,14 @@ use strobe_client::Client;
 
 const KEYS: u64 = 64;
 
+/// A client of `strobe`.
+async fn client_of(strobe: &Strobe) -> Client {
+    Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap()
+}
+
 /// A standalone broker that never prunes, with scalable topics `topics`
 /// made in public/default, and a client of it.
 async fn standalone(topics: &[&str]) -> (Strobe, Client) {
@@ -23,10 +31,7 @@ async fn standalone(topics: &[&str]) -> (Strobe, Client) {
         let (st, body) = strobe.http("PUT", &format!("/admin/v2/scalable/public/default/{t}"), "");
         assert_eq!(st, 204, "{t}: {body}");
     }
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let client = client_of(&strobe).await;
     (strobe, client)
 }
 
@@ -58,10 +63,7 @@ async fn splits_and_merges_under_load_lose_duplicate_and_reorder_nothing() {
     let (st, body) = strobe.http("PUT", "/admin/v2/scalable/public/default/load", "");
     assert_eq!(st, 204, "{body}");
 
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let client = client_of(&strobe).await;
     let producer = client
         .scalable_producer("topic://public/default/load")
         .name("p")
@@ -286,10 +288,7 @@ async fn the_controller_splits_under_load_and_merges_when_it_stops() {
     let l: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(l["epoch"], 0, "a policy write leaves the epoch: {body}");
     assert_eq!(l["autoScalePolicy"]["maxSegments"], 4, "{body}");
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let client = client_of(&strobe).await;
     let producer = client
         .scalable_producer("topic://public/default/auto")
         .name("p")
@@ -502,10 +501,7 @@ async fn a_v4_topic_migrates_under_load_and_v5_producers_follow() {
         "2",
     );
     assert!(st == 204 || st == 200, "{st} {body}");
-    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
-        .build()
-        .await
-        .unwrap();
+    let client = client_of(&strobe).await;
     for p in 0..2 {
         let c = client
             .consumer(

@@ -318,12 +318,7 @@ impl BrokerService {
         create: bool,
     ) -> Result<(Option<Layout>, LayoutWatch), BrokerError> {
         let (ns, local) = (topic.namespace(), topic.local_name());
-        if !self.namespace_exists(ns) {
-            return Err(BrokerError::TopicNotFound(format!(
-                "namespace {ns} does not exist"
-            )));
-        }
-        let (current, watch) = self.resources.watch_layout(ns, local).await?;
+        let (current, watch) = self.stored_layout_watch(topic).await?;
         if let Some(l) = current {
             return Ok((Some(l), watch));
         }
@@ -361,6 +356,21 @@ impl BrokerService {
         } else {
             (0..n).map(|i| format!("{v4}-partition-{i}")).collect()
         })
+    }
+
+    /// Topic `topic`'s stored layout, if any, and a watch from it on; a
+    /// missing namespace is TopicNotFound.
+    async fn stored_layout_watch(
+        &self,
+        topic: &TopicName,
+    ) -> Result<(Option<Layout>, LayoutWatch), BrokerError> {
+        let ns = topic.namespace();
+        if !self.namespace_exists(ns) {
+            return Err(BrokerError::TopicNotFound(format!(
+                "namespace {ns} does not exist"
+            )));
+        }
+        Ok(self.resources.watch_layout(ns, topic.local_name()).await?)
     }
 
     /// Migrates v4 topic `v4` (`persistent://`) to the scalable topic of
@@ -405,13 +415,7 @@ impl BrokerService {
         topic: &TopicName,
         v4: &TopicName,
     ) -> Result<(Layout, bool, LayoutWatch), BrokerError> {
-        let (ns, local) = (topic.namespace(), topic.local_name());
-        if !self.namespace_exists(ns) {
-            return Err(BrokerError::TopicNotFound(format!(
-                "namespace {ns} does not exist"
-            )));
-        }
-        let (current, watch) = self.resources.watch_layout(ns, local).await?;
+        let (current, watch) = self.stored_layout_watch(topic).await?;
         if let Some(l) = current {
             return Ok((l, false, watch));
         }
