@@ -6,6 +6,7 @@
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod keyed;
+pub mod proxy;
 
 use std::io::Write;
 use std::net::TcpListener as StdListener;

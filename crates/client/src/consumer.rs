@@ -836,13 +836,22 @@ impl Consumer {
 
     /// The id of the last message stored on the topic.
     pub async fn last_message_id(&self) -> Result<MessageId> {
+        Ok(self.last_and_mark_delete().await?.0)
+    }
+
+    /// The topic's last message id and the subscription's mark-delete
+    /// position (the last entry before where its cursor reads), if any.
+    pub(crate) async fn last_and_mark_delete(&self) -> Result<(MessageId, Option<MessageId>)> {
         let rid = self.conn.next_request_id();
         let cmd = proto::CommandGetLastMessageId {
             consumer_id: self.id,
             request_id: rid,
         };
         match self.conn.request(rid, cmd).await? {
-            Command::GetLastMessageIdResponse(r) => Ok(from_data(&r.last_message_id)),
+            Command::GetLastMessageIdResponse(r) => Ok((
+                from_data(&r.last_message_id),
+                r.consumer_mark_delete_position.as_ref().map(from_data),
+            )),
             other => Err(Error::Unexpected(format!("{:?}", other.kind()))),
         }
     }

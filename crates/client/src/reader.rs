@@ -91,13 +91,17 @@ impl Reader {
         if !self.consumer.queue.is_empty() {
             return Ok(true);
         }
-        let last = self.consumer.last_message_id().await?;
+        let (last, mark_delete) = self.consumer.last_and_mark_delete().await?;
         if last.position.ledger_id >= i64::MAX as u64 || last.position.entry_id == u64::MAX {
             return Ok(false);
         }
-        Ok(match self.consumer.last_dequeued {
-            Some(d) => last.position > d.position,
-            None => true,
+        Ok(match (self.consumer.last_dequeued, mark_delete) {
+            (Some(d), _) => last.position > d.position,
+            // Nothing read yet (or a seek since): more is there if the
+            // topic ends past where the cursor starts, so that a seek by
+            // publish time past the last message finds nothing.
+            (None, Some(md)) => last.position > md.position,
+            (None, None) => true,
         })
     }
 

@@ -462,7 +462,28 @@ impl Router {
 
     /// The tags of the messages producer `name` stored on `topic` since
     /// `since_ms`, with where each was stored.
+    /// A failed read is tried again (a partial one would send stored
+    /// messages again) until the layout wait is over.
     async fn tags_in(
+        &self,
+        topic: &str,
+        name: &str,
+        since_ms: u64,
+    ) -> Result<HashMap<u64, MessageId>> {
+        let deadline = tokio::time::Instant::now() + self.layout_wait;
+        loop {
+            match self.read_tags(topic, name, since_ms).await {
+                Ok(t) => return Ok(t),
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    debug!(topic, error = %e, "reading a sealed segment's tail again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn read_tags(
         &self,
         topic: &str,
         name: &str,
@@ -474,8 +495,11 @@ impl Router {
             .await?;
         let mut out = HashMap::new();
         while reader.has_message_available().await? {
+            // The broker says more is stored: silence is a failed read,
+            // not the end.
             let Some(m) = reader.recv_timeout(Duration::from_secs(5)).await? else {
-                break;
+                let _ = reader.close().await;
+                return Err(Error::Timeout("reading a sealed segment's tail"));
             };
             if &*m.producer_name != name {
                 continue;
@@ -551,8 +575,10 @@ impl Router {
                 Routed::Sent(f) => in_flight.push_back(f),
                 Routed::Failed => {}
                 Routed::Sealed(segment, q) => {
+                    // The segment's producer stays until the layout moves
+                    // on: its messages in flight may be in doubt, and only
+                    // it knows (see `confirm`, called by `switch`).
                     queue.push_front(q);
-                    self.producers.remove(&segment);
                     if !self.await_sealed(segment, in_flight, &mut queue).await {
                         let e = Error::Timeout("the layout that replaces a sealed segment");
                         fail(queue, &e);
