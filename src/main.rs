@@ -305,10 +305,14 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
             .await
             .context("joining the cluster")?;
         if cfg.load_balancer_enabled {
-            cluster.start_load_manager(
-                std::time::Duration::from_secs(cfg.load_balancer_interval_secs),
-                cfg.load_balancer_bundle_threshold as usize,
-            );
+            cluster.start_load_manager(strobe_cluster::balance::ShedPolicy {
+                interval: std::time::Duration::from_secs(cfg.load_balancer_interval_secs),
+                threshold: cfg.load_balancer_bundle_threshold as usize,
+                grace: std::time::Duration::from_secs(
+                    cfg.load_balancer_shedding_grace_period_minutes * 60,
+                ),
+                hits: cfg.load_balancer_shedding_condition_hit_count_threshold,
+            });
         }
         let broker = strobe_broker::Broker::bind_with(
             cfg.clone(),

@@ -359,7 +359,9 @@ def test_the_load_manager_sheds_a_busy_broker_by_message_rate():
     traffic: the load manager moves one of its busy bundles to the other
     broker (by transfer: no send fails, nothing is lost), and the two busy
     bundles end on different brokers and stay there."""
-    c = Cluster(n=2, ttl=4, config="load_balancer_interval_secs = 1\nstats_update_interval_secs = 1\n")
+    # No grace period: the count rule's own moves must not pin the busy bundles.
+    c = Cluster(n=2, ttl=4, config="load_balancer_interval_secs = 1\nstats_update_interval_secs = 1\n"
+                                   "load_balancer_shedding_grace_period_minutes = 0\n")
     try:
         ns = f"rates-{os.getpid()}"
         status, body, _ = c.brokers[0].http("PUT", f"/admin/v2/namespaces/public/{ns}",
@@ -410,3 +412,102 @@ def test_the_load_manager_sheds_a_busy_broker_by_message_rate():
     finally:
         c.stop()
 
+
+
+def one_topic_per_bundle(c, ns, n):
+    """A namespace of `n` bundles and a topic name in each: {bundle: topic}."""
+    status, body, _ = c.brokers[0].http("PUT", f"/admin/v2/namespaces/public/{ns}",
+                                        {"bundles": {"numBundles": n}})
+    assert status in (200, 204), body
+    by_bundle = {}
+    for i in range(400):
+        status, bundle, _ = c.brokers[0].http(
+            "GET", f"/lookup/v2/topic/persistent/public/{ns}/t{i}/bundle")
+        assert status == 200, bundle
+        by_bundle.setdefault(bundle, f"persistent://public/{ns}/t{i}")
+        if len(by_bundle) == n:
+            return by_bundle
+    raise AssertionError(f"no topic in every bundle: {by_bundle}")
+
+
+def bundle_counts(c, by_bundle):
+    """Each bundle's owner, and the sorted count of bundles per broker."""
+    owners = {b: c.owner(t).id for b, t in by_bundle.items()}
+    return owners, sorted(list(owners.values()).count(b.id) for b in c.brokers)
+
+
+def test_the_load_manager_leaves_an_operators_transfer_in_place():
+    """An operator moves a bundle onto the broker that already owns as many
+    as the other, so bundle counts become uneven (3 against 1). The load
+    manager evens them again, but by moving another bundle: the operator's
+    stays where it was put for the shedding grace period. And it moves
+    nothing until the imbalance held for its hit-count threshold of rounds."""
+    c = Cluster(n=2, ttl=4, config="load_balancer_interval_secs = 1\nstats_update_interval_secs = 1\n"
+                                   "load_balancer_shedding_condition_hit_count_threshold = 5\n")
+    try:
+        ns = f"grace-{os.getpid()}"
+        by_bundle = one_topic_per_bundle(c, ns, 4)
+        client = pulsar.Client(all_urls(c), operation_timeout_seconds=30)
+        producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0)
+                     for t in by_bundle.values()]
+        for p in producers:
+            p.send(b"placed")
+        deadline = time.time() + 40
+        while True:
+            owners, counts = bundle_counts(c, by_bundle)
+            if counts == [2, 2]:
+                break
+            assert time.time() < deadline, f"owners {owners}\n{c.logs()}"
+            time.sleep(0.5)
+        # The load manager's own moves are in their grace period too: the
+        # operator moves a bundle to the broker holding the most bundles no
+        # transfer brought, so that one of those can even the counts.
+        lines = [line for b in c.brokers for line in b.log_text().splitlines()
+                 if "bundle transferred here" in line]
+        settled = {b for b in by_bundle if any(f"{ns}/{b}" in line for line in lines)}
+        dst = max(c.brokers, key=lambda x: sum(1 for b, o in owners.items()
+                                                if o == x.id and b not in settled))
+        src = c.brokers[1] if dst is c.brokers[0] else c.brokers[0]
+        placed = next(b for b, o in owners.items() if o == src.id)
+        # Every other bundle carries a little traffic, so the operator's is
+        # the coldest: the one the count rule would move back without the
+        # grace period.
+        stop = threading.Event()
+
+        def trickle():
+            while not stop.is_set():
+                for b, p in zip(by_bundle, producers):
+                    if b != placed:
+                        p.send_async(b"warm", None)
+                time.sleep(0.05)
+
+        warm = threading.Thread(target=trickle, daemon=True)
+        warm.start()
+        time.sleep(3)
+        moves_before = sum(b.log_text().count("load manager: moving a bundle") for b in c.brokers)
+        status, body, _ = src.http(
+            "PUT", f"/admin/v2/namespaces/public/{ns}/{placed}/unload?destinationBroker={dst.id}")
+        assert status in (200, 204), body
+        assert c.owner(by_bundle[placed]).id == dst.id
+        # Five rounds of one second must see the imbalance before a move.
+        time.sleep(2)
+        moves = sum(b.log_text().count("load manager: moving a bundle") for b in c.brokers)
+        assert moves == moves_before, f"a move within 2 s of the imbalance\n{c.logs()}"
+        deadline = time.time() + 30
+        while True:
+            owners, counts = bundle_counts(c, by_bundle)
+            assert owners[placed] == dst.id, f"the operator's bundle was moved\n{c.logs()}"
+            if counts == [2, 2]:
+                break
+            assert time.time() < deadline, f"counts stayed uneven: {owners}\n{c.logs()}"
+            time.sleep(0.5)
+        time.sleep(4)
+        assert c.owner(by_bundle[placed]).id == dst.id, c.logs()
+        stop.set()
+        warm.join()
+        for p in producers:
+            p.send(b"after")
+        print(f"\nthe operator's bundle stayed on {dst.id}; another one moved to {src.id}")
+        client.close()
+    finally:
+        c.stop()

@@ -17,12 +17,21 @@
 //!   bundle moves there, unless that would leave the receiver busier than the
 //!   giver.
 //!
+//! A bundle a transfer brought to its owner within the shedding grace
+//! period (Pulsar's `loadBalancerSheddingGracePeriodMinutes`) is not moved:
+//! an operator's placement stands, and no bundle moves back and forth. And a
+//! move is made only once the same broker was found overloaded in
+//! `hits` rounds in a row (Pulsar's
+//! `loadBalancerSheddingConditionHitCountThreshold`), so a passing burst
+//! moves nothing.
+//!
 //! The move is a request under `/loadbalance/transfer-requests/`, fenced by
 //! the leadership and bound to the leader's lease. One move is in flight at a
 //! time: the owner executes the request and deletes it. This file holds the
 //! decisions, pure and property-tested; `load_manager` runs them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -56,14 +65,78 @@ fn load(bundles: &[(String, u64)]) -> u64 {
     bundles.iter().map(|(_, r)| r).sum()
 }
 
-/// Which bundle should move where, if any (see the module docs). `owned`
-/// maps every live broker (including those owning nothing) to its bundles
-/// and their rates. Pure, for tests.
-pub fn shed(owned: &Owned, threshold: usize) -> Option<MoveRequest> {
-    shed_by_rate(owned).or_else(|| shed_by_count(owned, threshold))
+/// How the load manager sheds (its configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShedPolicy {
+    /// Between rounds.
+    pub interval: Duration,
+    /// Bundle counts may differ by this much.
+    pub threshold: usize,
+    /// A transferred bundle stays put this long.
+    pub grace: Duration,
+    /// Rounds in a row a broker must be found overloaded.
+    pub hits: u32,
 }
 
-fn shed_by_rate(owned: &Owned) -> Option<MoveRequest> {
+/// Which bundle should move where, if any (see the module docs). `owned`
+/// maps every live broker (including those owning nothing) to its bundles
+/// and their rates; bundles in `settled` (moved within the grace period)
+/// count for their owner's load but do not move. Pure, for tests.
+pub fn shed(owned: &Owned, threshold: usize, settled: &BTreeSet<String>) -> Option<MoveRequest> {
+    shed_by_rate(owned, settled).or_else(|| shed_by_count(owned, threshold, settled))
+}
+
+/// The bundles of `owned` a transfer brought within `grace` of `now_ms`,
+/// from each bundle's transfer time. Pure, for tests.
+pub fn settled<'a>(
+    moved: impl IntoIterator<Item = (&'a str, Option<u64>)>,
+    now_ms: u64,
+    grace: Duration,
+) -> BTreeSet<String> {
+    moved
+        .into_iter()
+        .filter_map(|(b, at)| {
+            let at = at?;
+            (now_ms.saturating_sub(at) < grace.as_millis() as u64).then(|| b.to_owned())
+        })
+        .collect()
+}
+
+/// Rounds in a row the load manager found the same broker overloaded.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Streak {
+    from: Option<String>,
+    hits: u32,
+}
+
+impl Streak {
+    /// Counts this round's proposal; returns it once its broker was found
+    /// overloaded `threshold` rounds in a row (and starts counting again).
+    pub fn confirm(
+        &mut self,
+        proposal: Option<MoveRequest>,
+        threshold: u32,
+    ) -> Option<MoveRequest> {
+        let Some(req) = proposal else {
+            *self = Streak::default();
+            return None;
+        };
+        if self.from.as_deref() == Some(req.from.as_str()) {
+            self.hits += 1;
+        } else {
+            self.from = Some(req.from.clone());
+            self.hits = 1;
+        }
+        if self.hits >= threshold.max(1) {
+            *self = Streak::default();
+            Some(req)
+        } else {
+            None
+        }
+    }
+}
+
+fn shed_by_rate(owned: &Owned, settled: &BTreeSet<String>) -> Option<MoveRequest> {
     let (most, most_bundles) = owned
         .iter()
         .max_by_key(|(id, b)| (load(b), std::cmp::Reverse(*id)))?;
@@ -77,7 +150,7 @@ fn shed_by_rate(owned: &Owned) -> Option<MoveRequest> {
     let gain = |r: u64| hi.saturating_sub((hi - r).max(lo + r));
     let (bundle, r) = most_bundles
         .iter()
-        .filter(|(_, r)| gain(*r) >= need.max(1))
+        .filter(|(b, r)| gain(*r) >= need.max(1) && !settled.contains(b))
         .max_by_key(|(b, r)| (gain(*r), std::cmp::Reverse(b.clone())))?;
     tracing::debug!(bundle, rate = r, from = %most, to = %least, hi, lo, "shedding by rate");
     Some(MoveRequest {
@@ -87,7 +160,11 @@ fn shed_by_rate(owned: &Owned) -> Option<MoveRequest> {
     })
 }
 
-fn shed_by_count(owned: &Owned, threshold: usize) -> Option<MoveRequest> {
+fn shed_by_count(
+    owned: &Owned,
+    threshold: usize,
+    settled: &BTreeSet<String>,
+) -> Option<MoveRequest> {
     let (most, most_bundles) = owned
         .iter()
         .max_by_key(|(id, b)| (b.len(), std::cmp::Reverse(*id)))?;
@@ -95,7 +172,10 @@ fn shed_by_count(owned: &Owned, threshold: usize) -> Option<MoveRequest> {
     if most_bundles.len() <= least_bundles.len() + threshold {
         return None;
     }
-    let (bundle, r) = most_bundles.iter().min_by_key(|(b, r)| (*r, b.clone()))?;
+    let (bundle, r) = most_bundles
+        .iter()
+        .filter(|(b, _)| !settled.contains(b))
+        .min_by_key(|(b, r)| (*r, b.clone()))?;
     let (giver, receiver) = (load(most_bundles) - r, load(least_bundles) + r);
     if receiver > giver && receiver >= MIN_RATE {
         return None;
@@ -181,6 +261,10 @@ mod tests {
             .collect()
     }
 
+    fn none() -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
     fn rates(brokers: &[(&str, &[u64])]) -> Owned {
         brokers
             .iter()
@@ -198,46 +282,126 @@ mod tests {
 
     #[test]
     fn the_most_loaded_sheds_to_the_least_beyond_the_threshold() {
-        assert_eq!(shed(&map(&[("a", 2), ("b", 1), ("c", 1)]), 1), None);
-        let r = shed(&map(&[("a", 4), ("b", 1), ("c", 2)]), 1).unwrap();
+        assert_eq!(
+            shed(&map(&[("a", 2), ("b", 1), ("c", 1)]), 1, &none()),
+            None
+        );
+        let r = shed(&map(&[("a", 4), ("b", 1), ("c", 2)]), 1, &none()).unwrap();
         assert_eq!((r.from.as_str(), r.to.as_str()), ("a", "b"));
         assert!(r.bundle.starts_with("/namespace/t/n/a"));
         // A broker that just joined owns nothing: it gets a bundle.
-        let r = shed(&map(&[("a", 2), ("b", 2), ("new", 0)]), 1).unwrap();
+        let r = shed(&map(&[("a", 2), ("b", 2), ("new", 0)]), 1, &none()).unwrap();
         assert_eq!(r.to, "new");
-        assert_eq!(shed(&map(&[("a", 2), ("b", 2), ("new", 0)]), 2), None);
-        assert_eq!(shed(&BTreeMap::new(), 1), None);
-        assert_eq!(shed(&map(&[("solo", 9)]), 0), None);
+        assert_eq!(
+            shed(&map(&[("a", 2), ("b", 2), ("new", 0)]), 2, &none()),
+            None
+        );
+        assert_eq!(shed(&BTreeMap::new(), 1, &none()), None);
+        assert_eq!(shed(&map(&[("solo", 9)]), 0, &none()), None);
     }
 
     #[test]
     fn busy_brokers_shed_by_rate_and_equal_loads_stay_put() {
         // Bundle counts are even, but a's bundles carry the traffic: the move
         // that lowers the busier side most goes to b (a 3000, b 3000 after).
-        let r = shed(&rates(&[("a", &[3000, 2000, 1000]), ("b", &[0, 0])]), 1).unwrap();
+        let r = shed(
+            &rates(&[("a", &[3000, 2000, 1000]), ("b", &[0, 0])]),
+            1,
+            &none(),
+        )
+        .unwrap();
         assert_eq!((r.from.as_str(), r.to.as_str()), ("a", "b"));
         assert_eq!(r.bundle, "/namespace/t/n/a0");
         assert_eq!(
-            shed(&rates(&[("a", &[2000, 1000]), ("b", &[0, 0, 3000])]), 1),
+            shed(
+                &rates(&[("a", &[2000, 1000]), ("b", &[0, 0, 3000])]),
+                1,
+                &none()
+            ),
             None
         );
         // a 3000 against b 2800: no move gains 10% of the load.
         assert_eq!(
-            shed(&rates(&[("a", &[3000]), ("b", &[2800, 0, 0])]), 1),
+            shed(&rates(&[("a", &[3000]), ("b", &[2800, 0, 0])]), 1, &none()),
             None
         );
         // One hot bundle alone cannot be balanced by moving it.
-        assert_eq!(shed(&rates(&[("a", &[5000]), ("b", &[10])]), 1), None);
-        // Below MIN_RATE the rates are noise: counts decide.
-        assert_eq!(shed(&rates(&[("a", &[50, 10]), ("b", &[0, 0])]), 1), None);
-        // The count rule moves the coldest bundle, and never onto a broker
-        // that would end up busier than the giver.
-        let r = shed(&rates(&[("a", &[60, 5, 30]), ("b", &[])]), 1).unwrap();
-        assert_eq!(r.bundle, "/namespace/t/n/a1");
         assert_eq!(
-            shed(&rates(&[("a", &[300, 300, 300]), ("b", &[1000])]), 1),
+            shed(&rates(&[("a", &[5000]), ("b", &[10])]), 1, &none()),
             None
         );
+        // Below MIN_RATE the rates are noise: counts decide.
+        assert_eq!(
+            shed(&rates(&[("a", &[50, 10]), ("b", &[0, 0])]), 1, &none()),
+            None
+        );
+        // The count rule moves the coldest bundle, and never onto a broker
+        // that would end up busier than the giver.
+        let r = shed(&rates(&[("a", &[60, 5, 30]), ("b", &[])]), 1, &none()).unwrap();
+        assert_eq!(r.bundle, "/namespace/t/n/a1");
+        assert_eq!(
+            shed(
+                &rates(&[("a", &[300, 300, 300]), ("b", &[1000])]),
+                1,
+                &none()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_bundle_moved_within_the_grace_period_stays() {
+        // An operator put a0 on a (at t = 1,000 s); with a 30-minute grace
+        // it is not moved back though counts are uneven: the other one is.
+        let grace = Duration::from_secs(1800);
+        let owned = map(&[("a", 2), ("b", 0)]);
+        let moved = [
+            ("/namespace/t/n/a0", Some(1_000_000)),
+            ("/namespace/t/n/a1", None),
+        ];
+        let settled_now = settled(moved, 1_000_500, grace);
+        assert_eq!(
+            settled_now,
+            BTreeSet::from(["/namespace/t/n/a0".to_owned()])
+        );
+        let r = shed(&owned, 0, &settled_now).unwrap();
+        assert_eq!(r.bundle, "/namespace/t/n/a1");
+        // Both settled: nothing moves, by count or by rate.
+        let both = BTreeSet::from([
+            "/namespace/t/n/a0".to_owned(),
+            "/namespace/t/n/a1".to_owned(),
+        ]);
+        assert_eq!(shed(&owned, 0, &both), None);
+        let busy = rates(&[("a", &[3000, 2000]), ("b", &[0])]);
+        assert_eq!(shed(&busy, 1, &both), None);
+        assert_eq!(shed(&busy, 1, &none()).unwrap().bundle, "/namespace/t/n/a0");
+        // After the grace period it may move again.
+        assert!(settled(moved, 1_000_000 + 1_800_000, grace).is_empty());
+        assert!(settled(moved, 1_000_500, Duration::ZERO).is_empty());
+    }
+
+    #[test]
+    fn a_move_waits_until_its_condition_held_enough_rounds() {
+        let req = |from: &str| MoveRequest {
+            bundle: format!("/namespace/t/n/{from}0"),
+            from: from.into(),
+            to: "z".into(),
+        };
+        let mut s = Streak::default();
+        assert_eq!(s.confirm(Some(req("a")), 3), None);
+        assert_eq!(s.confirm(Some(req("a")), 3), None);
+        assert_eq!(s.confirm(Some(req("a")), 3), Some(req("a")));
+        // It counts again after a move, and a round without the condition,
+        // or with another broker overloaded, starts over.
+        assert_eq!(s.confirm(Some(req("a")), 3), None);
+        assert_eq!(s.confirm(None, 3), None);
+        assert_eq!(s.confirm(Some(req("a")), 3), None);
+        assert_eq!(s.confirm(Some(req("b")), 3), None);
+        assert_eq!(s.confirm(Some(req("b")), 3), None);
+        assert_eq!(s.confirm(Some(req("b")), 3), Some(req("b")));
+        // A threshold of 0 or 1 moves at once.
+        assert_eq!(s.confirm(Some(req("a")), 1), Some(req("a")));
+        assert_eq!(s.confirm(Some(req("a")), 0), Some(req("a")));
     }
 
     #[test]

@@ -9,17 +9,16 @@ use strobe_metadata::{Expect, LeaderElection, Op};
 use tracing::{info, warn};
 
 use crate::ClusterError;
-use crate::balance::{LEADER, MoveRequest, Owned, request_path, shed};
+use crate::balance::{LEADER, MoveRequest, Owned, ShedPolicy, Streak, request_path, settled, shed};
 use crate::cluster::Cluster;
 use crate::state::OwnerState;
 
 impl Cluster {
     /// Starts the load manager (see [`crate::balance`]): this broker campaigns for
     /// its leadership and, while leading, moves bundles off the most loaded
-    /// broker every `interval` when it owns more than `threshold` bundles
-    /// beyond the least loaded.
-    pub fn start_load_manager(self: &Arc<Self>, interval: Duration, threshold: usize) {
-        tokio::spawn(run(Arc::downgrade(self), interval, threshold));
+    /// broker as `policy` says.
+    pub fn start_load_manager(self: &Arc<Self>, policy: ShedPolicy) {
+        tokio::spawn(run(Arc::downgrade(self), policy));
     }
 
     /// Moves asked of this broker: requests whose bundle it owns.
@@ -80,7 +79,7 @@ impl Cluster {
 }
 
 /// Campaigns for the load manager's leadership and, while leading, sheds.
-async fn run(cluster: Weak<Cluster>, interval: Duration, threshold: usize) {
+async fn run(cluster: Weak<Cluster>, policy: ShedPolicy) {
     let election = {
         let Some(c) = cluster.upgrade() else { return };
         match LeaderElection::new(c.session(), LEADER, c.broker_id()) {
@@ -92,7 +91,9 @@ async fn run(cluster: Weak<Cluster>, interval: Duration, threshold: usize) {
         }
     };
     election.campaign();
-    let mut tick = tokio::time::interval(interval);
+    let mut tick = tokio::time::interval(policy.interval.max(Duration::from_millis(100)));
+    // Counted by this leader only: a new one starts counting afresh.
+    let mut streak = Streak::default();
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -101,9 +102,10 @@ async fn run(cluster: Weak<Cluster>, interval: Duration, threshold: usize) {
             return;
         }
         if !election.is_leader() {
+            streak = Streak::default();
             continue;
         }
-        if let Err(e) = lead_once(&c, &election, threshold).await {
+        if let Err(e) = lead_once(&c, &election, &policy, &mut streak).await {
             warn!(error = %e, "the load manager's round failed");
         }
     }
@@ -112,7 +114,8 @@ async fn run(cluster: Weak<Cluster>, interval: Duration, threshold: usize) {
 async fn lead_once(
     c: &Cluster,
     election: &LeaderElection<String>,
-    threshold: usize,
+    policy: &ShedPolicy,
+    streak: &mut Streak,
 ) -> Result<(), ClusterError> {
     let store = c.session().store().clone();
     let owners = c.owners();
@@ -133,7 +136,13 @@ async fn lead_once(
     if in_flight {
         return Ok(());
     }
-    let Some(req) = shed(&c.ownership_map(), threshold) else {
+    let settled = settled(
+        owners.iter().map(|(p, o)| (p.as_str(), o.moved_at)),
+        now_ms(),
+        policy.grace,
+    );
+    let proposal = shed(&c.ownership_map(), policy.threshold, &settled);
+    let Some(req) = streak.confirm(proposal, policy.hits) else {
         return Ok(());
     };
     let Some((lease, _)) = c.session().lease() else {
@@ -149,4 +158,12 @@ async fn lead_once(
     store.txn(vec![fence, op]).await?;
     info!(bundle = %req.bundle, from = %req.from, to = %req.to, "load manager: moving a bundle");
     Ok(())
+}
+
+/// The wall clock in ms since the epoch, as ownership records keep it.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

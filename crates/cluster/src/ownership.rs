@@ -317,7 +317,10 @@ impl Cluster {
         rec: OwnerInfo,
         version: u64,
     ) -> Result<u64, ClusterError> {
-        let info = OwnerInfo::owned_by(&self.me());
+        let info = OwnerInfo {
+            moved_at: Some(crate::load_manager::now_ms()),
+            ..OwnerInfo::owned_by(&self.me())
+        };
         let v = self.write(path, info, Expect::Version(version)).await?;
         info!(bundle = path, from = %rec.broker.broker_id, fence = v, "bundle transferred here");
         Ok(v)
@@ -359,6 +362,7 @@ impl Cluster {
             broker: BrokerRef::from(&self.me()),
             state: OwnerState::Releasing,
             dst: Some(BrokerRef::from(dst)),
+            moved_at: None,
         };
         self.write(path, info, Expect::Version(version)).await?;
         Ok(())

@@ -144,6 +144,11 @@ pub struct OwnerInfo {
     pub state: OwnerState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst: Option<BrokerRef>,
+    /// When a transfer (an operator's or the load manager's) brought the
+    /// bundle to its owner, in ms since the epoch: the load manager leaves
+    /// it there for its shedding grace period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_at: Option<u64>,
 }
 
 impl OwnerInfo {
@@ -152,6 +157,7 @@ impl OwnerInfo {
             broker: BrokerRef::from(b),
             state: OwnerState::Owned,
             dst: None,
+            moved_at: None,
         }
     }
 

@@ -61,6 +61,14 @@ pub struct BrokerConfig {
     /// Cluster mode only: a bundle moves when the most loaded broker owns
     /// more than this many bundles beyond the least loaded one.
     pub load_balancer_bundle_threshold: u32,
+    /// Cluster mode only: minutes the load manager leaves a bundle where a
+    /// transfer (an operator's or its own) put it (Pulsar:
+    /// loadBalancerSheddingGracePeriodMinutes).
+    pub load_balancer_shedding_grace_period_minutes: u64,
+    /// Cluster mode only: rounds in a row a broker must be found overloaded
+    /// before the load manager moves a bundle off it (Pulsar:
+    /// loadBalancerSheddingConditionHitCountThreshold).
+    pub load_balancer_shedding_condition_hit_count_threshold: u32,
     /// Cluster mode only: a bundle's owner splits it in two when it holds
     /// more than `load_balancer_namespace_bundle_max_topics` loaded topics or
     /// carries more than `load_balancer_namespace_bundle_max_msg_rate`
@@ -303,6 +311,8 @@ impl Default for BrokerConfig {
             load_balancer_enabled: true,
             load_balancer_interval_secs: 10,
             load_balancer_bundle_threshold: 1,
+            load_balancer_shedding_grace_period_minutes: 30,
+            load_balancer_shedding_condition_hit_count_threshold: 3,
             load_balancer_auto_bundle_split_enabled: true,
             load_balancer_namespace_bundle_max_topics: 1000,
             load_balancer_namespace_bundle_max_msg_rate: 30_000,
