@@ -89,12 +89,12 @@ impl KeyedLoad {
     }
 }
 
-/// Reads every segment of `topic` (its local name in public/default) that
-/// `layout` (the admin API's JSON) lists, in id order, and checks each key's
-/// sequence; returns how many messages were stored.
-pub async fn check_dag_order(client: &Client, topic: &str, layout: &serde_json::Value) -> u64 {
-    let mut by_key: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    let mut total = 0u64;
+/// The payloads stored on every segment of `topic` (its local name in
+/// public/default) that `layout` (the admin API's JSON) lists, segment by
+/// segment in id order (a child's id is above its parents', so that is DAG
+/// order); what open or aborted transactions hold is not read.
+pub async fn read_dag(client: &Client, topic: &str, layout: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
     let segments: BTreeMap<u64, &serde_json::Value> = layout["segments"]
         .as_object()
         .unwrap()
@@ -119,14 +119,24 @@ pub async fn check_dag_order(client: &Client, topic: &str, layout: &serde_json::
             .await
             .unwrap();
         while let Some(m) = c.recv_timeout(Duration::from_millis(700)).await.unwrap() {
-            let text = String::from_utf8(m.payload.to_vec()).unwrap();
-            let (k, s) = text.split_once(':').unwrap();
-            by_key
-                .entry(k.parse().unwrap())
-                .or_default()
-                .push(s.parse().unwrap());
-            total += 1;
+            out.push(String::from_utf8(m.payload.to_vec()).unwrap());
         }
+    }
+    out
+}
+
+/// Reads every segment of `topic` as [`read_dag`] does and checks each
+/// key's sequence; returns how many messages were stored.
+pub async fn check_dag_order(client: &Client, topic: &str, layout: &serde_json::Value) -> u64 {
+    let mut by_key: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut total = 0u64;
+    for text in read_dag(client, topic, layout).await {
+        let (k, s) = text.split_once(':').unwrap();
+        by_key
+            .entry(k.parse().unwrap())
+            .or_default()
+            .push(s.parse().unwrap());
+        total += 1;
     }
     for (k, seqs) in &by_key {
         if let Some(i) = seqs.iter().enumerate().position(|(i, s)| *s != i as u64) {

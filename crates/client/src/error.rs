@@ -28,6 +28,9 @@ pub enum Error {
     Unexpected(String),
     #[error("cannot decompress: {0}")]
     Decompress(String),
+    /// The message may or may not have been stored, and no check can tell.
+    #[error("in doubt: {0}")]
+    InDoubt(String),
 }
 
 impl Error {

@@ -442,7 +442,7 @@ impl Router {
             Ok(t) => t,
             Err(e) => {
                 warn!(segment, error = %e, "cannot check a sealed segment for messages in doubt; sending them on");
-                return refused;
+                HashMap::new()
             }
         };
         let mut left = Vec::with_capacity(refused.len());
@@ -453,6 +453,16 @@ impl Router {
                         segment_id: segment,
                         id: *id,
                     }));
+                }
+                // A message of a transaction still open is invisible to a
+                // reader, stored or not: sent again it could be stored
+                // twice in the transaction. Its send fails instead, and
+                // the application aborts (as after any failed send in a
+                // transaction).
+                None if m.txn.is_some() => {
+                    let _ = reply.send(Err(Error::InDoubt(format!(
+                        "a transactional message on sealed segment {segment} lost its receipt; abort the transaction"
+                    ))));
                 }
                 None => left.push((m, reply)),
             }
