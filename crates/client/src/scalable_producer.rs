@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::client::Client;
+use crate::consumer::SeekTo;
 use crate::dag::{Dag, DagWatch};
 use crate::error::{Error, Result};
 use crate::message::{BatchingType, ProducerMessage};
@@ -122,6 +123,7 @@ impl ScalableProducerBuilder {
             rr: 0,
             layout_wait: self.layout_wait,
             sent: 0,
+            last_stored: HashMap::new(),
             txns: HashMap::new(),
         };
         let task = tokio::spawn(router.run(rx, self.max_pending));
@@ -280,6 +282,9 @@ struct Router {
     layout_wait: Duration,
     /// Messages taken so far (each is tagged with its number, see [`TAG`]).
     sent: u64,
+    /// Per segment, where its last acknowledged message was stored: a
+    /// message in doubt there, if stored, is after it.
+    last_stored: HashMap<u64, MessageId>,
     /// The transactions of messages sent with [`ScalableProducer::send_in`],
     /// to add a segment to one when a message of it goes there.
     txns: HashMap<(u64, u64), Transaction>,
@@ -337,6 +342,7 @@ impl Router {
                     let f = in_flight.pop_front().expect("a front");
                     match done {
                         Ok(id) => {
+                            self.stored_at(f.segment, id);
                             let _ = f.reply.send(Ok(ScalableMessageId { segment_id: f.segment, id }));
                         }
                         Err(e) if is_sealed(&e) => {
@@ -390,6 +396,14 @@ impl Router {
         }
     }
 
+    /// Notes where `segment` stored a message (a duplicate's receipt,
+    /// -1:-1, says nothing).
+    fn stored_at(&mut self, segment: u64, id: MessageId) {
+        if id.position.ledger_id != u64::MAX {
+            self.last_stored.insert(segment, id);
+        }
+    }
+
     /// Waits for every message in flight on `segment`: those stored are
     /// answered, those refused as sealed are returned in order.
     async fn settle(&mut self, in_flight: &mut VecDeque<InFlight>, segment: u64) -> Vec<Queued> {
@@ -402,6 +416,7 @@ impl Router {
             }
             match (&mut f.receipt).await {
                 Ok(id) => {
+                    self.stored_at(segment, id);
                     let _ = f.reply.send(Ok(ScalableMessageId {
                         segment_id: segment,
                         id,
@@ -422,8 +437,11 @@ impl Router {
     /// with messages pending: those may have been stored without a receipt
     /// before the segment was sealed, and sending them to the children
     /// would store them twice. Then the segment's tail is read from the
-    /// oldest one's send time, and a message found there (by its tag) is
-    /// answered with where it was stored.
+    /// last message acknowledged there (the pending ones follow it; only
+    /// the in-flight window of the segment's producers is read, not its
+    /// history), or without one from the oldest refused one's send time,
+    /// and a message found there (by its tag) is answered with where it
+    /// was stored.
     async fn confirm(&mut self, segment: u64, refused: Vec<Queued>) -> Vec<Queued> {
         let Some(p) = self.producers.get(&segment) else {
             return refused;
@@ -432,13 +450,20 @@ impl Router {
             return refused;
         }
         let (topic, name) = (p.topic().to_owned(), p.name());
-        let since = refused
-            .iter()
-            .filter_map(|(m, _)| tag_of(m).map(|(_, ms)| ms))
-            .min()
-            .unwrap_or(0)
-            .saturating_sub(10_000);
-        let stored = match self.tags_in(&topic, &name, since).await {
+        let from = match self.last_stored.get(&segment) {
+            Some(id) => SeekTo::Id(*id),
+            // A publish time is stamped after the tag, by the same clock;
+            // the margin is for that clock stepping back.
+            None => SeekTo::PublishTime(
+                refused
+                    .iter()
+                    .filter_map(|(m, _)| tag_of(m).map(|(_, ms)| ms))
+                    .min()
+                    .unwrap_or(0)
+                    .saturating_sub(10_000),
+            ),
+        };
+        let stored = match self.tags_in(&topic, &name, from).await {
             Ok(t) => t,
             Err(e) => {
                 warn!(segment, error = %e, "cannot check a sealed segment for messages in doubt; sending them on");
@@ -470,19 +495,19 @@ impl Router {
         left
     }
 
-    /// The tags of the messages producer `name` stored on `topic` since
-    /// `since_ms`, with where each was stored.
+    /// The tags of the messages producer `name` stored on `topic` from
+    /// `from` on, with where each was stored.
     /// A failed read is tried again (a partial one would send stored
     /// messages again) until the layout wait is over.
     async fn tags_in(
         &self,
         topic: &str,
         name: &str,
-        since_ms: u64,
+        from: SeekTo,
     ) -> Result<HashMap<u64, MessageId>> {
         let deadline = tokio::time::Instant::now() + self.layout_wait;
         loop {
-            match self.read_tags(topic, name, since_ms).await {
+            match self.read_tags(topic, name, from).await {
                 Ok(t) => return Ok(t),
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     debug!(topic, error = %e, "reading a sealed segment's tail again");
@@ -497,12 +522,10 @@ impl Router {
         &self,
         topic: &str,
         name: &str,
-        since_ms: u64,
+        from: SeekTo,
     ) -> Result<HashMap<u64, MessageId>> {
         let mut reader = self.client.reader(topic).start_earliest().create().await?;
-        reader
-            .seek(crate::consumer::SeekTo::PublishTime(since_ms))
-            .await?;
+        reader.seek(from).await?;
         let mut out = HashMap::new();
         while reader.has_message_available().await? {
             // The broker says more is stored: silence is a failed read,
@@ -548,6 +571,7 @@ impl Router {
         self.layout = dag;
         let layout = self.layout.clone();
         self.producers.retain(|id, _| layout.is_active(*id));
+        self.last_stored.retain(|id, _| layout.is_active(*id));
         refused
     }
 
