@@ -12,7 +12,8 @@ BIN=${1:-target/release/strobe}
 [ -x "$BIN" ] || { echo "no $BIN: cargo build --release first" >&2; exit 1; }
 WORK=$(mktemp -d)
 # LOG_TO=FILE keeps the broker's log.
-trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${LOG_TO:-}" ] && cp "$WORK/broker.log" "$LOG_TO"; rm -rf "$WORK"' EXIT
+# The broker is waited for after the kill: it may still be writing its data.
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${LOG_TO:-}" ] && cp "$WORK/broker.log" "$LOG_TO"; rm -rf "$WORK"' EXIT
 cat > "$WORK/strobe.toml" <<EOF
 stats_update_interval_secs = 1
 scalable_topic_gc_interval_secs = 0
