@@ -4,6 +4,11 @@
 //! for a consumer with room for one batch and drop the rest, reading a
 //! backlog of 50 batches about 1,300 entries' worth (and a real backlog ten
 //! times over).
+//!
+//! And the unacknowledged-messages limit binds Shared consumers only: an
+//! Exclusive consumer (a reader above all, which never acknowledges) reads
+//! past it. It used to stop there, so a reader of a topic longer than
+//! `max_unacked_messages_per_consumer` (50,000) stalled.
 
 mod common;
 
@@ -77,4 +82,65 @@ async fn a_catch_up_read_reads_each_entry_about_once() {
     );
     consumer.close().await.unwrap();
     client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unacked_limit_binds_shared_consumers_only() {
+    use strobe_client::SubType;
+    let strobe = Strobe::start_with_config("max_unacked_messages_per_consumer = 10\n");
+    let client = Client::builder(&format!("pulsar://127.0.0.1:{}", strobe.port))
+        .build()
+        .await
+        .unwrap();
+    let topic = "persistent://public/default/unacked-limit";
+    let producer = client.producer(topic).no_batching().create().await.unwrap();
+    for i in 0..50 {
+        producer
+            .send(format!("m{i}").into_bytes())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let received = |sub: SubType, name: &'static str| {
+        let client = client.clone();
+        async move {
+            let mut c = client
+                .consumer(topic, name)
+                .sub_type(sub)
+                .initial_position(InitialPosition::Earliest)
+                .subscribe()
+                .await
+                .unwrap();
+            let mut n = 0;
+            while c
+                .recv_timeout(Duration::from_millis(700))
+                .await
+                .unwrap()
+                .is_some()
+            {
+                n += 1;
+            }
+            n
+        }
+    };
+    assert_eq!(received(SubType::Exclusive, "ex").await, 50);
+    assert_eq!(received(SubType::Failover, "fo").await, 50);
+    assert_eq!(received(SubType::Shared, "sh").await, 10);
+    let mut reader = client
+        .reader(topic)
+        .start_earliest()
+        .create()
+        .await
+        .unwrap();
+    let mut n = 0;
+    while reader.has_message_available().await.unwrap() {
+        reader
+            .recv_timeout(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("a reader is not held at the limit");
+        n += 1;
+    }
+    assert_eq!(n, 50);
 }

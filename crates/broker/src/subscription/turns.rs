@@ -15,10 +15,23 @@ use super::actor::Subscription;
 use super::kind::Kind;
 
 impl Subscription {
+    /// The unacknowledged messages a consumer may hold, if limited: only
+    /// Shared subscriptions limit them, as Pulsar's
+    /// `maxUnackedMessagesPerConsumer` (Key_Shared counts them in
+    /// [`Subscription::ks_permits`]). An Exclusive or Failover consumer, a
+    /// reader above all, which never acknowledges, would otherwise stop
+    /// at the limit.
+    fn unacked_limit(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Shared { .. } if self.max_unacked > 0 => Some(u64::from(self.max_unacked)),
+            _ => None,
+        }
+    }
+
     /// Whether consumer `i` can take another entry now.
     pub(super) fn can_take(&self, i: usize) -> bool {
         let c = &self.consumers[i];
-        c.permits > 0 && (self.max_unacked == 0 || c.unacked_messages < u64::from(self.max_unacked))
+        c.permits > 0 && self.unacked_limit().is_none_or(|m| c.unacked_messages < m)
     }
 
     /// The consumer whose turn it is, if it can take an entry.
@@ -52,8 +65,8 @@ impl Subscription {
                 return 0;
             }
             let mut r = c.permits;
-            if self.max_unacked > 0 {
-                r = r.min(i64::from(self.max_unacked) - c.unacked_messages as i64);
+            if let Some(m) = self.unacked_limit() {
+                r = r.min(m as i64 - c.unacked_messages as i64);
             }
             r.max(0)
         };
