@@ -91,7 +91,16 @@ impl Strobe {
 
     /// Starts with extra TOML config lines.
     pub fn start_with_config(toml: &str) -> Strobe {
+        Strobe::start_on(toml, None)
+    }
+
+    /// Starts with extra TOML config lines, keeping the broker's data in
+    /// `data` (which must exist) when given, instead of beside its log.
+    pub fn start_on(toml: &str, data: Option<&std::path::Path>) -> Strobe {
         let data_dir = tempfile::tempdir().unwrap();
+        if let Some(d) = data {
+            std::os::unix::fs::symlink(d, data_dir.path().join("data")).unwrap();
+        }
         let cfg = data_dir.path().join("strobe.toml");
         std::fs::File::create(&cfg)
             .unwrap()

@@ -51,8 +51,9 @@ impl ClientBuilder {
     }
 
     /// Connects to the service URL once, so that a wrong address fails here. A URL may name
-    /// several brokers (`pulsar://h1:6650,h2:6650`); the service connection moves to the next
-    /// one when the current one fails.
+    /// several brokers (`pulsar://h1:6650,h2:6650`): the first that answers is used (the
+    /// build fails only when none does), and the service connection moves to the next one
+    /// when the current one fails.
     pub async fn build(self) -> Result<Client> {
         let service_addr = socket_addr(&self.url)?;
         let rest = self.url.strip_prefix("pulsar://").unwrap_or("");
@@ -62,9 +63,8 @@ impl ClientBuilder {
             .skip(1)
             .map(|h| socket_addr(&format!("pulsar://{}", h.trim_start_matches("pulsar://"))))
             .collect::<Result<_>>()?;
-        service_addrs.insert(0, service_addr.clone());
+        service_addrs.insert(0, service_addr);
         let inner = Arc::new(ClientInner {
-            service_addr,
             service_addrs,
             current_service: std::sync::atomic::AtomicUsize::new(0),
             pool: Pool::default(),
@@ -76,14 +76,24 @@ impl ClientBuilder {
             tc_parallelism: AtomicU64::new(0),
             tc_lock: tokio::sync::Mutex::new(()),
         });
-        inner.pool.get(&inner.service_addr, &inner.opts).await?;
-        Ok(Client { inner })
+        let mut failed = None;
+        for (i, addr) in inner.service_addrs.iter().enumerate() {
+            match inner.pool.get(addr, &inner.opts).await {
+                Ok(_) => {
+                    inner
+                        .current_service
+                        .store(i, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(Client { inner });
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        Err(failed.expect("a service URL names at least one broker"))
     }
 }
 
 #[derive(Debug)]
 pub(crate) struct ClientInner {
-    pub(crate) service_addr: String,
     /// Every broker the service URL names.
     pub(crate) service_addrs: Vec<String>,
     /// The one the service connection goes to now.
