@@ -298,6 +298,10 @@ pub struct Consumer {
     consumed: u32,
     trackers: HashMap<Position, Vec<u64>>,
     needs_reconnect: bool,
+    /// A SUBSCRIBE sent on this connection whose answer was not taken (the
+    /// caller's timeout dropped the reconnect midway): the broker may hold
+    /// that consumer, so it is closed before subscribing again.
+    half_subscribed: Option<Arc<Connection>>,
     pub(crate) last_dequeued: Option<MessageId>,
     skip: Option<(MessageId, bool)>,
     end_of_topic: bool,
@@ -348,6 +352,7 @@ impl Consumer {
             consumed: 0,
             trackers: HashMap::new(),
             needs_reconnect: false,
+            half_subscribed: None,
             last_dequeued: None,
             skip,
             end_of_topic: false,
@@ -397,6 +402,7 @@ impl Consumer {
             .lookup_with_backoff(&self.topic, deadline)
             .await?;
         conn.register_consumer(self.id, self.tx.clone());
+        self.half_subscribed = Some(conn.clone());
         let rid = conn.next_request_id();
         let mut cmd = commands::subscribe(
             rid,
@@ -434,10 +440,12 @@ impl Consumer {
             }
             Err(e) => {
                 conn.unregister_consumer(self.id);
+                self.half_subscribed = None;
                 return Err(e);
             }
         }
         conn.send_command(commands::flow(self.id, self.cfg.receiver_queue_size))?;
+        self.half_subscribed = None;
         self.acks.lock().expect("ack lock").conn = Some(conn.clone());
         self.conn = conn;
         self.consumed = 0;
@@ -445,7 +453,20 @@ impl Consumer {
     }
 
     async fn reconnect(&mut self) -> Result<()> {
-        // What was queued will be redelivered; a reader restarts after what it returned.
+        // An earlier reconnect dropped midway may have left a consumer on the
+        // broker: closed, it gives back what it was sent (redelivered to
+        // the new one, in order), and nothing it sent is taken.
+        if let Some(c) = self.half_subscribed.clone() {
+            c.unregister_consumer(self.id);
+            let rid = c.next_request_id();
+            let _ = c
+                .request(rid, commands::close_consumer_request(rid, self.id))
+                .await;
+            self.half_subscribed = None;
+        }
+        // What was queued or handed over will be redelivered; a reader
+        // restarts after what it returned.
+        while self.rx.try_recv().is_ok() {}
         self.queue.clear();
         self.trackers.clear();
         if !self.cfg.durable

@@ -49,8 +49,12 @@ struct Batch {
     messages: Vec<(SingleMessageMetadata, Bytes)>,
     replies: Vec<Reply>,
     bytes: usize,
-    first_seq: u64,
-    last_seq: u64,
+    /// When it was opened, among the producer's batches: the order they
+    /// flush in at a tick. (Sequence ids are given at the flush, so that
+    /// each frame's run of them follows the previous frame's, whichever
+    /// key or bucket it holds: the broker's deduplication drops a frame
+    /// whose highest id is not above the last one it took.)
+    opened: u64,
     key: Option<String>,
     ordering_key: Option<Bytes>,
     hash_min: u32,
@@ -71,6 +75,8 @@ struct State {
     name: String,
     next_seq: u64,
     batches: HashMap<BatchKey, Batch>,
+    /// Batches opened so far (see [`Batch::opened`]).
+    opened: u64,
     pending: BTreeMap<u64, PendingMessage>,
     closed: Option<Error>,
 }
@@ -207,6 +213,7 @@ impl ProducerBuilder {
                 conn: None,
                 name: String::new(),
                 next_seq: 0,
+                opened: 0,
                 batches: HashMap::new(),
                 pending: BTreeMap::new(),
                 closed: None,
@@ -353,19 +360,28 @@ impl Producer {
                 msg.payload.len()
             )));
         }
-        let seq = st.next_seq;
-        st.next_seq += 1;
         if msg.txn.is_some() {
             // A transaction's message goes alone, after whatever is batched before it.
-            let keys: Vec<BatchKey> = st.batches.keys().cloned().collect();
-            for k in keys {
+            let mut keys: Vec<(u64, BatchKey)> = st
+                .batches
+                .iter()
+                .map(|(k, b)| (b.opened, k.clone()))
+                .collect();
+            keys.sort_by_key(|(o, _)| *o);
+            for (_, k) in keys {
                 sh.flush_batch(&mut st, &k)?;
             }
+            let seq = st.next_seq;
+            st.next_seq += 1;
             sh.send_single(&mut st, seq, msg, tx)?;
             return Ok(SendFuture(rx));
         }
         match sh.cfg.batching {
-            None => sh.send_single(&mut st, seq, msg, tx)?,
+            None => {
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                sh.send_single(&mut st, seq, msg, tx)?
+            }
             Some((_, max_messages, max_bytes)) => {
                 let hash = entry_hash(msg.routing_key());
                 let key = match &sh.cfg.batching_type {
@@ -389,18 +405,18 @@ impl Producer {
                 {
                     sh.flush_batch(&mut st, &key)?;
                 }
+                let opened = st.opened;
                 let b = st.batches.entry(key.clone()).or_insert_with(|| Batch {
                     messages: Vec::with_capacity(max_messages.min(4096) as usize),
                     replies: Vec::with_capacity(max_messages.min(4096) as usize),
                     bytes: 0,
-                    first_seq: seq,
-                    last_seq: seq,
+                    opened,
                     key: msg.key.clone(),
                     ordering_key: msg.ordering_key.clone(),
                     hash_min: hash,
                     hash_max: hash,
                 });
-                b.last_seq = seq;
+                let fresh = b.messages.is_empty();
                 b.hash_min = b.hash_min.min(hash);
                 b.hash_max = b.hash_max.max(hash);
                 b.bytes += msg.payload.len();
@@ -410,12 +426,17 @@ impl Producer {
                     payload_size: msg.payload.len() as i32,
                     event_time: msg.event_time,
                     ordering_key: msg.ordering_key,
-                    sequence_id: Some(seq),
+                    // Given at the flush.
+                    sequence_id: None,
                     ..Default::default()
                 };
                 b.messages.push((single, msg.payload));
                 b.replies.push(tx);
-                if b.messages.len() >= max_messages as usize || b.bytes >= max_bytes {
+                let full = b.messages.len() >= max_messages as usize || b.bytes >= max_bytes;
+                if fresh {
+                    st.opened += 1;
+                }
+                if full {
                     sh.flush_batch(&mut st, &key)?;
                 }
             }
@@ -676,20 +697,28 @@ impl ProducerShared {
             return Ok(());
         };
         let n = b.messages.len();
+        let first_seq = st.next_seq;
+        st.next_seq += n as u64;
+        let last_seq = first_seq + n as u64 - 1;
         let refs: Vec<(SingleMessageMetadata, &[u8])> = b
             .messages
             .iter()
-            .map(|(m, p)| (m.clone(), &p[..]))
+            .enumerate()
+            .map(|(i, (m, p))| {
+                let mut m = m.clone();
+                m.sequence_id = Some(first_seq + i as u64);
+                (m, &p[..])
+            })
             .collect();
         let raw = batch::encode(&refs);
         let mut metadata = MessageMetadata {
             producer_name: st.name.clone(),
-            sequence_id: b.first_seq,
+            sequence_id: first_seq,
             publish_time: now_ms(),
             partition_key: b.key,
             ordering_key: b.ordering_key,
             num_messages_in_batch: Some(n as i32),
-            highest_sequence_id: (b.last_seq != b.first_seq).then_some(b.last_seq),
+            highest_sequence_id: (last_seq != first_seq).then_some(last_seq),
             ..Default::default()
         };
         if let BatchingType::EntryBucket { .. } = self.cfg.batching_type {
@@ -710,8 +739,8 @@ impl ProducerShared {
             Some(c) => Bytes::from(c),
             None => raw,
         };
-        let frame = self.frame(b.first_seq, b.last_seq, n as i32, &metadata, body);
-        self.enqueue(st, b.first_seq, frame, b.replies, true);
+        let frame = self.frame(first_seq, last_seq, n as i32, &metadata, body);
+        self.enqueue(st, first_seq, frame, b.replies, true);
         Ok(())
     }
 
@@ -720,7 +749,7 @@ impl ProducerShared {
         let keys: Vec<BatchKey> = st.batches.keys().cloned().collect();
         let mut keyed: Vec<(u64, BatchKey)> = keys
             .into_iter()
-            .map(|k| (st.batches[&k].first_seq, k))
+            .map(|k| (st.batches[&k].opened, k))
             .collect();
         keyed.sort_by_key(|(s, _)| *s);
         for (_, k) in keyed {
