@@ -53,21 +53,7 @@ async fn all_stored(batching: BatchingType, topic: &str) {
             r.await.unwrap();
         }
     }
-    let mut reader = client
-        .reader(topic)
-        .start_earliest()
-        .create()
-        .await
-        .unwrap();
-    let mut got = Vec::new();
-    while reader.has_message_available().await.unwrap() {
-        let m = reader
-            .recv_timeout(Duration::from_secs(5))
-            .await
-            .unwrap()
-            .expect("the broker says more");
-        got.push(String::from_utf8(m.payload.to_vec()).unwrap());
-    }
+    let mut got = common::read_texts(&client, topic).await.unwrap();
     got.sort();
     sent.sort();
     assert_eq!(got, sent, "every acknowledged message is stored, once");

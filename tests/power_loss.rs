@@ -118,30 +118,7 @@ async fn read_all(url: &str) -> Result<BTreeMap<u32, Vec<String>>, String> {
     let client = Client::builder(url).build().await.unwrap();
     let mut out = BTreeMap::new();
     for p in 0..PARTITIONS {
-        let mut reader = client
-            .reader(&format!("{TOPIC}-partition-{p}"))
-            .start_earliest()
-            .create()
-            .await
-            .unwrap();
-        let mut got = Vec::new();
-        while reader
-            .has_message_available()
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            let Some(m) = reader
-                .recv_timeout(Duration::from_secs(10))
-                .await
-                .map_err(|e| e.to_string())?
-            else {
-                return Err(format!(
-                    "partition {p}: the broker says more after {} messages, none came",
-                    got.len()
-                ));
-            };
-            got.push(String::from_utf8(m.payload.to_vec()).unwrap());
-        }
+        let got = common::read_texts(&client, &format!("{TOPIC}-partition-{p}")).await?;
         out.insert(p, got);
     }
     client.close().await;

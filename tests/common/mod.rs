@@ -38,6 +38,40 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// Every message of `topic` from its first entry, as text, read with a
+/// reader until the broker says there is no more; why not, if it cannot.
+pub async fn read_texts(
+    client: &strobe_client::Client,
+    topic: &str,
+) -> Result<Vec<String>, String> {
+    let mut reader = client
+        .reader(topic)
+        .start_earliest()
+        .create()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut got = Vec::new();
+    while reader
+        .has_message_available()
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let Some(m) = reader
+            .recv_timeout(Duration::from_secs(10))
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Err(format!(
+                "{topic}: the broker says more after {} messages, none came",
+                got.len()
+            ));
+        };
+        got.push(String::from_utf8_lossy(&m.payload).into_owned());
+    }
+    let _ = reader.close().await;
+    Ok(got)
+}
+
 /// What `strobe standalone` logs once it listens, with the bound addresses.
 const READY: &str = "strobe standalone is ready";
 

@@ -458,19 +458,9 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
     let reader_client = Client::builder(&service_url(&ports)).build().await.unwrap();
     let mut stored: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for p in 0..PARTITIONS {
-        let mut r = reader_client
-            .reader(&format!("{TOPIC}-partition-{p}"))
-            .start_earliest()
-            .create()
+        let got = common::read_texts(&reader_client, &format!("{TOPIC}-partition-{p}"))
             .await
-            .unwrap();
-        let mut got = Vec::new();
-        while r.has_message_available().await.unwrap() {
-            match r.recv_timeout(Duration::from_secs(10)).await.unwrap() {
-                Some(m) => got.push(String::from_utf8(m.payload.to_vec()).unwrap()),
-                None => panic!("partition {p}: the broker says more, none came"),
-            }
-        }
+            .unwrap_or_else(|e| panic!("{e}"));
         stored.insert(p, got);
     }
 
