@@ -30,6 +30,8 @@ command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v etcd >/dev/null || [ -x /usr/bin/etcd ] || need_pkgs+=(etcd-server)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v python3 >/dev/null || need_pkgs+=(python3 python3-venv)
+# libfaketime: the fault campaign runs brokers on skewed clocks.
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || need_pkgs+=(faketime)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     say "installing Debian packages: ${need_pkgs[*]}"
     as_root apt-get update -qq

@@ -252,17 +252,7 @@ async fn the_admin_api_creates_splits_merges_and_deletes() {
 
 /// An HTTP call to a broker that may die answering it.
 fn http_maybe(strobe: &Strobe, method: &str, path: &str) -> Option<u16> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", strobe.http_port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split_whitespace().nth(1).and_then(|c| c.parse().ok())
+    common::http_call(strobe.http_port, method, path, "", Duration::from_secs(30)).map(|r| r.0)
 }
 
 #[tokio::test]

@@ -162,3 +162,47 @@ async fn a_refused_exclusive_subscriber_closes_nobody() {
     expect_success(&mut c, 9).await;
     no_close_within(&mut c, Duration::from_millis(300), "after the last close").await;
 }
+
+/// A PRODUCER or SUBSCRIBE repeated with an id the connection already holds
+/// for the same topic (the client's first request timed out and its answer
+/// came late) gets the handle there is, as from Pulsar's broker; a refusal
+/// would fail every retry for as long as the connection lives (the fault
+/// campaign's transformers never produced again). The same id for another
+/// topic stays refused.
+#[tokio::test]
+async fn a_repeated_producer_or_subscribe_gets_the_handle_there_is() {
+    let strobe = Strobe::start();
+    let mut c = RawClient::handshake(strobe.port).await;
+    let topic = "persistent://public/default/repeated-create";
+    c.send(producer(1, 7, topic, ProducerAccessMode::Shared))
+        .await;
+    expect_producer_success(&mut c, 1, true).await;
+    c.send(producer(2, 7, topic, ProducerAccessMode::Shared))
+        .await;
+    expect_producer_success(&mut c, 2, true).await;
+    c.send(producer(
+        3,
+        7,
+        "persistent://public/default/another",
+        ProducerAccessMode::Shared,
+    ))
+    .await;
+    expect_error(&mut c, 3, ServerError::ProducerBusy).await;
+
+    c.send(commands::subscribe(4, 9, topic, "sub", SubType::Exclusive).into())
+        .await;
+    expect_success(&mut c, 4).await;
+    c.send(commands::subscribe(5, 9, topic, "sub", SubType::Exclusive).into())
+        .await;
+    expect_success(&mut c, 5).await;
+    c.send(commands::subscribe(6, 9, topic, "other", SubType::Exclusive).into())
+        .await;
+    expect_error(&mut c, 6, ServerError::ConsumerBusy).await;
+    // The one producer and the one consumer are still whole: closing each
+    // works once.
+    c.send(commands::close_producer_request(7, 7)).await;
+    expect_success(&mut c, 7).await;
+    c.send(commands::close_consumer_request(8, 9)).await;
+    expect_success(&mut c, 8).await;
+    no_close_within(&mut c, Duration::from_millis(300), "after the closes").await;
+}

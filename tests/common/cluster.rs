@@ -24,6 +24,31 @@ pub fn etcd_binary() -> String {
     panic!("etcd is not installed: tests/run-all.sh installs Debian's etcd-server");
 }
 
+/// etcd as member `name` of `initial` (`name=http://127.0.0.1:peer,…`),
+/// serving clients on loopback `port`, its data in `data`.
+fn etcd_command(
+    name: &str,
+    data: &std::path::Path,
+    port: u16,
+    peer: u16,
+    initial: &str,
+) -> Command {
+    let mut c = Command::new(etcd_binary());
+    c.args(["--name", name, "--data-dir"]).arg(data).args([
+        "--listen-client-urls",
+        &format!("http://127.0.0.1:{port}"),
+        "--advertise-client-urls",
+        &format!("http://127.0.0.1:{port}"),
+        "--listen-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-advertise-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-cluster",
+        initial,
+    ]);
+    c
+}
+
 /// A private etcd, killed when dropped.
 pub struct Etcd {
     child: Child,
@@ -33,21 +58,8 @@ pub struct Etcd {
 impl Etcd {
     pub fn start(dir: &std::path::Path) -> Etcd {
         let (port, peer) = (free_port(), free_port());
-        let child = Command::new(etcd_binary())
-            .args(["--name", "cluster-test", "--data-dir"])
-            .arg(dir.join("etcd"))
-            .args([
-                "--listen-client-urls",
-                &format!("http://127.0.0.1:{port}"),
-                "--advertise-client-urls",
-                &format!("http://127.0.0.1:{port}"),
-                "--listen-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-cluster",
-                &format!("cluster-test=http://127.0.0.1:{peer}"),
-            ])
+        let initial = format!("cluster-test=http://127.0.0.1:{peer}");
+        let child = etcd_command("cluster-test", &dir.join("etcd"), port, peer, &initial)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -68,6 +80,18 @@ impl Drop for Etcd {
     }
 }
 
+/// How [`Member::spawn`] starts a broker.
+pub struct Spawn {
+    /// `--metadata-store`, e.g. `etcd:http://127.0.0.1:2379,http://…`.
+    pub metadata: String,
+    /// `--storage`, e.g. `file:///…` or `s3://bucket/prefix`.
+    pub storage: String,
+    /// The config file's contents (TOML).
+    pub toml: String,
+    /// Extra environment (the S3 endpoint and keys, a clock library).
+    pub env: Vec<(String, String)>,
+}
+
 /// One `strobe broker`, killed when dropped.
 pub struct Member {
     pub id: String,
@@ -85,16 +109,31 @@ impl Member {
 
     /// Starts with extra configuration (TOML lines).
     pub fn start_with(id: &str, etcd: &Etcd, dir: &std::path::Path, toml: &str) -> Member {
+        Member::spawn(
+            id,
+            dir,
+            &Spawn {
+                metadata: format!("etcd:http://127.0.0.1:{}", etcd.port),
+                storage: format!("file://{}", dir.join("shared").display()),
+                toml: toml.to_owned(),
+                env: Vec::new(),
+            },
+        )
+    }
+
+    /// Starts with its own metadata store, storage and environment; the log
+    /// is `dir/{id}.log`, the data `dir/{id}`.
+    pub fn spawn(id: &str, dir: &std::path::Path, how: &Spawn) -> Member {
         let log = dir.join(format!("{id}.log"));
         let cfg = dir.join(format!("{id}.toml"));
-        std::fs::write(&cfg, toml).unwrap();
+        std::fs::write(&cfg, &how.toml).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_strobe"))
             .args(["broker", "--config"])
             .arg(&cfg)
             .arg("--metadata-store")
-            .arg(format!("etcd:http://127.0.0.1:{}", etcd.port))
+            .arg(&how.metadata)
             .arg("--storage")
-            .arg(format!("file://{}", dir.join("shared").display()))
+            .arg(&how.storage)
             .args(["--broker-id", id, "--cluster-name", "rust-cluster"])
             .arg("--data-dir")
             .arg(dir.join(id))
@@ -106,6 +145,7 @@ impl Member {
                 "127.0.0.1",
             ])
             .args(["--metadata-session-timeout-secs", &TTL_SECS.to_string()])
+            .envs(how.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -174,27 +214,141 @@ impl Member {
     /// An admin HTTP request: (status, body). `None` if the broker did not
     /// answer (it died).
     pub fn http(&self, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.http_port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).ok()?;
-        let status = out.split_whitespace().nth(1)?.parse().ok()?;
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        Some((status, body))
+        super::http_call(self.http_port, method, path, body, Duration::from_secs(60))
     }
 
     /// The broker's log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// Three (or more) etcd members on loopback, each of which can be killed
+/// and restarted on its own data (the campaign's etcd faults).
+pub struct EtcdCluster {
+    dir: std::path::PathBuf,
+    /// (name, client port, peer port, the process while it runs).
+    members: Vec<(String, u16, u16, Option<Child>)>,
+}
+
+impl EtcdCluster {
+    pub fn start(dir: &std::path::Path, n: usize) -> EtcdCluster {
+        let members: Vec<(String, u16, u16, Option<Child>)> = (0..n)
+            .map(|i| (format!("etcd{i}"), free_port(), free_port(), None))
+            .collect();
+        let mut c = EtcdCluster {
+            dir: dir.to_owned(),
+            members,
+        };
+        for i in 0..n {
+            c.restart(i);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while c.leader().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the etcd cluster elected no leader"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        c
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn client_port(&self, i: usize) -> u16 {
+        self.members[i].1
+    }
+
+    pub fn is_up(&self, i: usize) -> bool {
+        self.members[i].3.is_some()
+    }
+
+    /// Starts member `i` (again) on its own data directory.
+    pub fn restart(&mut self, i: usize) {
+        let initial: Vec<String> = self
+            .members
+            .iter()
+            .map(|(name, _, peer, _)| format!("{name}=http://127.0.0.1:{peer}"))
+            .collect();
+        let (name, port, peer, child) = &mut self.members[i];
+        assert!(child.is_none(), "{name} is running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")))
+            .unwrap();
+        *child = Some(
+            etcd_command(
+                name,
+                &self.dir.join(name.as_str()),
+                *port,
+                *peer,
+                &initial.join(","),
+            )
+            .args(["--initial-cluster-token", "strobe-test"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn etcd"),
+        );
+    }
+
+    /// kill -9 of member `i`.
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].3.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The member that leads, as a running member reports it
+    /// (`/v3/maintenance/status`).
+    pub fn leader(&self) -> Option<usize> {
+        let mut ids = Vec::new();
+        let mut leader = None;
+        for (i, (_, port, _, child)) in self.members.iter().enumerate() {
+            if child.is_none() {
+                continue;
+            }
+            let Some(v) = etcd_status(*port) else {
+                continue;
+            };
+            let member = v["header"]["member_id"].as_str().map(str::to_owned);
+            ids.push((i, member));
+            if let Some(l) = v["leader"].as_str()
+                && l != "0"
+            {
+                leader = Some(l.to_owned());
+            }
+        }
+        let leader = leader?;
+        ids.into_iter()
+            .find(|(_, m)| m.as_deref() == Some(leader.as_str()))
+            .map(|(i, _)| i)
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill9(i);
+        }
+    }
+}
+
+/// `POST /v3/maintenance/status` on an etcd member (JSON, ids as strings).
+fn etcd_status(port: u16) -> Option<serde_json::Value> {
+    let (_, body) = super::http_call(
+        port,
+        "POST",
+        "/v3/maintenance/status",
+        "{}",
+        Duration::from_secs(2),
+    )?;
+    // A chunked answer: the JSON is the line that starts with '{'.
+    let json = body.lines().find(|l| l.starts_with('{'))?;
+    serde_json::from_str(json).ok()
 }

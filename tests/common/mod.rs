@@ -72,6 +72,35 @@ pub async fn read_texts(
     Ok(got)
 }
 
+/// One HTTP/1.1 request to `127.0.0.1:port` (JSON body, connection
+/// closed after): (status, body), or `None` if nothing answered within
+/// `timeout` (the server may be dead or paused).
+pub fn http_call(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> Option<(u16, String)> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
 /// What `strobe standalone` logs once it listens, with the bound addresses.
 const READY: &str = "strobe standalone is ready";
 
@@ -194,27 +223,8 @@ impl Strobe {
     }
 
     pub fn http(&self, method: &str, path: &str, body: &str) -> (u16, String) {
-        use std::io::Read;
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.http_port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let status = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+        http_call(self.http_port, method, path, body, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("no answer to {method} {path}"))
     }
 
     pub fn log_text(&self) -> String {

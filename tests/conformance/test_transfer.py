@@ -167,6 +167,30 @@ def test_transfer_to_the_owner_or_an_unknown_broker_is_refused(cluster):
     client.close()
 
 
+def test_a_transfer_of_a_bundle_no_broker_owns_changes_nothing(cluster):
+    # As Pulsar's unload of an unowned bundle: a no-op, not a server error
+    # (the fault campaign's transfers of a split's fresh children got 500).
+    c = cluster
+    ns = f"unowned-{os.getpid()}"
+    status, body, _ = c.brokers[0].http("PUT", f"/admin/v2/namespaces/public/{ns}")
+    assert status in (200, 204), body
+    status, bundles, _ = c.brokers[0].http("GET", f"/admin/v2/namespaces/public/{ns}/bundles")
+    assert status == 200, bundles
+    b = bundles["boundaries"]
+    bundle = f"{b[0]}_{b[1]}"
+    status, body, _ = c.brokers[0].http(
+        "PUT", f"/admin/v2/namespaces/public/{ns}/{bundle}/unload?destinationBroker={c.brokers[1].id}")
+    assert status == 204, (status, body)
+    for broker in c.brokers:
+        status, owned, _ = broker.http("GET", f"/admin/v2/brokers/test-cluster/{broker.id}/ownedNamespaces")
+        assert status == 200, owned
+        assert not [k for k in owned if k.startswith(f"public/{ns}/")], owned
+    # The bundle is placed by the next lookup as ever.
+    client = pulsar.Client(c.brokers[0].url, operation_timeout_seconds=30)
+    client.create_producer(f"persistent://public/{ns}/t").send(b"x")
+    client.close()
+
+
 def test_plain_unload_frees_the_bundle_and_clients_look_up(cluster):
     c = cluster
     topic = f"persistent://public/default/plain-{os.getpid()}"

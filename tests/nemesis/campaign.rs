@@ -1,47 +1,69 @@
-//! A randomized fault campaign with a history checker (issue 42's first
-//! part, on processes; the compose environment comes next): three brokers
-//! on a real etcd and a shared-directory store, a keyed load from producers
-//! with deduplication on, and consumers of all four subscription types
-//! acknowledging what they get, while a seeded nemesis overlaps faults:
-//! `kill -9` and restart of a broker, SIGSTOP/SIGCONT, PIP-307 transfers of
-//! bundles to chosen brokers, and plain unloads. After the faults heal and
-//! the consumers drain, the checker reads the history and the logs back:
+//! A randomized fault campaign with a history checker (issue 42).
 //!
-//! - **lost**: acknowledged to a producer, never delivered on a subscription;
-//! - **stored twice**: a payload twice in a partition's log (deduplication
-//!   is on, and producers keep their names across reconnects);
-//! - **never sent**: delivered but not sent;
-//! - **producer order**: a producer's messages of one key out of send order
-//!   in the log;
-//! - **key order**: on Exclusive, Failover and Key_Shared, a key's first
-//!   deliveries out of send order (redeliveries may repeat earlier ones);
-//! - **stuck producer**: a send that never got its receipt.
+//! The cluster ([`world`]): three etcd members, an S3 server, three brokers
+//! whose links to etcd, to the store and to their clients each pass through
+//! a proxy, and whose clocks run through libfaketime. The nemesis
+//! ([`faults`]) overlaps, from a seed: `kill -9` and restart of a broker
+//! (the next life perhaps on a clock running at half or twice the speed),
+//! SIGSTOP/SIGCONT for 1–20 s, a broker cut off from etcd, from the store
+//! or from its clients, `kill -9` of an etcd member or of the etcd leader,
+//! forward clock jumps, PIP-307 transfers, unloads, bundle splits and
+//! rolling restarts.
 //!
-//! `STROBE_NEMESIS_SEED` and `STROBE_NEMESIS_SECS` (default 42 and 60)
-//! choose the run; a summary goes to `target/tmp/nemesis/<seed>.json`.
-//! `cargo test --features cluster --test nemesis -- --nocapture` runs it;
-//! CI does not yet (`test = false` in Cargo.toml): a 180 s run still
-//! hangs on a producer that stops getting receipts (`docs/reliability.md`).
+//! The workloads, every operation and outcome recorded:
+//! - our client: two producers with deduplication on, keyed messages to a
+//!   4-partition topic; consumers of all four subscription types
+//!   acknowledging; a reader per partition; consume-transform-produce in
+//!   transactions from each partition to one output topic;
+//! - the official Python client (`workload.py`): a named producer to a
+//!   second partitioned topic, a Failover and a Shared consumer.
+//!
+//! After the faults heal and everything drains, the checker
+//! ([`check`]) reads the history and the logs read back from their first
+//! entry, counts anomalies by kind, and writes `target/tmp/nemesis/<seed>
+//! .json` (summary), `.svg` (the fault timeline over throughput and
+//! latency) and the processes' logs. One command:
+//!
+//! `STROBE_NEMESIS_SEED=7 STROBE_NEMESIS_SECS=600 cargo test --features cluster --test nemesis -- --nocapture`
 
 #![cfg(feature = "cluster")]
 
+mod check;
 #[path = "../common/mod.rs"]
 mod common;
+mod faults;
+mod world;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::cluster::{Etcd, Member, TTL_SECS};
-use strobe_client::{Client, InitialPosition, ProducerMessage, SubType};
+use check::{History, Op};
+use faults::{Nemesis, Rng};
+use strobe_client::{
+    BatchingType, Client, Consumer, Error, InitialPosition, Producer, ProducerMessage, SubType,
+};
 use tokio::sync::mpsc;
+use world::World;
 
 const TOPIC: &str = "persistent://public/default/nemesis";
+const PY_TOPIC: &str = "persistent://public/default/nemesis-py";
+const CTP_OUT: &str = "persistent://public/default/nemesis-ctp";
 const PARTITIONS: u64 = 4;
+const PY_PARTITIONS: u64 = 2;
 const KEYS: u64 = 16;
 const PRODUCERS: u64 = 2;
+/// A producer sends one message per key each tick (1,600 messages/s in
+/// all: what the debug build's transactions keep up with).
+const TICK: Duration = Duration::from_millis(20);
 const BROKERS: usize = 3;
+/// How long after the load stops every outstanding receipt must come.
+const RECEIPT_GRACE: Duration = Duration::from_secs(60);
+/// A consumer that got nothing for this long after the heal has drained.
+const IDLE: Duration = Duration::from_secs(15);
+/// The longest the consumers may take to drain once the load stops.
+const DRAIN_LIMIT: Duration = Duration::from_secs(300);
 /// Subscriptions: name, type, consumers.
 const SUBS: [(&str, SubType, usize); 4] = [
     ("ex", SubType::Exclusive, 1),
@@ -50,26 +72,6 @@ const SUBS: [(&str, SubType, usize); 4] = [
     ("sh", SubType::Shared, 2),
 ];
 
-/// xorshift64*: the campaign's only source of chance, so a seed replays it.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn between(&mut self, lo_ms: u64, hi_ms: u64) -> Duration {
-        Duration::from_millis(lo_ms + self.below(hi_ms - lo_ms + 1))
-    }
-}
-
 fn env_u64(key: &str, default: u64) -> u64 {
     std::env::var(key)
         .ok()
@@ -77,80 +79,90 @@ fn env_u64(key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A message's payload: producer, key, sequence within that key.
-fn payload(prod: u64, key: u64, seq: u64) -> String {
-    format!("{prod}:{key}:{seq}")
+fn partition(p: u64) -> String {
+    format!("{TOPIC}-partition-{p}")
 }
 
-fn parse(p: &str) -> (u64, u64, u64) {
-    let v: Vec<u64> = p.split(':').map(|x| x.parse().unwrap()).collect();
-    (v[0], v[1], v[2])
+async fn client(url: &str) -> Client {
+    Client::builder(url)
+        .operation_timeout(Duration::from_secs(20))
+        .build()
+        .await
+        .expect("connect")
 }
 
-fn partition_of(key: u64) -> u64 {
-    key % PARTITIONS
-}
-
-fn service_url(ports: &[u16]) -> String {
-    let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    format!("pulsar://{}", hosts.join(","))
-}
-
-/// One producer task: every 10 ms a message for each of its keys' next
+/// One producer task: every [`TICK`] a message for each of its keys' next
 /// sequence, to the key's partition, under a fixed producer name (so
-/// deduplication spans its reconnects). Returns (sent, acknowledged,
-/// receipts that never came).
-async fn produce(
-    url: String,
-    prod: u64,
-    stop: Arc<AtomicBool>,
-) -> (Vec<String>, HashSet<String>, usize) {
-    let client = Client::builder(&url).build().await.unwrap();
+/// deduplication spans its reconnects).
+async fn produce(url: String, prod: u64, stop: Arc<AtomicBool>, h: mpsc::UnboundedSender<Op>) {
+    let client = client(&url).await;
     let mut producers = Vec::new();
     for p in 0..PARTITIONS {
         producers.push(
             client
-                .producer(&format!("{TOPIC}-partition-{p}"))
+                .producer(&partition(p))
                 .name(&format!("nemesis-{prod}-{p}"))
                 // Key_Shared keeps a key's order only when a batch holds
                 // one key (Pulsar's KEY_BASED batcher; the default batcher
                 // mixes keys, and a batch goes where its first key goes).
-                .batching_type(strobe_client::BatchingType::KeyBased)
+                .batching_type(BatchingType::KeyBased)
                 .send_timeout(None)
                 .create()
                 .await
                 .unwrap(),
         );
     }
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let collector = tokio::spawn(async move {
-        let mut acked = HashSet::new();
-        let mut stuck = 0;
-        while let Some((payload, receipt)) = rx.recv().await {
-            let receipt: strobe_client::SendFuture = receipt;
-            match tokio::time::timeout(Duration::from_secs(120), receipt).await {
-                Ok(Ok(_)) => {
-                    acked.insert(payload);
+    // Each receipt is awaited on its own (a stalled partition does not hold
+    // the others' timings back); once the load stops, every one still
+    // missing must come within RECEIPT_GRACE of that moment.
+    let wind_down: Arc<std::sync::Mutex<Option<tokio::time::Instant>>> = Default::default();
+    let mut receipts = tokio::task::JoinSet::new();
+    let await_receipt = |payload: String, at: Instant, mut receipt: strobe_client::SendFuture| {
+        let (wind_down, h) = (wind_down.clone(), h.clone());
+        async move {
+            loop {
+                let until = (*wind_down.lock().unwrap())
+                    .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
+                match tokio::time::timeout_at(until, &mut receipt).await {
+                    Ok(Ok(_)) => {
+                        let _ = h.send(Op::acked(TOPIC, payload, at));
+                        return;
+                    }
+                    Ok(Err(_)) => return,
+                    Err(_) if wind_down.lock().unwrap().is_some() => {
+                        let _ = h.send(Op::Stuck(TOPIC, payload));
+                        return;
+                    }
+                    Err(_) => {}
                 }
-                Ok(Err(_)) => {}
-                Err(_) => stuck += 1,
             }
         }
-        (acked, stuck)
-    });
-    let mut sent = Vec::new();
+    };
     let mut seq = vec![0u64; KEYS as usize];
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    while !stop.load(Ordering::Relaxed) {
+    let mut tick = tokio::time::interval(TICK);
+    'load: while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
+        while receipts.try_join_next().is_some() {}
         for key in 0..KEYS {
-            let p = payload(prod, key, seq[key as usize]);
+            let p = format!("{prod}:{key}:{}", seq[key as usize]);
             let msg = ProducerMessage::new(p.clone().into_bytes()).with_key(format!("k{key}"));
-            match producers[partition_of(key) as usize].send(msg).await {
+            // `send` waits for room in the producer's queue; a producer
+            // whose receipts stopped would hold the load for ever, so the
+            // wait is re-checked against `stop` every second.
+            let producer = &producers[(key % PARTITIONS) as usize];
+            let mut sending = std::pin::pin!(producer.send(msg));
+            let outcome = loop {
+                match tokio::time::timeout(Duration::from_secs(1), &mut sending).await {
+                    Ok(r) => break r,
+                    Err(_) if stop.load(Ordering::Relaxed) => break 'load,
+                    Err(_) => {}
+                }
+            };
+            match outcome {
                 Ok(r) => {
                     seq[key as usize] += 1;
-                    sent.push(p.clone());
-                    tx.send((p, r)).unwrap();
+                    let _ = h.send(Op::Sent(TOPIC, p.clone()));
+                    receipts.spawn(await_receipt(p, Instant::now(), r));
                 }
                 // Not sent (the producer's queue is full while it
                 // reconnects): the same sequence goes next tick.
@@ -158,48 +170,57 @@ async fn produce(
             }
         }
     }
-    drop(tx);
-    let (acked, stuck) = collector.await.unwrap();
+    *wind_down.lock().unwrap() = Some(tokio::time::Instant::now() + RECEIPT_GRACE);
+    while receipts.join_next().await.is_some() {}
     client.close().await;
-    (sent, acked, stuck)
+}
+
+/// Whether a consumer is done: the load has stopped (every producer has
+/// its receipts or gave up) and nothing came for [`IDLE`] since then. Quiet
+/// from before the stop does not count: a producer's last messages may be
+/// acknowledged, and delivered, only at its wind-down.
+fn quiet(stop: &AtomicBool, stopped: &mut bool, quiet_since: &mut Instant) -> bool {
+    if !*stopped && stop.load(Ordering::Relaxed) {
+        *stopped = true;
+        *quiet_since = (*quiet_since).max(Instant::now());
+    }
+    *stopped && quiet_since.elapsed() >= IDLE
 }
 
 /// One consumer of subscription `sub` on every partition, acknowledging
-/// what it gets; deliveries go to `seen` as (sub, consumer, payload). Ends
-/// once `stop` is set and nothing came for `idle`.
+/// what it gets. Ends once `stop` is set and nothing came for [`IDLE`].
 async fn consume(
     url: String,
     sub: &'static str,
     ty: SubType,
     name: String,
-    seen: mpsc::UnboundedSender<(&'static str, String, String)>,
+    h: mpsc::UnboundedSender<Op>,
     stop: Arc<AtomicBool>,
-    idle: Duration,
 ) {
-    let client = Client::builder(&url).build().await.unwrap();
+    let client = client(&url).await;
     let mut tasks = Vec::new();
     for p in 0..PARTITIONS {
         let mut c = client
-            .consumer(&format!("{TOPIC}-partition-{p}"), sub)
+            .consumer(&partition(p), sub)
             .sub_type(ty)
             .consumer_name(&name)
             .initial_position(InitialPosition::Earliest)
             .subscribe()
             .await
             .unwrap();
-        let (seen, stop, name) = (seen.clone(), stop.clone(), name.clone());
+        let (h, stop) = (h.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
-            let mut quiet_since = Instant::now();
+            let (mut quiet_since, mut stopped) = (Instant::now(), false);
             loop {
                 match c.recv_timeout(Duration::from_millis(500)).await {
                     Ok(Some(m)) => {
                         quiet_since = Instant::now();
                         let text = String::from_utf8(m.payload.to_vec()).unwrap();
-                        let _ = seen.send((sub, name.clone(), text));
+                        let _ = h.send(Op::Recv(TOPIC, sub, text));
                         let _ = c.ack(&m);
                     }
                     _ => {
-                        if stop.load(Ordering::Relaxed) && quiet_since.elapsed() >= idle {
+                        if quiet(&stop, &mut stopped, &mut quiet_since) {
                             let _ = c.close().await;
                             return;
                         }
@@ -214,143 +235,160 @@ async fn consume(
     client.close().await;
 }
 
-/// The brokers, their state, and the faults done to them.
-struct Nemesis {
-    etcd_dir: std::path::PathBuf,
-    members: Vec<Option<Member>>,
-    /// Paused brokers and when they resume.
-    paused: HashMap<usize, Instant>,
-    /// Killed brokers and when they restart.
-    dead: HashMap<usize, Instant>,
-    /// (ms since the start, what): admin actions finish in the background.
-    faults: Arc<std::sync::Mutex<Vec<(u128, String)>>>,
-    started: Instant,
+/// A reader of partition `p` from its first entry; what it returns, in
+/// order, is checked against the log.
+async fn read(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<AtomicBool>) {
+    let client = client(&url).await;
+    let mut r = client
+        .reader(&partition(p))
+        .start_earliest()
+        .create()
+        .await
+        .unwrap();
+    let (mut quiet_since, mut stopped) = (Instant::now(), false);
+    loop {
+        match r.recv_timeout(Duration::from_millis(500)).await {
+            Ok(Some(m)) => {
+                quiet_since = Instant::now();
+                let text = String::from_utf8(m.payload.to_vec()).unwrap();
+                let _ = h.send(Op::Read(p, text));
+            }
+            _ => {
+                if quiet(&stop, &mut stopped, &mut quiet_since) {
+                    let _ = r.close().await;
+                    break;
+                }
+            }
+        }
+    }
+    client.close().await;
 }
 
-fn note_in(faults: &std::sync::Mutex<Vec<(u128, String)>>, started: Instant, what: String) {
-    println!("{:>7} ms  {what}", started.elapsed().as_millis());
-    faults
-        .lock()
-        .unwrap()
-        .push((started.elapsed().as_millis(), what));
+/// Consume-transform-produce from partition `p` to [`CTP_OUT`] in
+/// transactions of up to 200 messages: send each transformed, acknowledge
+/// the input cumulatively in the same transaction, commit; any failure
+/// aborts and the batch comes again.
+async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<AtomicBool>) {
+    let client = client(&url).await;
+    let subscribe = || async {
+        loop {
+            match client
+                .consumer(&partition(p), "ctp")
+                .sub_type(SubType::Failover)
+                .initial_position(InitialPosition::Earliest)
+                .subscribe()
+                .await
+            {
+                Ok(c) => return c,
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    };
+    let out = loop {
+        match client
+            .producer(CTP_OUT)
+            .name(&format!("ctp-{p}"))
+            .no_batching()
+            .send_timeout(None)
+            .create()
+            .await
+        {
+            Ok(o) => break o,
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    };
+    let mut input = subscribe().await;
+    let (mut quiet_since, mut stopped) = (Instant::now(), false);
+    loop {
+        match transform_batch(&client, &mut input, &out).await {
+            Ok(0) => {
+                if quiet(&stop, &mut stopped, &mut quiet_since) {
+                    break;
+                }
+            }
+            Ok(n) => {
+                quiet_since = Instant::now();
+                let _ = h.send(Op::Committed(n));
+            }
+            Err(e) => {
+                let _ = h.send(Op::Aborted(e.to_string()));
+                drop(input);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                input = subscribe().await;
+            }
+        }
+    }
+    let _ = input.close().await;
+    client.close().await;
 }
 
-impl Nemesis {
-    fn note(&mut self, what: String) {
-        note_in(&self.faults, self.started, what);
-    }
-
-    fn up(&self) -> Vec<usize> {
-        (0..BROKERS)
-            .filter(|i| self.members[*i].is_some() && !self.paused.contains_key(i))
-            .collect()
-    }
-
-    /// Resumes and restarts what is due (or everything, `all`).
-    fn heal(&mut self, etcd: &Etcd, all: bool) {
-        let now = Instant::now();
-        let due: Vec<usize> = self
-            .paused
-            .iter()
-            .filter(|(_, t)| all || **t <= now)
-            .map(|(i, _)| *i)
-            .collect();
-        for i in due {
-            self.paused.remove(&i);
-            if let Some(m) = &self.members[i] {
-                m.signal("CONT");
-            }
-            self.note(format!("SIGCONT b{}", i + 1));
-        }
-        let due: Vec<usize> = self
-            .dead
-            .iter()
-            .filter(|(_, t)| all || **t <= now)
-            .map(|(i, _)| *i)
-            .collect();
-        for i in due {
-            self.dead.remove(&i);
-            self.members[i] = Some(Member::start(&format!("b{}", i + 1), etcd, &self.etcd_dir));
-            self.note(format!("restart b{}", i + 1));
+async fn transform_batch(c: &Client, input: &mut Consumer, out: &Producer) -> Result<usize, Error> {
+    let mut msgs = Vec::new();
+    while msgs.len() < 200 {
+        match input.recv_timeout(Duration::from_millis(100)).await? {
+            Some(m) => msgs.push(m),
+            None => break,
         }
     }
-
-    /// One fault, chosen by `rng`. An admin action runs in the background
-    /// (its broker may wait on a paused one) and is noted when it ends.
-    fn strike(&mut self, rng: &mut Rng) {
-        let up = self.up();
-        match rng.below(4) {
-            // At most one broker down or paused at a time: the cluster
-            // keeps serving, so a stall is a bug, not the fault.
-            0 if up.len() == BROKERS => {
-                let i = up[rng.below(up.len() as u64) as usize];
-                self.members[i].take().unwrap().kill9();
-                // Its session must expire before it comes back.
-                let back = Duration::from_secs(TTL_SECS + 1) + rng.between(0, 4000);
-                self.dead.insert(i, Instant::now() + back);
-                self.note(format!("kill -9 b{}", i + 1));
-            }
-            1 if up.len() == BROKERS => {
-                let i = up[rng.below(up.len() as u64) as usize];
-                self.members[i].as_ref().unwrap().signal("STOP");
-                self.paused
-                    .insert(i, Instant::now() + rng.between(1000, 8000));
-                self.note(format!("SIGSTOP b{}", i + 1));
-            }
-            k @ (2 | 3) => {
-                let via = up[rng.below(up.len() as u64) as usize];
-                let dst = up[rng.below(up.len() as u64) as usize];
-                let m = self.members[via].as_ref().unwrap();
-                let port = m.http_port;
-                let pick = rng.next();
-                let transfer = k == 2;
-                let (faults, started) = (self.faults.clone(), self.started);
-                let asked = started.elapsed().as_millis();
-                let action = tokio::task::spawn_blocking(move || {
-                    let http = |method: &str, path: &str| -> Option<(u16, String)> {
-                        use std::io::{Read, Write};
-                        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-                        s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
-                        write!(s, "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").ok()?;
-                        let mut out = String::new();
-                        s.read_to_string(&mut out).ok()?;
-                        let status = out.split_whitespace().nth(1)?.parse().ok()?;
-                        Some((status, out.split_once("\r\n\r\n")?.1.to_owned()))
-                    };
-                    let (_, body) = http("GET", "/admin/v2/namespaces/public/default/bundles")?;
-                    let b: serde_json::Value = serde_json::from_str(&body).ok()?;
-                    let bounds: Vec<String> = b["boundaries"]
-                        .as_array()?
-                        .iter()
-                        .filter_map(|x| x.as_str().map(str::to_owned))
-                        .collect();
-                    let w = (pick % (bounds.len().max(2) as u64 - 1)) as usize;
-                    let bundle = format!("{}_{}", bounds.get(w)?, bounds.get(w + 1)?);
-                    let path = if transfer {
-                        format!(
-                            "/admin/v2/namespaces/public/default/{bundle}/unload?destinationBroker=b{}",
-                            dst + 1
-                        )
-                    } else {
-                        format!("/admin/v2/namespaces/public/default/{bundle}/unload")
-                    };
-                    let (st, _) = http("PUT", &path)?;
-                    Some(if transfer {
-                        format!("transfer {bundle} to b{} ({st})", dst + 1)
-                    } else {
-                        format!("unload {bundle} ({st})")
-                    })
-                });
-                tokio::spawn(async move {
-                    let what = action.await.ok().flatten().unwrap_or_else(|| {
-                        format!("{} failed", if transfer { "transfer" } else { "unload" })
-                    });
-                    note_in(&faults, started, format!("{what}, asked at {asked} ms"));
-                });
-            }
-            _ => {}
+    if msgs.is_empty() {
+        return Ok(0);
+    }
+    let txn = c.new_transaction(Duration::from_secs(60)).await?;
+    let work = async {
+        let mut sends = Vec::new();
+        for m in &msgs {
+            let mut t = b"t:".to_vec();
+            t.extend_from_slice(&m.payload);
+            sends.push(txn.send(out, t).await?);
+        }
+        // One cumulative acknowledgement (Failover) covers the batch.
+        txn.ack(input, msgs.last().expect("a batch"), true).await?;
+        for s in sends {
+            s.await?;
+        }
+        txn.commit().await
+    };
+    match tokio::time::timeout(Duration::from_secs(60), work).await {
+        Ok(Ok(())) => Ok(msgs.len()),
+        outcome => {
+            // Committed or aborted, the caller subscribes again: what the
+            // subscription has not acknowledged (an aborted transaction's
+            // batch) comes back. Kept, the batch would stay delivered but
+            // unacknowledged, and the next cumulative acknowledgement would
+            // cover it untransformed.
+            let _ = txn.abort().await;
+            Err(match outcome {
+                Ok(Err(e)) => e,
+                _ => Error::Timeout("transaction"),
+            })
         }
     }
+}
+
+/// The official Python client's workload, as a process.
+fn python_workload(
+    url: &str,
+    history: &std::path::Path,
+    stop: &std::path::Path,
+) -> std::process::Child {
+    let python = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: tests/run-all.sh makes the venv with pulsar-client",
+        python.display()
+    );
+    std::process::Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/nemesis/workload.py"
+        ))
+        .args([url, PY_TOPIC])
+        .arg(history)
+        .arg(stop)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(history.with_extension("stderr")).unwrap())
+        .spawn()
+        .expect("spawn the Python workload")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,240 +396,209 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
     let seed = env_u64("STROBE_NEMESIS_SEED", 42);
     let secs = env_u64("STROBE_NEMESIS_SECS", 60);
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nemesis");
+    std::fs::create_dir_all(&out).unwrap();
+    // The client's own account of its reconnects, beside the brokers' logs.
+    let client_log = std::fs::File::create(out.join(format!("{seed}-client.log"))).unwrap();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "strobe_client=debug,warn",
+        ))
+        .with_writer(std::sync::Mutex::new(client_log))
+        .with_ansi(false)
+        .try_init();
     let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path());
-    let members: Vec<Option<Member>> = (1..=BROKERS)
-        .map(|i| Some(Member::start(&format!("b{i}"), &etcd, dir.path())))
-        .collect();
-    let ports: Vec<u16> = members.iter().flatten().map(|m| m.port).collect();
-    let admin = members[0].as_ref().unwrap();
-    let (st, body) = admin
-        .http(
+    let mut world = World::start(dir.path(), BROKERS).await;
+    let admin = world.brokers[0].as_ref().unwrap();
+    for (method, path, body) in [
+        (
             "POST",
             "/admin/v2/namespaces/public/default/deduplication",
             "true",
-        )
-        .unwrap();
-    assert!(st == 204 || st == 200, "{st} {body}");
-    // The checker reads the logs back: nothing consumed is deleted.
-    let (st, body) = admin
-        .http(
+        ),
+        // The checker reads the logs back: nothing consumed is deleted.
+        (
             "POST",
             "/admin/v2/namespaces/public/default/retention",
             r#"{"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}"#,
-        )
-        .unwrap();
-    assert!(st == 204 || st == 200, "{st} {body}");
-    let (st, body) = admin
-        .http(
+        ),
+        (
             "PUT",
             "/admin/v2/persistent/public/default/nemesis/partitions",
             &PARTITIONS.to_string(),
-        )
-        .unwrap();
-    assert!(st == 204 || st == 200, "{st} {body}");
-    let url = service_url(&ports);
+        ),
+        (
+            "PUT",
+            "/admin/v2/persistent/public/default/nemesis-py/partitions",
+            &PY_PARTITIONS.to_string(),
+        ),
+    ] {
+        let (st, body) = admin.http(method, path, body).unwrap();
+        assert!(st == 204 || st == 200, "{path}: {st} {body}");
+    }
+    let url = world.service_url();
 
+    let (h, mut history_rx) = mpsc::unbounded_channel::<Op>();
+    let started = Instant::now();
+    let collector = tokio::spawn(async move {
+        let mut history = History::new(started);
+        while let Some(op) = history_rx.recv().await {
+            history.add(op);
+        }
+        history
+    });
     let stop_consumers = Arc::new(AtomicBool::new(false));
-    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
-    let mut consumers = Vec::new();
+    let mut drains = Vec::new();
     for (sub, ty, n) in SUBS {
         for c in 0..n {
-            consumers.push(tokio::spawn(consume(
+            drains.push(tokio::spawn(consume(
                 url.clone(),
                 sub,
                 ty,
                 format!("{sub}-{c}"),
-                seen_tx.clone(),
+                h.clone(),
                 stop_consumers.clone(),
-                Duration::from_secs(15),
             )));
         }
     }
-    drop(seen_tx);
+    for p in 0..PARTITIONS {
+        drains.push(tokio::spawn(read(
+            url.clone(),
+            p,
+            h.clone(),
+            stop_consumers.clone(),
+        )));
+        drains.push(tokio::spawn(transform(
+            url.clone(),
+            p,
+            h.clone(),
+            stop_consumers.clone(),
+        )));
+    }
     let stop_producers = Arc::new(AtomicBool::new(false));
     let producers: Vec<_> = (0..PRODUCERS)
-        .map(|p| tokio::spawn(produce(url.clone(), p, stop_producers.clone())))
+        .map(|p| tokio::spawn(produce(url.clone(), p, stop_producers.clone(), h.clone())))
         .collect();
+    let py_history = dir.path().join("python.jsonl");
+    let py_stop = dir.path().join("python.stop");
+    let mut python = python_workload(&url, &py_history, &py_stop);
 
-    let mut nemesis = Nemesis {
-        etcd_dir: dir.path().to_owned(),
-        members,
-        paused: HashMap::new(),
-        dead: HashMap::new(),
-        faults: Default::default(),
-        started: Instant::now(),
-    };
+    let mut nemesis = Nemesis::new();
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
-        tokio::time::sleep(rng.between(500, 3000)).await;
-        nemesis.heal(&etcd, false);
-        nemesis.strike(&mut rng);
+        tokio::time::sleep(rng.between(300, 2500)).await;
+        nemesis.heal(&mut world, false);
+        nemesis.strike(&mut world, &mut rng);
     }
-    nemesis.heal(&etcd, true);
-    nemesis.note("healed".into());
+    nemesis.heal(&mut world, true);
+    let healed_ms = nemesis.started.elapsed().as_millis();
+    println!("{healed_ms:>7} ms  healed");
     tokio::time::sleep(Duration::from_secs(5)).await;
     stop_producers.store(true, Ordering::Relaxed);
-    let (mut sent, mut acked, mut stuck) = (Vec::new(), HashSet::new(), 0);
+    std::fs::write(&py_stop, "").unwrap();
     for p in producers {
-        let (s, a, k) = p.await.unwrap();
-        sent.extend(s);
-        acked.extend(a);
-        stuck += k;
+        p.await.unwrap();
     }
     stop_consumers.store(true, Ordering::Relaxed);
-    let mut deliveries: Vec<(&str, String, String)> = Vec::new();
-    let drain = tokio::spawn(async move {
-        while let Some(d) = seen_rx.recv().await {
-            deliveries.push(d);
+    // Consumers, readers and transformers end once drained; one still going
+    // DRAIN_LIMIT after the load stopped is stuck.
+    let drain_deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
+    let mut stuck_drains = 0;
+    for mut d in drains {
+        if tokio::time::timeout_at(drain_deadline, &mut d)
+            .await
+            .is_err()
+        {
+            d.abort();
+            stuck_drains += 1;
         }
-        deliveries
-    });
-    for c in consumers {
-        c.await.unwrap();
     }
-    let deliveries = drain.await.unwrap();
+    // The Python workload ends by itself once drained (60 s for receipts,
+    // then 15 s of quiet); one that does not is an anomaly.
+    let py_deadline = Instant::now() + Duration::from_secs(180);
+    let py_hung = loop {
+        if python.try_wait().unwrap().is_some() {
+            break false;
+        }
+        if Instant::now() > py_deadline {
+            let _ = python.kill();
+            break true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    drop(h);
+    let mut history = collector.await.unwrap();
+    history.add_python(&std::fs::read_to_string(&py_history).unwrap_or_default());
 
-    // The logs, read back from their first entry (restarted brokers listen
-    // on new ports).
-    let ports: Vec<u16> = nemesis.members.iter().flatten().map(|m| m.port).collect();
-    let reader_client = Client::builder(&service_url(&ports)).build().await.unwrap();
-    let mut stored: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for p in 0..PARTITIONS {
-        let got = common::read_texts(&reader_client, &format!("{TOPIC}-partition-{p}"))
+    // The logs, read back from their first entry.
+    let reader = client(&url).await;
+    let mut logs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in (0..PARTITIONS)
+        .map(partition)
+        .chain((0..PY_PARTITIONS).map(|p| format!("{PY_TOPIC}-partition-{p}")))
+        .chain([CTP_OUT.to_string()])
+    {
+        let got = common::read_texts(&reader, &t)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        stored.insert(p, got);
+        logs.insert(t, got);
+    }
+    let mut anomalies = check::check(&history, &logs, TOPIC, PY_TOPIC, CTP_OUT, &SUBS);
+    if stuck_drains > 0 {
+        anomalies.entry("stuck consumer").or_default().push(format!(
+            "{stuck_drains} consumers, readers or transformers still going {} s after the load stopped",
+            DRAIN_LIMIT.as_secs()
+        ));
+    }
+    if py_hung {
+        anomalies
+            .entry("stuck workload")
+            .or_default()
+            .push("the Python workload did not end 180 s after the load stopped".into());
     }
 
-    // The checker.
-    let sent_set: HashSet<&String> = sent.iter().collect();
-    let mut anomalies: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    let mut note = |kind: &'static str, what: String| anomalies.entry(kind).or_default().push(what);
-    for (p, log) in &stored {
-        let mut count: HashMap<&String, u32> = HashMap::new();
-        let mut last: HashMap<(u64, u64), u64> = HashMap::new();
-        for s in log {
-            *count.entry(s).or_default() += 1;
-            let (prod, key, seq) = parse(s);
-            if let Some(prev) = last.insert((prod, key), seq)
-                && prev >= seq
-            {
-                note(
-                    "producer order",
-                    format!("partition {p}: {s} after seq {prev}"),
-                );
-            }
-            if !sent_set.contains(s) {
-                note("never sent", format!("partition {p} holds {s}"));
-            }
-        }
-        for (s, n) in count {
-            if n > 1 {
-                note("stored twice", format!("partition {p}: {s} {n} times"));
-            }
-        }
-    }
-    // Acknowledged but not in the log: lost however the consumers fared.
-    let in_logs: HashSet<&String> = stored.values().flatten().collect();
-    let mut missing_by_key: BTreeMap<(u64, u64), Vec<u64>> = BTreeMap::new();
-    for a in &acked {
-        if !in_logs.contains(a) {
-            let (prod, key, seq) = parse(a);
-            missing_by_key.entry((prod, key)).or_default().push(seq);
-        }
-    }
-    for ((prod, key), mut seqs) in missing_by_key {
-        seqs.sort();
-        note(
-            "lost from the log",
-            format!(
-                "producer {prod} key {key} (partition {}): {} acknowledged, absent, seq {}..={}",
-                partition_of(key),
-                seqs.len(),
-                seqs[0],
-                seqs[seqs.len() - 1]
-            ),
-        );
-    }
-    for (sub, ty, _) in SUBS {
-        let mine: Vec<&(&str, String, String)> = deliveries.iter().filter(|d| d.0 == sub).collect();
-        let got: HashSet<&String> = mine.iter().map(|d| &d.2).collect();
-        let mut lost: Vec<&String> = acked.iter().filter(|a| !got.contains(*a)).collect();
-        lost.sort_by_key(|a| parse(a));
-        for a in &lost {
-            note("lost", format!("{sub}: {a}"));
-        }
-        if !lost.is_empty() {
-            println!(
-                "{sub}: {} acknowledged never delivered, e.g. {:?}",
-                lost.len(),
-                &lost[..lost.len().min(8)]
-            );
-        }
-        for d in &mine {
-            if !sent_set.contains(&d.2) {
-                note("never sent", format!("{sub} got {}", d.2));
-            }
-        }
-        if ty != SubType::Shared {
-            let mut firsts: HashMap<(u64, u64), u64> = HashMap::new();
-            let mut seen: HashSet<&String> = HashSet::new();
-            for d in &mine {
-                if !seen.insert(&d.2) {
-                    continue;
-                }
-                let (prod, key, seq) = parse(&d.2);
-                if let Some(prev) = firsts.insert((prod, key), seq)
-                    && prev >= seq
-                {
-                    note(
-                        "key order",
-                        format!("{sub}: {} first delivered after seq {prev}", d.2),
-                    );
-                }
-            }
-        }
-    }
-    if stuck > 0 {
-        note(
-            "stuck producer",
-            format!("{stuck} sends without a receipt in 120 s"),
-        );
-    }
-
-    let faults = nemesis.faults.lock().unwrap().clone();
+    let faults = nemesis.timeline.lock().unwrap().clone();
     let counts: BTreeMap<&str, usize> = anomalies.iter().map(|(k, v)| (*k, v.len())).collect();
     let summary = serde_json::json!({
         "seed": seed,
         "seconds": secs,
-        "faults": faults.iter().map(|(t, w)| serde_json::json!({"at_ms": t, "what": w})).collect::<Vec<_>>(),
-        "sent": sent.len(),
-        "acknowledged": acked.len(),
-        "deliveries": deliveries.len(),
-        "stored": stored.values().map(Vec::len).sum::<usize>(),
+        "healed_at_ms": healed_ms,
+        "faults": faults,
+        "fault_count": faults.len(),
+        "totals": history.totals(&logs),
         "anomalies": counts,
         "examples": anomalies.iter().map(|(k, v)| (k.to_string(), v.iter().take(5).cloned().collect::<Vec<_>>())).collect::<BTreeMap<_, _>>(),
     });
-    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nemesis");
-    std::fs::create_dir_all(&out).unwrap();
     std::fs::write(
         out.join(format!("{seed}.json")),
         serde_json::to_string_pretty(&summary).unwrap(),
     )
     .unwrap();
+    std::fs::write(
+        out.join(format!("{seed}.svg")),
+        check::svg(&history, &faults, secs, healed_ms),
+    )
+    .unwrap();
+    // Every process's log (each life of each broker) goes with the summary.
+    let logs_dir = out.join(format!("{seed}-logs"));
+    let _ = std::fs::remove_dir_all(&logs_dir);
+    std::fs::create_dir_all(&logs_dir).unwrap();
+    for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".log") || name.starts_with("python") {
+            let _ = std::fs::copy(e.path(), logs_dir.join(&name));
+        }
+    }
     println!("{}", serde_json::to_string_pretty(&summary).unwrap());
-    let struck = faults
-        .iter()
-        .filter(|f| !f.1.starts_with("SIGCONT") && !f.1.starts_with("restart"))
-        .count();
+    let struck = faults.iter().filter(|f| f.kind != "admin").count();
     assert!(struck > 0, "the nemesis did nothing");
     assert!(
-        acked.len() > 1000,
+        history.acknowledged(TOPIC) > 1000,
         "too little traffic to judge: {}",
-        acked.len()
+        history.acknowledged(TOPIC)
     );
+    let seen: HashSet<&str> = faults.iter().map(|f| f.kind).collect();
+    println!("fault kinds: {seen:?}");
     assert!(anomalies.is_empty(), "anomalies: {counts:?}\n{summary}");
-    drop(nemesis);
-    drop(etcd);
+    drop(world);
 }

@@ -442,6 +442,16 @@ impl Topic {
         self.state.lock().producers.contains_key(&key)
     }
 
+    /// The highest sequence id stored for producer `name` (-1 without
+    /// deduplication or before its first message).
+    pub fn last_sequence_id(&self, name: &str) -> i64 {
+        let st = self.state.lock();
+        st.dedup
+            .as_ref()
+            .and_then(|d| d.pushed.get(name).copied())
+            .unwrap_or(-1)
+    }
+
     /// Stores one entry (the metadata-and-payload bytes as received, whose
     /// CRC-32C is `crc`) for
     /// producer `key`, if it is still registered (not fenced or closed by the

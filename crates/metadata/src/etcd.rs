@@ -93,6 +93,21 @@ fn backend(e: etcd_client::Error) -> MetadataError {
     }
 }
 
+/// A request that failed on its way (the connection broke, the member is
+/// unavailable), not one etcd answered with a refusal.
+fn transport_failed(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(s) => {
+            // gRPC's UNAVAILABLE (14), and UNKNOWN (2) as tonic reports a
+            // broken connection.
+            let code: i32 = s.code().into();
+            code == 14 || (code == 2 && s.message().contains("transport error"))
+        }
+        _ => false,
+    }
+}
+
 fn stat_of(kv: &etcd_client::KeyValue) -> Stat {
     Stat {
         version: kv.mod_revision() as u64,
@@ -148,11 +163,42 @@ impl EtcdStore {
             .map_err(backend)
     }
 
+    /// An idempotent request (a read, a lease grant), sent again while the
+    /// transport fails, within the request timeout: with several endpoints,
+    /// a request caught on a member's dying connection (broken pipe,
+    /// unavailable) goes to another. A write is never resent here: whether
+    /// it took effect is unknown, and its caller decides.
+    async fn idempotent<T, F, Fut>(&self, mut op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.opts.request_timeout;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match tokio::time::timeout_at(deadline, op()).await {
+                Err(_) => return Err(MetadataError::Backend("etcd request timed out".into())),
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e))
+                    if transport_failed(&e) && tokio::time::Instant::now() + backoff < deadline =>
+                {
+                    tracing::debug!(error = %e, "etcd request failed in transport; sending it again");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Ok(Err(e)) => return Err(backend(e)),
+            }
+        }
+    }
+
     /// The current revision of the etcd cluster.
     pub async fn revision(&self) -> Result<Revision> {
-        let mut kv = self.client.kv_client();
         let resp = self
-            .timed(kv.get(self.full("/"), Some(GetOptions::new().with_count_only())))
+            .idempotent(|| {
+                let mut kv = self.client.kv_client();
+                let key = self.full("/");
+                async move { kv.get(key, Some(GetOptions::new().with_count_only())).await }
+            })
             .await?;
         Ok(resp.header().map_or(0, |h| h.revision() as u64))
     }
@@ -166,8 +212,13 @@ impl MetadataStore for EtcdStore {
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         crate::store::validate_key(key)?;
-        let mut kv = self.client.kv_client();
-        let resp = self.timed(kv.get(self.full(key), None)).await?;
+        let resp = self
+            .idempotent(|| {
+                let mut kv = self.client.kv_client();
+                let key = self.full(key);
+                async move { kv.get(key, None).await }
+            })
+            .await?;
         Ok(resp.kvs().first().map(|kv| Versioned {
             value: kv.value().to_vec(),
             stat: stat_of(kv),
@@ -176,9 +227,12 @@ impl MetadataStore for EtcdStore {
 
     async fn scan_prefix(&self, prefix: &str) -> Result<Scan> {
         validate_prefix(prefix)?;
-        let mut kv = self.client.kv_client();
         let resp = self
-            .timed(kv.get(self.full(prefix), Some(GetOptions::new().with_prefix())))
+            .idempotent(|| {
+                let mut kv = self.client.kv_client();
+                let key = self.full(prefix);
+                async move { kv.get(key, Some(GetOptions::new().with_prefix())).await }
+            })
             .await?;
         let entries = resp
             .kvs()
@@ -199,12 +253,15 @@ impl MetadataStore for EtcdStore {
 
     async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
         validate_prefix(prefix)?;
-        let mut kv = self.client.kv_client();
         let resp = self
-            .timed(kv.get(
-                self.full(prefix),
-                Some(GetOptions::new().with_prefix().with_keys_only()),
-            ))
+            .idempotent(|| {
+                let mut kv = self.client.kv_client();
+                let key = self.full(prefix);
+                async move {
+                    kv.get(key, Some(GetOptions::new().with_prefix().with_keys_only()))
+                        .await
+                }
+            })
             .await?;
         Ok(resp
             .kvs()
@@ -321,8 +378,14 @@ impl MetadataStore for EtcdStore {
 
     async fn grant_lease(&self, ttl: Duration) -> Result<LeaseGrant> {
         let secs = ttl.as_secs_f64().ceil().max(1.0) as i64;
-        let mut lc = self.client.lease_client();
-        let resp = self.timed(lc.grant(secs, None)).await?;
+        // Sent again, a grant that did take effect leaves a lease no one
+        // keeps alive: it expires.
+        let resp = self
+            .idempotent(|| {
+                let mut lc = self.client.lease_client();
+                async move { lc.grant(secs, None).await }
+            })
+            .await?;
         let granted = Duration::from_secs(resp.ttl().max(1) as u64);
         self.ttls.lock().insert(resp.id(), granted);
         Ok(LeaseGrant {

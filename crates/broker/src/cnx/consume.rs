@@ -44,6 +44,15 @@ impl ServerCnx {
                 .closed_by_broker
                 .load(std::sync::atomic::Ordering::Acquire)
             {
+                // The client subscribes again with a consumer it has (its
+                // first request timed out): as Pulsar's broker, the
+                // consumer there is answers. Another topic or subscription
+                // under the same id is the client's mistake.
+                let same_topic = TopicName::parse(&c.topic).is_ok_and(|t| t == k.topic.name);
+                if same_topic && k.sub.name == c.subscription {
+                    info!(topic = %c.topic, subscription = %c.subscription, consumer_id = c.consumer_id, "consumer with the same id is already created");
+                    return Ok(commands::success(request_id));
+                }
                 return Err(BrokerError::ConsumerBusy(format!(
                     "consumer id {} is already in use on this connection",
                     c.consumer_id

@@ -54,10 +54,29 @@ impl ServerCnx {
             .await?;
         if let Some(existing) = self.producers.get(&c.producer_id) {
             if existing.topic.has_producer((self.id, c.producer_id)) {
-                return Err(BrokerError::ProducerBusy(format!(
-                    "producer id {} is already in use on this connection",
-                    c.producer_id
-                )));
+                // The client asks again for a producer it has (its first
+                // request timed out, the answer came late): as Pulsar's
+                // broker, answer with the one there is. A refusal would
+                // fail every retry for as long as the connection lives.
+                if existing.topic.name != topic_name {
+                    return Err(BrokerError::ProducerBusy(format!(
+                        "producer id {} is already in use on this connection for {}",
+                        c.producer_id, existing.topic.name
+                    )));
+                }
+                info!(topic = %topic_name, producer = %existing.name, "producer with the same id is already created");
+                let last = existing.topic.last_sequence_id(&existing.name);
+                let name = existing.name.clone();
+                self.send(commands::producer_success(
+                    c.request_id,
+                    &name,
+                    last,
+                    None,
+                    None,
+                    true,
+                ))
+                .await;
+                return Ok(());
             }
             // Closed by the broker (fenced, topic closed): the client re-creates it.
             self.producers.remove(&c.producer_id);

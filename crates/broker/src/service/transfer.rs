@@ -94,6 +94,13 @@ impl BrokerService {
             .clone();
         self.bundles(ns)?.range_of(bundle)?;
         let path = bundle_path(ns, bundle);
+        if c.owner_of(&path).is_none() {
+            // As Pulsar's unload of a bundle no broker owns: nothing to
+            // move (a split's fresh child, a bundle freed a moment ago);
+            // the next lookup places it.
+            info!(bundle = %path, dst = %dst.broker_id, "no broker owns the bundle; nothing to transfer");
+            return Ok(());
+        }
         let started = Instant::now();
         c.begin_transfer(&path, &dst).await?;
         let began = started.elapsed();
