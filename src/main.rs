@@ -301,9 +301,22 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
             expiry_slack: std::time::Duration::from_secs(1),
             ..SessionOptions::default()
         };
-        let cluster = Cluster::join(metadata.clone(), session, me)
-            .await
-            .context("joining the cluster")?;
+        // An etcd member dying under a request (its connection breaks) is
+        // no reason to give up: the others answer the next attempt. Joining
+        // again is safe: a half-made session's lease expires.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let cluster = loop {
+            match Cluster::join(metadata.clone(), session.clone(), me.clone()).await {
+                Ok(c) => break c,
+                Err(e @ strobe_cluster::ClusterError::Metadata(strobe_metadata::MetadataError::Backend(_)))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    tracing::warn!(error = %e, "joining the cluster failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("joining the cluster")),
+            }
+        };
         if cfg.load_balancer_enabled {
             cluster.start_load_manager(strobe_cluster::balance::ShedPolicy {
                 interval: std::time::Duration::from_secs(cfg.load_balancer_interval_secs),

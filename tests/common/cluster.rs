@@ -124,6 +124,12 @@ impl Member {
     /// Starts with its own metadata store, storage and environment; the log
     /// is `dir/{id}.log`, the data `dir/{id}`.
     pub fn spawn(id: &str, dir: &std::path::Path, how: &Spawn) -> Member {
+        Member::try_spawn(id, dir, how).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Member::spawn`], with the reason as an error if the broker exits
+    /// or is not ready within 30 s.
+    pub fn try_spawn(id: &str, dir: &std::path::Path, how: &Spawn) -> Result<Member, String> {
         let log = dir.join(format!("{id}.log"));
         let cfg = dir.join(format!("{id}.toml"));
         std::fs::write(&cfg, &how.toml).unwrap();
@@ -173,12 +179,14 @@ impl Member {
                     let http = http.split_whitespace().next().unwrap();
                     m.http_port = http.rsplit(':').next().unwrap().parse().unwrap();
                 }
-                return m;
+                return Ok(m);
             }
             if let Ok(Some(s)) = m.child.try_wait() {
-                panic!("{id} exited ({s}): {text}");
+                return Err(format!("{id} exited ({s}): {text}"));
             }
-            assert!(Instant::now() < deadline, "{id} not ready: {text}");
+            if Instant::now() >= deadline {
+                return Err(format!("{id} not ready: {text}"));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -300,18 +300,14 @@ async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<
     let mut input = subscribe().await;
     let (mut quiet_since, mut stopped) = (Instant::now(), false);
     loop {
-        match transform_batch(&client, &mut input, &out).await {
+        match transform_batch(&client, &mut input, &out, &h).await {
             Ok(0) => {
                 if quiet(&stop, &mut stopped, &mut quiet_since) {
                     break;
                 }
             }
-            Ok(n) => {
-                quiet_since = Instant::now();
-                let _ = h.send(Op::Committed(n));
-            }
-            Err(e) => {
-                let _ = h.send(Op::Aborted(e.to_string()));
+            Ok(_) => quiet_since = Instant::now(),
+            Err(_) => {
                 drop(input);
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 input = subscribe().await;
@@ -322,7 +318,13 @@ async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<
     client.close().await;
 }
 
-async fn transform_batch(c: &Client, input: &mut Consumer, out: &Producer) -> Result<usize, Error> {
+/// One transaction; its batch and outcome go to the history.
+async fn transform_batch(
+    c: &Client,
+    input: &mut Consumer,
+    out: &Producer,
+    h: &mpsc::UnboundedSender<Op>,
+) -> Result<usize, Error> {
     let mut msgs = Vec::new();
     while msgs.len() < 200 {
         match input.recv_timeout(Duration::from_millis(100)).await? {
@@ -333,7 +335,17 @@ async fn transform_batch(c: &Client, input: &mut Consumer, out: &Producer) -> Re
     if msgs.is_empty() {
         return Ok(0);
     }
-    let txn = c.new_transaction(Duration::from_secs(60)).await?;
+    let batch: Vec<String> = msgs
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+        .collect();
+    let txn = match c.new_transaction(Duration::from_secs(60)).await {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = h.send(Op::Aborted(format!("no transaction: {e}"), batch));
+            return Err(e);
+        }
+    };
     let work = async {
         let mut sends = Vec::new();
         for m in &msgs {
@@ -349,18 +361,30 @@ async fn transform_batch(c: &Client, input: &mut Consumer, out: &Producer) -> Re
         txn.commit().await
     };
     match tokio::time::timeout(Duration::from_secs(60), work).await {
-        Ok(Ok(())) => Ok(msgs.len()),
+        Ok(Ok(())) => {
+            let _ = h.send(Op::Committed(batch));
+            Ok(msgs.len())
+        }
         outcome => {
             // Committed or aborted, the caller subscribes again: what the
             // subscription has not acknowledged (an aborted transaction's
             // batch) comes back. Kept, the batch would stay delivered but
             // unacknowledged, and the next cumulative acknowledgement would
             // cover it untransformed.
-            let _ = txn.abort().await;
-            Err(match outcome {
+            let aborted = txn.abort().await;
+            let e = match outcome {
                 Ok(Err(e)) => e,
                 _ => Error::Timeout("transaction"),
-            })
+            };
+            let _ = h.send(Op::Aborted(
+                format!(
+                    "txn {:?}: {e} (abort: {:?})",
+                    txn.id(),
+                    aborted.err().map(|e| e.to_string())
+                ),
+                batch,
+            ));
+            Err(e)
         }
     }
 }
@@ -550,6 +574,12 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
             DRAIN_LIMIT.as_secs()
         ));
     }
+    for f in &world.start_failures {
+        anomalies
+            .entry("broker failed to start")
+            .or_default()
+            .push(f.clone());
+    }
     if py_hung {
         anomalies
             .entry("stuck workload")
@@ -557,6 +587,28 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
             .push("the Python workload did not end 180 s after the load stopped".into());
     }
 
+    // What the transformers left behind: their subscription's backlog.
+    let mut ctp_backlog = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        let path = format!("/admin/v2/persistent/public/default/nemesis-partition-{p}/stats");
+        let backlog = (0..BROKERS)
+            .filter_map(|i| world.http_port(i))
+            .find_map(|port| match faults::http(port, "GET", &path) {
+                Some((200, body)) => serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .map(|v| v["subscriptions"]["ctp"]["msgBacklog"].clone()),
+                _ => None,
+            });
+        ctp_backlog.insert(p, backlog);
+    }
+    // Inputs that went by untransformed, by the transaction they were last in.
+    let mut lost_by_txn: BTreeMap<String, usize> = BTreeMap::new();
+    for x in anomalies.get("transaction lost").into_iter().flatten() {
+        let why = x
+            .split_once(" (")
+            .map_or("", |(_, w)| w.trim_end_matches(')'));
+        *lost_by_txn.entry(why.to_string()).or_default() += 1;
+    }
     let faults = nemesis.timeline.lock().unwrap().clone();
     let counts: BTreeMap<&str, usize> = anomalies.iter().map(|(k, v)| (*k, v.len())).collect();
     let summary = serde_json::json!({
@@ -566,6 +618,8 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
         "faults": faults,
         "fault_count": faults.len(),
         "totals": history.totals(&logs),
+        "transformers_backlog": ctp_backlog,
+        "transaction_lost_by_txn": lost_by_txn,
         "anomalies": counts,
         "examples": anomalies.iter().map(|(k, v)| (k.to_string(), v.iter().take(5).cloned().collect::<Vec<_>>())).collect::<BTreeMap<_, _>>(),
     });

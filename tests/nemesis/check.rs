@@ -19,10 +19,10 @@ pub enum Op {
     Recv(&'static str, &'static str, String),
     /// Returned by the reader of a partition.
     Read(u64, String),
-    /// A consume-transform-produce transaction of n messages committed.
-    Committed(usize),
-    /// One aborted (or failed), and why.
-    Aborted(String),
+    /// A consume-transform-produce transaction committed: its batch.
+    Committed(Vec<String>),
+    /// One aborted (or failed): why, and its batch.
+    Aborted(String, Vec<String>),
 }
 
 impl Op {
@@ -40,6 +40,11 @@ pub struct History {
     reads: BTreeMap<u64, Vec<String>>,
     committed: (usize, usize),
     aborted: Vec<String>,
+    /// Input messages of transactions the transformer saw commit, and of
+    /// ones that failed.
+    in_committed: HashSet<String>,
+    /// Each input of a failed transaction: that transaction and why.
+    in_aborted: HashMap<String, String>,
     /// Per second since the start: acknowledgements and their latencies (ms).
     per_second: Vec<(u64, Vec<u32>)>,
 }
@@ -61,6 +66,8 @@ impl History {
             reads: BTreeMap::new(),
             committed: (0, 0),
             aborted: Vec::new(),
+            in_committed: HashSet::new(),
+            in_aborted: HashMap::new(),
             per_second: Vec::new(),
         }
     }
@@ -84,11 +91,17 @@ impl History {
             Op::Stuck(t, p) => self.stuck.entry(t).or_default().push(p),
             Op::Recv(t, sub, p) => self.deliveries.push((t, sub, p)),
             Op::Read(part, p) => self.reads.entry(part).or_default().push(p),
-            Op::Committed(n) => {
+            Op::Committed(batch) => {
                 self.committed.0 += 1;
-                self.committed.1 += n;
+                self.committed.1 += batch.len();
+                self.in_committed.extend(batch);
             }
-            Op::Aborted(why) => self.aborted.push(why),
+            Op::Aborted(why, batch) => {
+                for p in batch {
+                    self.in_aborted.insert(p, why.clone());
+                }
+                self.aborted.push(why);
+            }
         }
     }
 
@@ -288,9 +301,26 @@ pub fn check(
     let mut untransformed: Vec<&&str> = input.iter().filter(|x| !once.contains(**x)).collect();
     untransformed.sort_by_key(|x| parse(x));
     for x in untransformed {
-        a.entry("transaction lost")
+        // Committed (as the transformer saw it) yet absent from the output:
+        // a transaction partly applied. Otherwise the input went by
+        // untransformed (acknowledged without a committed transaction, or
+        // never delivered).
+        let (kind, how) = if h.in_committed.contains(*x) {
+            (
+                "transaction partly applied",
+                "in a committed transaction".to_string(),
+            )
+        } else if let Some(why) = h.in_aborted.get(*x) {
+            ("transaction lost", format!("last in failed {why}"))
+        } else {
+            (
+                "transaction lost",
+                "in no transaction the transformer ended".to_string(),
+            )
+        };
+        a.entry(kind)
             .or_default()
-            .push(format!("{x} is in the input, not the output"));
+            .push(format!("{x} is in the input, not the output ({how})"));
     }
     a
 }

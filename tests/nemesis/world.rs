@@ -51,6 +51,8 @@ pub struct World {
     pub brokers: Vec<Option<Member>>,
     pub clocks: Vec<Clock>,
     lives: usize,
+    /// Each broker start that failed (the broker exited or was not ready).
+    pub start_failures: Vec<String>,
 }
 
 impl World {
@@ -94,6 +96,7 @@ impl World {
                 brokers
             ],
             lives: 0,
+            start_failures: Vec::new(),
         };
         for i in 0..brokers {
             w.start_broker(i);
@@ -157,7 +160,27 @@ impl World {
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
         };
-        let m = Member::spawn(&name, &self.dir, &how);
+        // A broker that exits at start is an anomaly the checker reports;
+        // the campaign goes on with its next attempt (as a supervisor
+        // would restart it).
+        let mut tries = 0;
+        let m = loop {
+            match Member::try_spawn(&name, &self.dir, &how) {
+                Ok(m) => break m,
+                Err(e) if tries < 5 => {
+                    tries += 1;
+                    let last = e.lines().last().unwrap_or_default().to_string();
+                    println!("{name} failed to start: {last}");
+                    self.start_failures.push(format!("{name}: {last}"));
+                    let _ = std::fs::rename(
+                        self.dir.join(format!("{name}.log")),
+                        self.dir.join(format!("{name}.failed{tries}.log")),
+                    );
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
         l.clients.target(m.port);
         self.brokers[i] = Some(m);
     }

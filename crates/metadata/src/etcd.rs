@@ -99,10 +99,12 @@ fn transport_failed(e: &etcd_client::Error) -> bool {
     match e {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
         etcd_client::Error::GRpcStatus(s) => {
-            // gRPC's UNAVAILABLE (14), and UNKNOWN (2) as tonic reports a
-            // broken connection.
+            // gRPC's UNAVAILABLE (14); UNKNOWN (2) and CANCELLED (1) as
+            // tonic reports a connection that broke under the request.
             let code: i32 = s.code().into();
-            code == 14 || (code == 2 && s.message().contains("transport error"))
+            code == 14
+                || (code == 2 && s.message().contains("transport error"))
+                || (code == 1 && s.message().contains("canceled"))
         }
         _ => false,
     }
