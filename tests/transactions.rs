@@ -357,3 +357,41 @@ async fn futures_join(p: &Producer, n: usize) -> Vec<strobe_client::MessageId> {
     }
     out
 }
+
+/// A transactional cumulative ack that ends inside a batch covers the
+/// entries before it and the batch's indexes up to the message, no more: a
+/// consumer that subscribes again after the commit gets the rest of the
+/// batch. (It used to mark the whole entry deleted, and the fault
+/// campaign's consume-transform-produce lost the rest of a batch each time
+/// a later transaction failed and its transformer subscribed again.)
+#[tokio::test]
+async fn a_cumulative_ack_inside_a_batch_commits_only_what_it_covers() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-cumulative-in-batch";
+    let mut k = consumer(&c, topic, "s", SubType::Failover).await;
+    let p = c
+        .producer(topic)
+        .batching(Duration::from_millis(200), 10, 1 << 20)
+        .create()
+        .await
+        .unwrap();
+    let mut receipts = Vec::new();
+    for i in 0..10 {
+        receipts.push(p.send(format!("m{i}").into_bytes()).await.unwrap());
+    }
+    for r in receipts {
+        r.await.unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(k.recv_timeout(QUIET).await.unwrap().expect("a message"));
+    }
+    assert_eq!(got[3].id.batch_size, 10, "the ten went as one batch");
+    let txn = c.new_transaction(TTL).await.unwrap();
+    txn.ack(&k, &got[3], true).await.unwrap();
+    txn.commit().await.unwrap();
+    k.close().await.unwrap();
+    let mut k = consumer(&c, topic, "s", SubType::Failover).await;
+    assert_eq!(drain(&mut k).await, ["m4", "m5", "m6", "m7", "m8", "m9"]);
+}

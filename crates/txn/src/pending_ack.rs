@@ -68,6 +68,24 @@ pub struct TxnAcks {
     pub individual: Vec<AckedEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cumulative: Option<(u64, u64)>,
+    /// When the cumulative ack ends inside a batch: the batch size and the
+    /// ACKED indexes of that entry (the ack covers the entries before it and
+    /// these indexes; the rest of the batch is still to acknowledge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cumulative_batch: Option<(u32, Vec<u64>)>,
+}
+
+impl TxnAcks {
+    /// The cumulative ack as an entry: its position and, within a batch,
+    /// its acked indexes.
+    pub fn cumulative_entry(&self) -> Option<AckedEntry> {
+        let (ledger, entry) = self.cumulative?;
+        Some(AckedEntry {
+            ledger,
+            entry,
+            batch: self.cumulative_batch.clone(),
+        })
+    }
 }
 
 /// Who holds a position.
@@ -125,9 +143,26 @@ impl PendingAcks {
                     "{pos} is pending in another transaction; a cumulative ack cannot cover it"
                 ));
             }
-            let keep = self.cumulative.map_or(p, |(_, old)| old.max(p));
+            let old = self.cumulative.map(|(_, old)| old);
+            let keep = old.map_or(p, |old| old.max(p));
             self.cumulative = Some((t, keep));
-            self.by_txn.entry(t).or_default().cumulative = Some((keep.ledger_id, keep.entry_id));
+            let acks = self.by_txn.entry(t).or_default();
+            acks.cumulative = Some((keep.ledger_id, keep.entry_id));
+            if old.is_none_or(|old| p > old) {
+                acks.cumulative_batch = e.batch.clone();
+            } else if old == Some(p) {
+                // A second ack into the same batch: the union (a whole-entry
+                // ack covers every index).
+                acks.cumulative_batch = match (acks.cumulative_batch.take(), &e.batch) {
+                    (Some((size, mut a)), Some((_, b))) => {
+                        for (x, y) in a.iter_mut().zip(b) {
+                            *x |= y;
+                        }
+                        Some((size, a))
+                    }
+                    _ => None,
+                };
+            }
             return Ok(());
         }
         for e in entries {
@@ -237,14 +272,8 @@ impl PendingAcks {
 
     /// Restores a persisted record.
     pub fn restore(&mut self, t: TxnId, acks: TxnAcks) {
-        let cumulative = acks.cumulative;
         let _ = self.add(t, &acks.individual, false, |_| false);
-        if let Some((l, e)) = cumulative {
-            let entry = AckedEntry {
-                ledger: l,
-                entry: e,
-                batch: None,
-            };
+        if let Some(entry) = acks.cumulative_entry() {
             let _ = self.add(t, &[entry], true, |_| false);
         }
     }
@@ -336,5 +365,33 @@ mod tests {
         back.restore(t(1), serde_json::from_slice(&json).unwrap());
         assert_eq!(back.of(t(1)), Some(&rec));
         assert!(back.hides(Position::new(1, 1)));
+    }
+
+    #[test]
+    fn a_cumulative_ack_inside_a_batch_keeps_its_indexes() {
+        let mut pa = PendingAcks::default();
+        let part = AckedEntry::from_wire(Position::new(1, 5), 4, &[0b1100]);
+        pa.add(t(1), &[part.clone()], true, |_| false).unwrap();
+        let acks = pa.of(t(1)).cloned().unwrap();
+        assert_eq!(acks.cumulative, Some((1, 5)));
+        assert_eq!(acks.cumulative_entry(), Some(part.clone()));
+        // Persisted and restored, the batch part is still there.
+        let json = serde_json::to_string(&acks).unwrap();
+        let mut again = PendingAcks::default();
+        again.restore(t(1), serde_json::from_str(&json).unwrap());
+        assert_eq!(
+            again.of(t(1)).cloned().unwrap().cumulative_entry(),
+            Some(part)
+        );
+        // A later entry replaces it; a whole-entry record stays whole.
+        let whole = AckedEntry {
+            ledger: 1,
+            entry: 7,
+            batch: None,
+        };
+        pa.add(t(1), &[whole], true, |_| false).unwrap();
+        let acks = pa.of(t(1)).cloned().unwrap();
+        assert_eq!(acks.cumulative, Some((1, 7)));
+        assert_eq!(acks.cumulative_batch, None);
     }
 }

@@ -108,11 +108,15 @@ impl Subscription {
         }
         // Held: no consumer gets these again while the transaction is open.
         let held: Vec<Position> = if cumulative {
-            let upto = entries.last().map(AckedEntry::position);
+            // Ending inside a batch, the ack leaves that entry's later
+            // indexes to acknowledge: the entry stays the consumer's.
+            let last = entries.last();
+            let upto = last.map(AckedEntry::position);
+            let partial = last.is_some_and(|e| e.batch.is_some());
             self.consumers
                 .iter()
                 .flat_map(|c| c.unacked.keys().copied())
-                .filter(|p| upto.is_some_and(|u| *p <= u))
+                .filter(|p| upto.is_some_and(|u| *p < u || (*p == u && !partial)))
                 .collect()
         } else {
             entries
@@ -167,8 +171,23 @@ impl Subscription {
                     self.forget(p);
                 }
             }
-            if let Some((l, e)) = acks.cumulative {
-                self.cursor.mark_delete(Position::new(l, e));
+            if let Some(c) = acks.cumulative_entry() {
+                let p = c.position();
+                match c.unacked_set() {
+                    None => self.cursor.mark_delete(p),
+                    // Inside a batch: the entries before it, and the
+                    // indexes acked (as a plain cumulative ack does). Before,
+                    // the whole entry was marked deleted, and the batch's
+                    // later messages were lost to a consumer that
+                    // subscribed again before acknowledging them.
+                    Some((size, set)) => {
+                        if p.entry_id > 0 {
+                            self.cursor
+                                .mark_delete(Position::new(p.ledger_id, p.entry_id - 1));
+                        }
+                        self.cursor.ack_batch_set(p, size, &set);
+                    }
+                }
             }
             self.cursor.flush().await?;
         } else {
