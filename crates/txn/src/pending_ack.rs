@@ -371,7 +371,8 @@ mod tests {
     fn a_cumulative_ack_inside_a_batch_keeps_its_indexes() {
         let mut pa = PendingAcks::default();
         let part = AckedEntry::from_wire(Position::new(1, 5), 4, &[0b1100]);
-        pa.add(t(1), &[part.clone()], true, |_| false).unwrap();
+        pa.add(t(1), std::slice::from_ref(&part), true, |_| false)
+            .unwrap();
         let acks = pa.of(t(1)).cloned().unwrap();
         assert_eq!(acks.cumulative, Some((1, 5)));
         assert_eq!(acks.cumulative_entry(), Some(part.clone()));
