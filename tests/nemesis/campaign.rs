@@ -389,12 +389,19 @@ async fn transform_batch(
     }
 }
 
+/// A child process killed when dropped: a campaign that panics leaves
+/// no workload behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The official Python client's workload, as a process.
-fn python_workload(
-    url: &str,
-    history: &std::path::Path,
-    stop: &std::path::Path,
-) -> std::process::Child {
+fn python_workload(url: &str, history: &std::path::Path, stop: &std::path::Path) -> KillOnDrop {
     let python = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     assert!(
         python.exists(),
@@ -412,6 +419,7 @@ fn python_workload(
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(history.with_extension("stderr")).unwrap())
         .spawn()
+        .map(KillOnDrop)
         .expect("spawn the Python workload")
 }
 
@@ -541,11 +549,11 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
     // then 15 s of quiet); one that does not is an anomaly.
     let py_deadline = Instant::now() + Duration::from_secs(180);
     let py_hung = loop {
-        if python.try_wait().unwrap().is_some() {
+        if python.0.try_wait().unwrap().is_some() {
             break false;
         }
         if Instant::now() > py_deadline {
-            let _ = python.kill();
+            let _ = python.0.kill();
             break true;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
