@@ -395,3 +395,56 @@ async fn a_cumulative_ack_inside_a_batch_commits_only_what_it_covers() {
     let mut k = consumer(&c, topic, "s", SubType::Failover).await;
     assert_eq!(drain(&mut k).await, ["m4", "m5", "m6", "m7", "m8", "m9"]);
 }
+
+/// Found by the fault campaign: a transformer's transaction acked its batch
+/// cumulatively and failed; the client subscribed again before the abort
+/// reached the subscription, and the new consumer was given the messages
+/// after the ack. The abort then delivered the batch again behind them, and
+/// the next transaction's cumulative ack, on the later messages, covered the
+/// batch unprocessed: inputs acknowledged, missing from the output.
+#[tokio::test]
+async fn a_pending_cumulative_ack_holds_what_follows_from_another_consumer() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-cumulative-handover";
+    let mut a = consumer(&c, topic, "s", SubType::Failover).await;
+    let p = producer(&c, topic).await;
+    for i in 0..10 {
+        send(&p, &format!("m{i}")).await;
+    }
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.push(a.recv_timeout(QUIET).await.unwrap().expect("a message"));
+    }
+    let t1 = c.new_transaction(TTL).await.unwrap();
+    t1.ack(&a, &got[4], true).await.unwrap();
+    a.close().await.unwrap();
+    let mut b = consumer(&c, topic, "s", SubType::Failover).await;
+    // While t1 may still abort, nothing after its ack goes to another consumer.
+    let early = b.recv_timeout(QUIET).await.unwrap();
+    assert!(
+        early.is_none(),
+        "a consumer was given {:?} past a pending cumulative ack",
+        early.map(|m| String::from_utf8_lossy(&m.payload).into_owned())
+    );
+    t1.abort().await.unwrap();
+    let mut seen = Vec::new();
+    let mut last = None;
+    let mut wait = Duration::from_secs(10);
+    while let Some(m) = b.recv_timeout(wait).await.unwrap() {
+        seen.push(String::from_utf8_lossy(&m.payload).into_owned());
+        last = Some(m);
+        wait = QUIET;
+    }
+    let all: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    assert_eq!(
+        seen, all,
+        "after the abort, everything from the start, in order"
+    );
+    let t2 = c.new_transaction(TTL).await.unwrap();
+    t2.ack(&b, &last.expect("messages"), true).await.unwrap();
+    t2.commit().await.unwrap();
+    b.close().await.unwrap();
+    let mut k = consumer(&c, topic, "s", SubType::Failover).await;
+    assert!(drain(&mut k).await.is_empty());
+}

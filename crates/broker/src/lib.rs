@@ -19,6 +19,7 @@ pub mod security;
 mod server;
 pub mod service;
 pub mod subscription;
+mod tell;
 pub mod topic;
 pub mod txn;
 

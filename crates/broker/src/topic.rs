@@ -647,8 +647,10 @@ impl Topic {
             let mut st = self.state.lock();
             st.terminated = Some(last);
             for ((_, pid), p) in st.producers.drain() {
-                let _ =
-                    p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+                crate::tell::tell(
+                    &p.tx,
+                    OutFrame::command(commands::close_producer(pid, None, None)),
+                );
             }
         }
         info!(topic = %self.name, last = ?last, "topic terminated");
@@ -673,8 +675,10 @@ impl Topic {
             let mut st = self.state.lock();
             st.closed = true;
             for ((_, pid), p) in st.producers.drain() {
-                let _ =
-                    p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+                crate::tell::tell(
+                    &p.tx,
+                    OutFrame::command(commands::close_producer(pid, None, None)),
+                );
             }
             for (_, _, w) in st.waiting.drain(..) {
                 let _ = w.send(Err(BrokerError::ServiceNotReady("topic closing".into())));

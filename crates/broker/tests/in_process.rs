@@ -842,3 +842,31 @@ async fn stream_consumers_are_assigned_segments_and_follow_joins_leaves_and_spli
     );
     broker.shutdown().await;
 }
+
+/// A topic closed for a handoff whose mover was cancelled half-way (an
+/// admin request whose client hung up) still tells its producers to go:
+/// they are no longer registered on the topic, so without CLOSE_PRODUCER
+/// what they send would be held, unanswered, forever (the fault campaign's
+/// stuck producer).
+#[tokio::test]
+async fn a_handoff_dropped_before_telling_its_clients_still_closes_its_producers() {
+    let broker = start_server(|_| {}).await;
+    let mut raw = Raw::handshake(&broker).await;
+    let topic = "persistent://public/default/dropped-handoff";
+    raw.send(commands::producer(1, 7, topic, None)).await;
+    match raw.recv().await {
+        Some(Command::ProducerSuccess(_)) => {}
+        other => panic!("expected PRODUCER_SUCCESS, got {other:?}"),
+    }
+    let name = strobe_model::TopicName::parse(topic).unwrap();
+    let t = broker.service().topic(&name, false).await.unwrap();
+    drop(t.close_for_handoff().await);
+    match raw.recv().await {
+        Some(Command::CloseProducer(c)) => {
+            assert_eq!(c.producer_id, 7);
+            assert_eq!(c.assigned_broker_service_url, None, "no broker to go to");
+        }
+        other => panic!("expected CLOSE_PRODUCER, got {other:?}"),
+    }
+    broker.shutdown().await;
+}

@@ -35,6 +35,7 @@
 //! `Check` on a version is a fence. Leadership is advisory: a leader fences its writes with
 //! [`LeaderElection::fence`].
 
+mod bootstrap;
 mod cache;
 mod coordination;
 mod election;
@@ -46,6 +47,7 @@ mod session;
 mod store;
 pub mod tc;
 
+pub use bootstrap::create_once;
 pub use cache::{CacheSnapshot, PrefixCache};
 pub use coordination::{Counter, ResourceLock};
 pub use election::{LeaderElection, LeaderState};

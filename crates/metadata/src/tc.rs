@@ -22,7 +22,7 @@ use crate::cache::{CacheSnapshot, PrefixCache};
 use crate::election::{LeaderElection, LeaderState};
 use crate::error::{MetadataError, Result};
 use crate::session::{Session, SessionOptions};
-use crate::store::{Expect, MetadataStore, Revision};
+use crate::store::{MetadataStore, Revision};
 
 /// The default number of coordinator partitions
 /// (`transactionCoordinatorScalableTopicsParallelism`).
@@ -94,18 +94,12 @@ pub async fn ensure_parallelism(store: &dyn MetadataStore, configured: u32) -> R
     loop {
         match store.get(PARALLELISM_PATH).await? {
             None => {
-                match store
-                    .put(
-                        PARALLELISM_PATH,
-                        configured.to_string().as_bytes(),
-                        Expect::Absent,
-                    )
-                    .await
+                if crate::create_once(store, PARALLELISM_PATH, configured.to_string().as_bytes())
+                    .await?
                 {
-                    Ok(_) => return Ok(configured),
-                    Err(MetadataError::AlreadyExists(_)) => continue, // another broker was first
-                    Err(e) => return Err(e),
+                    return Ok(configured);
                 }
+                // Another broker was first (or our own earlier attempt): read it.
             }
             Some(v) => {
                 let stored = std::str::from_utf8(&v.value)

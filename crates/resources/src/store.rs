@@ -126,11 +126,9 @@ impl Resources {
     /// as missing).
     pub async fn load(store: Arc<dyn MetadataStore>) -> Result<Resources, ResourcesError> {
         for path in [paths::tenant("public"), paths::namespace("public/default")] {
-            match store.put(&path, b"{}", Expect::Absent).await {
-                Ok(_) => info!(path, "created"),
-                // Another broker (or an earlier start) made it.
-                Err(MetadataError::AlreadyExists(_)) => {}
-                Err(e) => return Err(e.into()),
+            // Another broker (or an earlier start) may have made it.
+            if strobe_metadata::create_once(&*store, &path, b"{}").await? {
+                info!(path, "created");
             }
         }
         let namespaces = Arc::new(Mutex::new(BTreeMap::new()));

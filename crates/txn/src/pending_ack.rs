@@ -233,6 +233,12 @@ impl PendingAcks {
             || self.cumulative.is_some_and(|(_, c)| p <= c)
     }
 
+    /// The pending cumulative ack, if a transaction holds one: its
+    /// transaction and position.
+    pub fn cumulative(&self) -> Option<(TxnId, Position)> {
+        self.cumulative
+    }
+
     /// What `t` holds, as persisted.
     pub fn of(&self, t: TxnId) -> Option<&TxnAcks> {
         self.by_txn.get(&t)

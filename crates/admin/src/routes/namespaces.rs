@@ -596,17 +596,36 @@ async fn unload_bundle(
     Query(q): Query<UnloadQuery>,
 ) -> ApiResult<Response> {
     let ns = format!("{t}/{ns}");
-    match q.destination_broker.filter(|d| !d.is_empty()) {
-        Some(dst) => s.transfer_bundle(&ns, &bundle, &dst).await?,
-        None => s.release_bundle(&ns, &bundle).await?,
-    }
+    // In a task of its own: an HTTP client that hangs up (its timeout, a
+    // paused broker) drops this handler's future, and a move cancelled
+    // half-way leaves topics closed whose clients were never told.
+    let dst = q.destination_broker.filter(|d| !d.is_empty());
+    run_detached(async move {
+        match dst {
+            Some(dst) => s.transfer_bundle(&ns, &bundle, &dst).await,
+            None => s.release_bundle(&ns, &bundle).await,
+        }
+    })
+    .await?;
     Ok(no_content())
+}
+
+/// Runs `f` to its end even if the request is dropped.
+async fn run_detached<T: Send + 'static>(
+    f: impl std::future::Future<Output = Result<T, strobe_broker::BrokerError>> + Send + 'static,
+) -> Result<T, strobe_broker::BrokerError> {
+    tokio::spawn(f).await.unwrap_or_else(|e| {
+        Err(strobe_broker::BrokerError::ServiceNotReady(format!(
+            "the operation's task failed: {e}"
+        )))
+    })
 }
 
 async fn split_bundle(
     State(s): State<Svc>,
     Path((t, ns, bundle)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
-    s.split_bundle(&format!("{t}/{ns}"), &bundle).await?;
+    let ns = format!("{t}/{ns}");
+    run_detached(async move { s.split_bundle(&ns, &bundle).await }).await?;
     Ok(no_content())
 }

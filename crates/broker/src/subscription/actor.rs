@@ -76,6 +76,10 @@ pub(crate) struct Subscription {
     pub(super) read_compacted: bool,
     /// Acks held by open transactions.
     pub(super) pending: strobe_txn::pending_ack::PendingAcks,
+    /// The consumer (connection id, consumer id) that made the pending
+    /// cumulative ack, with its transaction; None for one restored from
+    /// the store (made on another broker).
+    pub(super) cumulative_by: Option<(strobe_model::TxnId, u64, u64)>,
 }
 
 impl Subscription {
@@ -121,6 +125,7 @@ impl Subscription {
             avg_msgs_per_entry: None,
             read_compacted: false,
             pending: Default::default(),
+            cumulative_by: None,
         };
         tokio::spawn(
             async move {
@@ -290,11 +295,10 @@ impl Subscription {
                 for c in self.consumers.drain(..) {
                     c.closed_by_broker.store(true, Ordering::Release);
                     if tell {
-                        let _ = c.tx.try_send(OutFrame::command(commands::close_consumer(
-                            c.consumer_id,
-                            None,
-                            None,
-                        )));
+                        crate::tell::tell(
+                            &c.tx,
+                            OutFrame::command(commands::close_consumer(c.consumer_id, None, None)),
+                        );
                     } else {
                         closing.push(super::handle::ClosingConsumer {
                             consumer_id: c.consumer_id,
@@ -484,10 +488,10 @@ impl Subscription {
         }
         for c in self.consumers.iter_mut().filter(|c| !c.told_end) {
             c.told_end = true;
-            let _ =
-                c.tx.try_send(OutFrame::command(commands::reached_end_of_topic(
-                    c.consumer_id,
-                )));
+            crate::tell::tell(
+                &c.tx,
+                OutFrame::command(commands::reached_end_of_topic(c.consumer_id)),
+            );
         }
     }
 

@@ -142,6 +142,9 @@ impl Subscription {
             return true;
         };
         let Some(i) = self.pick() else { return false };
+        if self.held_for_txn(e.position, i) {
+            return false;
+        }
         self.send_to(i, &e, &meta).await
     }
 

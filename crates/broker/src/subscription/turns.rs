@@ -156,11 +156,13 @@ impl Subscription {
             for c in &self.consumers {
                 if c.protocol_version >= 12 {
                     let is_active = Some((c.conn_id, c.consumer_id)) == new_id;
-                    let _ =
-                        c.tx.try_send(OutFrame::command(commands::active_consumer_change(
+                    crate::tell::tell(
+                        &c.tx,
+                        OutFrame::command(commands::active_consumer_change(
                             c.consumer_id,
                             is_active,
-                        )));
+                        )),
+                    );
                 }
             }
         }

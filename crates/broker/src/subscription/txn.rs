@@ -106,6 +106,9 @@ impl Subscription {
                 .into()),
             );
         }
+        if cumulative {
+            self.cumulative_by = Some((t, conn_id, consumer_id));
+        }
         // Held: no consumer gets these again while the transaction is open.
         let held: Vec<Position> = if cumulative {
             // Ending inside a batch, the ack leaves that entry's later
@@ -150,7 +153,14 @@ impl Subscription {
             return Ok(());
         };
         let topic = self.topic.name().to_string();
+        if self.cumulative_by.is_some_and(|(o, _, _)| o == t) {
+            self.cumulative_by = None;
+        }
         let Some(acks) = self.pending.take(t) else {
+            // Taken by an earlier attempt whose record deletion failed:
+            // the record goes now, or every load would restore it (and
+            // its abort rewind the subscription again).
+            participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await?;
             if listed {
                 let me = Participant::Subscription {
                     topic,
@@ -212,6 +222,28 @@ impl Subscription {
         };
         participant::applied(&*ctx.store, t, &me).await?;
         Ok(())
+    }
+
+    /// Whether entry `p` must wait before going to consumer `i`: on an
+    /// Exclusive or Failover subscription, a transaction holds a cumulative
+    /// ack below `p` that another consumer made (or one of a consumer gone,
+    /// or restored from the store). Should the transaction abort, its
+    /// messages are delivered again from the ack's start; a consumer that
+    /// had meanwhile been given the entries after it would take them first,
+    /// and its own cumulative ack, further on, would then cover messages it
+    /// was redelivered but never processed (the fault campaign's consume-
+    /// transform-produce lost whole batches this way). The consumer that made
+    /// the ack goes on receiving: it knows what it acked, and an abort's
+    /// redelivery is its to handle, as with Pulsar.
+    pub(super) fn held_for_txn(&self, p: Position, i: usize) -> bool {
+        let Some((t, c)) = self.pending.cumulative() else {
+            return false;
+        };
+        if p <= c || !matches!(self.kind, Kind::SingleActive { .. }) {
+            return false;
+        }
+        let to = &self.consumers[i];
+        self.cumulative_by != Some((t, to.conn_id, to.consumer_id))
     }
 
     /// Messages an aborted transaction had acked: delivered again.

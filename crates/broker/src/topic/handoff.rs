@@ -28,20 +28,49 @@ impl Handoff {
     /// reconnect to as `assigned` gives it for their connections (the
     /// address on the network they came from). Protocol v5+ clients
     /// reconnect there at once; older ones ignore the fields.
-    pub async fn disconnect(self, assigned: AssignedUrls<'_>) {
-        for (conn, pid, tx) in self.producers {
+    pub async fn disconnect(mut self, assigned: AssignedUrls<'_>) {
+        let producers = std::mem::take(&mut self.producers);
+        let consumers = std::mem::take(&mut self.consumers);
+        for (conn, pid, tx) in producers {
             let urls = assigned(&[conn]);
             let (url, tls) = split(&urls);
             let _ = tx
                 .send(OutFrame::command(commands::close_producer(pid, url, tls)))
                 .await;
         }
-        for (conns, consumers) in self.consumers {
+        for (conns, consumers) in consumers {
             let urls = assigned(&conns);
             let (url, tls) = split(&urls);
             for c in consumers {
                 c.close(url, tls).await;
             }
+        }
+    }
+}
+
+impl Drop for Handoff {
+    /// A handoff dropped before it told its clients (the task moving the
+    /// bundle was cancelled or failed half-way) still tells them, without a
+    /// broker to go to: its producers are no longer registered on the topic,
+    /// so what they send is held and never answered, and without
+    /// CLOSE_PRODUCER they would wait for those receipts forever.
+    fn drop(&mut self) {
+        if self.producers.is_empty() && self.consumers.is_empty() {
+            return;
+        }
+        let producers = std::mem::take(&mut self.producers);
+        let consumers = std::mem::take(&mut self.consumers);
+        // No runtime: the broker is gone, and its connections with it.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            warn!(
+                producers = producers.len(),
+                "a handoff was dropped before telling its clients; closing them now"
+            );
+            let left = Handoff {
+                producers,
+                consumers,
+            };
+            rt.spawn(async move { left.disconnect(&|_| None).await });
         }
     }
 }
@@ -77,7 +106,12 @@ impl Topic {
             let subs: Vec<SubscriptionHandle> = st.subscriptions.drain().map(|(_, s)| s).collect();
             (producers, subs)
         };
-        let mut consumers = Vec::new();
+        // Built now, so that a caller cancelled below still tells the
+        // producers (see the Drop).
+        let mut handoff = Handoff {
+            producers,
+            consumers: Vec::new(),
+        };
         for s in subs {
             let conns = match s.admin(crate::subscription::AdminOp::Info).await {
                 Ok(crate::subscription::AdminReply::Info(i)) => {
@@ -85,7 +119,7 @@ impl Topic {
                 }
                 _ => Vec::new(),
             };
-            consumers.push((conns, s.close_quietly().await));
+            handoff.consumers.push((conns, s.close_quietly().await));
         }
         if let Err(e) = self.ledger.close().await {
             warn!(topic = %self.name, error = %e, "closing the ledger failed");
@@ -104,9 +138,6 @@ impl Topic {
         if let Some(v) = view {
             v.close().await;
         }
-        Handoff {
-            producers,
-            consumers,
-        }
+        handoff
     }
 }

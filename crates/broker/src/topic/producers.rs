@@ -97,8 +97,10 @@ impl Topic {
                 // Fence everyone else: they get CLOSE_PRODUCER, and a later reconnect
                 // with the old epoch is refused.
                 for ((_, pid), p) in st.producers.drain() {
-                    let _ =
-                        p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+                    crate::tell::tell(
+                        &p.tx,
+                        OutFrame::command(commands::close_producer(pid, None, None)),
+                    );
                 }
                 for (_, _, waiter) in st.waiting.drain(..) {
                     let _ = waiter.send(Err(BrokerError::ProducerFenced(
@@ -196,8 +198,10 @@ impl Topic {
     pub fn disconnect_producers(&self) {
         let mut st = self.state.lock();
         for ((_, pid), p) in st.producers.drain() {
-            let _ =
-                p.tx.try_send(OutFrame::command(commands::close_producer(pid, None, None)));
+            crate::tell::tell(
+                &p.tx,
+                OutFrame::command(commands::close_producer(pid, None, None)),
+            );
         }
         st.exclusive = None;
     }
