@@ -93,8 +93,26 @@ impl ManagedCursor {
     /// Reads up to `max` unacknowledged confirmed entries from the read
     /// position on, skipping individually deleted ones, and advances it.
     pub async fn read(&self, max: usize) -> Result<Vec<Entry>> {
-        let runs = self.with(|cs, st| cs.next_runs(st, max));
-        self.ledger.read_runs(runs).await
+        let (from, runs, to) = self.with(|cs, st| {
+            let from = cs.read_pos;
+            let runs = cs.next_runs(st, max);
+            (from, runs, cs.read_pos)
+        });
+        match self.ledger.read_runs(runs).await {
+            Ok(entries) => Ok(entries),
+            Err(e) => {
+                // Not read, so not delivered: the read position goes back
+                // (unless it was moved meanwhile), or a failed read (the
+                // store cut off for a moment) would skip these entries
+                // until a rewind, on every subscription that read them.
+                self.with(|cs, _| {
+                    if cs.read_pos == to {
+                        cs.read_pos = from;
+                    }
+                });
+                Err(e)
+            }
+        }
     }
 
     /// Whether confirmed entries exist at or after the read position.
