@@ -94,30 +94,47 @@ impl Cluster {
     ) -> Result<u64, ClusterError> {
         let (lease, epoch) = self.lease()?;
         let bytes = serde_json::to_vec(&info).expect("an ownership record serialises");
-        let version = if also.is_empty() {
+        let written = if also.is_empty() {
             self.session
                 .store()
                 .put_ephemeral(path, &bytes, expect, lease)
-                .await?
-                .version
+                .await
+                .map(|stat| stat.version)
+                .map_err(ClusterError::from)
         } else {
             let n = also.len();
             let mut ops = also;
             ops.push(Op::Put {
                 key: path.to_string(),
-                value: bytes,
+                value: bytes.clone(),
                 expect,
                 lease: Some(lease),
             });
-            match self.session.store().txn(ops).await?.results.get(n) {
-                Some(OpResult::Put(stat)) => stat.version,
-                other => {
-                    return Err(ClusterError::Corrupt {
-                        path: path.to_string(),
-                        reason: format!("a transaction's put answered {other:?}"),
-                    });
+            match self.session.store().txn(ops).await {
+                Ok(r) => match r.results.get(n) {
+                    Some(OpResult::Put(stat)) => Ok(stat.version),
+                    other => {
+                        return Err(ClusterError::Corrupt {
+                            path: path.to_string(),
+                            reason: format!("a transaction's put answered {other:?}"),
+                        });
+                    }
+                },
+                Err(e) => Err(e.into()),
+            }
+        };
+        let version = match written {
+            Ok(v) => v,
+            Err(ClusterError::Metadata(e)) if e.is_retriable() => {
+                match self.landed(path, &bytes, lease, expect).await {
+                    Some(v) => {
+                        info!(bundle = path, error = %e, "an ownership write whose answer was lost had landed");
+                        v
+                    }
+                    None => return Err(ClusterError::Metadata(e)),
                 }
             }
+            Err(e) => return Err(e),
         };
         let mut owned = self.owned.lock();
         let fence = match (owned.get(path), expect) {
@@ -134,6 +151,27 @@ impl Cluster {
             },
         );
         Ok(fence)
+    }
+
+    /// After a write the store failed under (an etcd member died with it
+    /// in flight; it may have been applied): the record's version if it
+    /// holds what was written, under this broker's lease, and is not the
+    /// version the write expected to replace. Without this, a transfer
+    /// whose first step landed unbeknown to its source left the bundle
+    /// Releasing in the store and Owned here: lookups sent clients to a
+    /// destination that waited for a handover that never came, for as long
+    /// as the source lived.
+    async fn landed(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        lease: strobe_metadata::LeaseId,
+        expect: Expect,
+    ) -> Option<u64> {
+        let found = self.session.store().get(path).await.ok()??;
+        let replaced = matches!(expect, Expect::Version(v) if v == found.stat.version);
+        (found.value == bytes && found.stat.lease == Some(lease) && !replaced)
+            .then_some(found.stat.version)
     }
 
     pub(crate) async fn write(
@@ -475,6 +513,32 @@ mod tests {
         );
         // Transferring to the owner itself is refused.
         assert!(b.begin_transfer(&path, &b.me()).await.is_err());
+        a.leave().await;
+        b.leave().await;
+    }
+
+    #[tokio::test]
+    async fn a_transfer_step_whose_answer_was_lost_is_found_done() {
+        let store = std::sync::Arc::new(strobe_metadata::testing::LostAnswers::new(
+            strobe_metadata::EmbeddedStore::in_memory(),
+        ));
+        let (a, b) = crate::testing::pair_on(store.clone()).await;
+        let path = crate::registry::bundle_path("public/default", "0x00000000_0x40000000");
+        store.fail_next(1);
+        a.acquire(&path).await.unwrap();
+        store.fail_next(1);
+        a.begin_transfer(&path, &b.me()).await.unwrap();
+        store.fail_next(1);
+        a.assign(&path).await.unwrap();
+        assert_eq!(store.failing(), 0, "each step's answer was lost");
+        // b takes it within moments (before, a kept it Owned while the
+        // store said Releasing, and b waited 30 s to refuse it).
+        let took = tokio::time::timeout(Duration::from_secs(5), b.acquire(&path))
+            .await
+            .expect("b took the bundle promptly");
+        assert!(took.is_ok(), "{took:?}");
+        assert!(a.wait_taken(&path, "b", Duration::from_secs(5)).await);
+        assert_eq!(b.owned_bundles(), vec![path]);
         a.leave().await;
         b.leave().await;
     }

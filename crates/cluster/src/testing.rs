@@ -10,7 +10,11 @@ use crate::registry::broker;
 
 /// Brokers "a" and "b" joined to one in-memory store.
 pub(crate) async fn pair() -> (Arc<Cluster>, Arc<Cluster>) {
-    let store: Arc<dyn MetadataStore> = Arc::new(strobe_metadata::EmbeddedStore::in_memory());
+    pair_on(Arc::new(strobe_metadata::EmbeddedStore::in_memory())).await
+}
+
+/// Brokers "a" and "b" joined to `store`.
+pub(crate) async fn pair_on(store: Arc<dyn MetadataStore>) -> (Arc<Cluster>, Arc<Cluster>) {
     // Taking a bundle checks the namespace's boundaries in the store.
     for ns in ["public/default", "t/n"] {
         store

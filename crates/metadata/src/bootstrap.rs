@@ -33,71 +33,18 @@ pub async fn create_once(store: &dyn MetadataStore, path: &str, value: &[u8]) ->
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::time::Duration;
-
-    use async_trait::async_trait;
-
     use super::create_once;
-    use crate::{
-        EmbeddedStore, LeaseGrant, LeaseId, MetadataError, MetadataStore, Op, Result, Revision,
-        Scan, TxnResponse, Versioned, WatchStream,
-    };
-
-    /// A store whose next `fail` writes are applied but answered with a
-    /// transport error, as an etcd member dying under the request does.
-    #[derive(Debug)]
-    struct LostAnswers {
-        inner: EmbeddedStore,
-        fail: AtomicU32,
-    }
-
-    #[async_trait]
-    impl MetadataStore for LostAnswers {
-        fn backend_name(&self) -> &'static str {
-            "lost-answers"
-        }
-        async fn get(&self, key: &str) -> Result<Option<Versioned>> {
-            self.inner.get(key).await
-        }
-        async fn scan_prefix(&self, prefix: &str) -> Result<Scan> {
-            self.inner.scan_prefix(prefix).await
-        }
-        async fn txn(&self, ops: Vec<Op>) -> Result<TxnResponse> {
-            let r = self.inner.txn(ops).await;
-            if self
-                .fail
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-                .is_ok()
-            {
-                return Err(MetadataError::Backend("operation was canceled".into()));
-            }
-            r
-        }
-        async fn watch(&self, prefix: &str, from: Revision) -> Result<WatchStream> {
-            self.inner.watch(prefix, from).await
-        }
-        async fn grant_lease(&self, ttl: Duration) -> Result<LeaseGrant> {
-            self.inner.grant_lease(ttl).await
-        }
-        async fn keep_alive(&self, lease: LeaseId) -> Result<Option<Duration>> {
-            self.inner.keep_alive(lease).await
-        }
-        async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
-            self.inner.revoke_lease(lease).await
-        }
-    }
+    use crate::testing::LostAnswers;
+    use crate::{EmbeddedStore, MetadataError, MetadataStore};
 
     #[tokio::test]
     async fn a_create_whose_answer_was_lost_is_sent_again_and_found_done() {
-        let s = LostAnswers {
-            inner: EmbeddedStore::in_memory(),
-            fail: AtomicU32::new(2),
-        };
+        let s = LostAnswers::new(EmbeddedStore::in_memory());
+        s.fail_next(2);
         // The first write lands, its answer is lost; the second finds it.
         assert!(!create_once(&s, "/admin/x", b"1").await.unwrap());
         assert_eq!(s.get("/admin/x").await.unwrap().unwrap().value, b"1");
-        assert_eq!(s.fail.load(Ordering::Acquire), 0);
+        assert_eq!(s.failing(), 0);
         // Nothing to create: false, without an error.
         assert!(!create_once(&s, "/admin/x", b"2").await.unwrap());
         assert!(create_once(&s, "/admin/y", b"3").await.unwrap());

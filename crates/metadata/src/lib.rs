@@ -46,6 +46,7 @@ mod etcd;
 mod session;
 mod store;
 pub mod tc;
+pub mod testing;
 
 pub use bootstrap::create_once;
 pub use cache::{CacheSnapshot, PrefixCache};
