@@ -448,13 +448,17 @@ impl TransactionCoordinator {
         let n = t.most_sig_bits;
         let fence = self.leadership(n).await?;
         let mut cached = self.cached(t);
+        let mut lost_answers = 0;
         loop {
             let (h, version) = match cached.take() {
                 Some(c) => c,
                 None => self.read(t).await?,
             };
             match decide_end(h.state, action) {
-                EndDecision::AlreadyDecided => return Ok(()),
+                EndDecision::AlreadyDecided => {
+                    self.open[n as usize].lock().remove(&t.least_sig_bits);
+                    return Ok(());
+                }
                 EndDecision::Conflict(s) => {
                     return Err(TxnError::InvalidStatus(format!(
                         "transaction {t} is already {}; it cannot be {}",
@@ -491,6 +495,18 @@ impl TransactionCoordinator {
                         Err(MetadataError::BadVersion { ref key, .. })
                             if key.starts_with("/txn/id/") =>
                         {
+                            continue;
+                        }
+                        // The store failed under the write (an etcd member
+                        // died with it in flight): it may have landed. Read
+                        // the header again; a decision that landed is then
+                        // found decided, and answered as made (before, the
+                        // client was told the commit failed, and its abort
+                        // was refused as a conflict with its own commit).
+                        Err(e) if e.is_retriable() && lost_answers < 3 => {
+                            lost_answers += 1;
+                            warn!(txn_id = %t, error = %e, "deciding a transaction failed; reading it again");
+                            tokio::time::sleep(Duration::from_millis(100 * lost_answers)).await;
                             continue;
                         }
                         Err(e) => return Err(self.fenced(n, e)),

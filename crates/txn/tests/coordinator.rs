@@ -222,3 +222,27 @@ async fn a_new_leader_continues_where_the_old_one_stopped() {
         Err(TxnError::CoordinatorNotFound(_))
     ));
 }
+
+/// A commit whose write landed but whose answer was lost (an etcd member
+/// died with it in flight) is answered as committed, not as a failure the
+/// client would try to abort (and be refused: it conflicts with its own
+/// commit).
+#[tokio::test]
+async fn a_decision_whose_answer_was_lost_is_found_made() {
+    let store = Arc::new(strobe_metadata::testing::LostAnswers::new(
+        EmbeddedStore::in_memory(),
+    ));
+    let tc = coordinator(store.clone(), "b1", 1, quick()).await;
+    tc.connect(0).await.unwrap();
+    let t = tc.new_txn(0, 0).await.unwrap();
+    store.fail_next(1);
+    tc.end_txn(t, EndAction::Commit).await.unwrap();
+    assert_eq!(store.failing(), 0, "the commit's answer was lost");
+    let h = tc.header(t).await.unwrap().expect("a header");
+    assert_eq!(h.state, TxnState::Committed);
+    let u = tc.new_txn(0, 0).await.unwrap();
+    store.fail_next(1);
+    tc.end_txn(u, EndAction::Abort).await.unwrap();
+    let h = tc.header(u).await.unwrap().expect("a header");
+    assert_eq!(h.state, TxnState::Aborted);
+}
