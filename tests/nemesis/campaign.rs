@@ -531,6 +531,10 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
     for p in producers {
         p.await.unwrap();
     }
+    let phase = |what: &str| {
+        println!("{:>7} ms  {what}", nemesis.started.elapsed().as_millis());
+    };
+    phase("producers done");
     stop_consumers.store(true, Ordering::Relaxed);
     // Consumers, readers and transformers end once drained; one still going
     // DRAIN_LIMIT after the load stopped is stuck.
@@ -545,6 +549,7 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
             stuck_drains += 1;
         }
     }
+    phase("consumers drained");
     // The Python workload ends by itself once drained (60 s for receipts,
     // then 15 s of quiet); one that does not is an anomaly.
     let py_deadline = Instant::now() + Duration::from_secs(180);
@@ -558,6 +563,7 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    phase("python workload done");
     drop(h);
     let mut history = collector.await.unwrap();
     history.add_python(&std::fs::read_to_string(&py_history).unwrap_or_default());
@@ -575,6 +581,7 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
             .unwrap_or_else(|e| panic!("{e}"));
         logs.insert(t, got);
     }
+    phase("logs read back");
     let mut anomalies = check::check(&history, &logs, TOPIC, PY_TOPIC, CTP_OUT, &SUBS);
     if stuck_drains > 0 {
         anomalies.entry("stuck consumer").or_default().push(format!(

@@ -37,6 +37,13 @@ impl Cluster {
         matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting).then_some(h.fence)
     }
 
+    /// The fencing token of the bundle at `path` if this broker serves it
+    /// now: a topic loaded under another token is stale (the bundle went
+    /// away and came back, another broker wrote its log meanwhile).
+    pub fn fence_of(&self, path: &str) -> Option<u64> {
+        self.holds(path)
+    }
+
     /// The paths of the bundles this broker serves (Owned or Splitting; not
     /// those it is handing over).
     pub fn owned_bundles(&self) -> Vec<String> {

@@ -425,13 +425,17 @@ impl BrokerService {
     /// look the topics up again.
     pub async fn close_unowned_topics(&self) {
         let Some(c) = &self.cluster else { return };
-        let owned: std::collections::HashSet<String> = c.owned_bundles().into_iter().collect();
+        // Not served here, or served under another token than the one the
+        // topic was loaded under: the bundle went away and came back, and
+        // another broker wrote the log meanwhile. Such a topic's consumers
+        // would wait for entries it never sees (its producers are moved on
+        // by the next PRODUCER's load, its consumers only by this).
         let stale: Vec<Arc<Topic>> = self
             .loaded_topics()
             .into_iter()
             .filter(|t| {
                 self.bundle_path(&t.name)
-                    .map(|p| !owned.contains(&p))
+                    .map(|p| c.fence_of(&p) != Some(t.ledger.config().fence))
                     .unwrap_or(true)
                     || t.ledger.failure().is_some()
             })
