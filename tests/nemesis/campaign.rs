@@ -129,7 +129,16 @@ async fn produce(url: String, prod: u64, stop: Arc<AtomicBool>, h: mpsc::Unbound
                         return;
                     }
                     Ok(Err(_)) => return,
-                    Err(_) if wind_down.lock().unwrap().is_some() => {
+                    // Stuck only once the grace has passed: a wait begun
+                    // before the load stopped ends on its own one-second
+                    // timer, and took the grace as over (receipts that
+                    // came seconds after the stop counted as missing).
+                    Err(_)
+                        if wind_down
+                            .lock()
+                            .unwrap()
+                            .is_some_and(|d| tokio::time::Instant::now() >= d) =>
+                    {
                         let _ = h.send(Op::Stuck(TOPIC, payload));
                         return;
                     }
