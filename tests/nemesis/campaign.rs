@@ -307,9 +307,10 @@ async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<
         }
     };
     let mut input = subscribe().await;
+    let mut life = 0u32;
     let (mut quiet_since, mut stopped) = (Instant::now(), false);
     loop {
-        match transform_batch(&client, &mut input, &out, &h).await {
+        match transform_batch(&client, &mut input, &out, &h, (p, life)).await {
             Ok(0) => {
                 if quiet(&stop, &mut stopped, &mut quiet_since) {
                     break;
@@ -320,6 +321,7 @@ async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<
                 drop(input);
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 input = subscribe().await;
+                life += 1;
             }
         }
     }
@@ -333,6 +335,7 @@ async fn transform_batch(
     input: &mut Consumer,
     out: &Producer,
     h: &mpsc::UnboundedSender<Op>,
+    who: (u64, u32),
 ) -> Result<usize, Error> {
     let mut msgs = Vec::new();
     while msgs.len() < 200 {
@@ -348,9 +351,27 @@ async fn transform_batch(
         .iter()
         .map(|m| String::from_utf8_lossy(&m.payload).into_owned())
         .collect();
+    let journal = |txn: String, outcome: &str| {
+        let ids: Vec<String> = msgs
+            .iter()
+            .map(|m| {
+                let p = m.id.position;
+                format!("{}:{}:{}", p.ledger_id, p.entry_id, m.id.batch_index)
+            })
+            .collect();
+        let line = serde_json::json!({
+            "partition": who.0, "life": who.1, "txn": txn, "outcome": outcome,
+            "at_ms": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            "batch": batch, "ids": ids,
+        });
+        let _ = h.send(Op::Journal(line.to_string()));
+    };
     let txn = match c.new_transaction(Duration::from_secs(60)).await {
         Ok(t) => t,
         Err(e) => {
+            journal("none".into(), &format!("no transaction: {e}"));
             let _ = h.send(Op::Aborted(format!("no transaction: {e}"), batch));
             return Err(e);
         }
@@ -371,6 +392,7 @@ async fn transform_batch(
     };
     match tokio::time::timeout(Duration::from_secs(60), work).await {
         Ok(Ok(())) => {
+            journal(format!("{:?}", txn.id()), "committed");
             let _ = h.send(Op::Committed(batch));
             Ok(msgs.len())
         }
@@ -385,6 +407,10 @@ async fn transform_batch(
                 Ok(Err(e)) => e,
                 _ => Error::Timeout("transaction"),
             };
+            journal(
+                format!("{:?}", txn.id()),
+                &format!("failed: {e}; abort: {:?}", aborted.as_ref().err()),
+            );
             let _ = h.send(Op::Aborted(
                 format!(
                     "txn {:?}: {e} (abort: {:?})",
@@ -579,16 +605,25 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
 
     // The logs, read back from their first entry.
     let reader = client(&url).await;
-    let mut logs: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for t in (0..PARTITIONS)
+    // All at once: the brokers and the client share two cores, and one
+    // read at a time leaves them waiting on each other.
+    let topics: Vec<String> = (0..PARTITIONS)
         .map(partition)
         .chain((0..PY_PARTITIONS).map(|p| format!("{PY_TOPIC}-partition-{p}")))
         .chain([CTP_OUT.to_string()])
-    {
-        let got = common::read_texts(&reader, &t)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        logs.insert(t, got);
+        .collect();
+    let mut reads = tokio::task::JoinSet::new();
+    for t in topics {
+        let reader = reader.clone();
+        reads.spawn(async move {
+            let got = common::read_texts(&reader, &t).await;
+            (t, got)
+        });
+    }
+    let mut logs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    while let Some(r) = reads.join_next().await {
+        let (t, got) = r.unwrap();
+        logs.insert(t, got.unwrap_or_else(|e| panic!("{e}")));
     }
     phase("logs read back");
     let mut anomalies = check::check(&history, &logs, TOPIC, PY_TOPIC, CTP_OUT, &SUBS);
@@ -658,6 +693,11 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
     )
     .unwrap();
     // Every process's log (each life of each broker) goes with the summary.
+    std::fs::write(
+        out.join(format!("{seed}-ctp.jsonl")),
+        history.journal.join("\n") + "\n",
+    )
+    .unwrap();
     let logs_dir = out.join(format!("{seed}-logs"));
     let _ = std::fs::remove_dir_all(&logs_dir);
     std::fs::create_dir_all(&logs_dir).unwrap();

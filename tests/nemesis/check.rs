@@ -23,6 +23,10 @@ pub enum Op {
     Committed(Vec<String>),
     /// One aborted (or failed): why, and its batch.
     Aborted(String, Vec<String>),
+    /// A line of the transformers' journal (JSON): each transaction with
+    /// its id, consumer, outcome and batch, to follow an anomaly into the
+    /// brokers' logs.
+    Journal(String),
 }
 
 impl Op {
@@ -47,6 +51,8 @@ pub struct History {
     in_aborted: HashMap<String, String>,
     /// Per second since the start: acknowledgements and their latencies (ms).
     per_second: Vec<(u64, Vec<u32>)>,
+    /// The transformers' journal, one JSON object per line.
+    pub journal: Vec<String>,
 }
 
 /// A payload's fields: producer, key, sequence within that key.
@@ -69,6 +75,7 @@ impl History {
             in_committed: HashSet::new(),
             in_aborted: HashMap::new(),
             per_second: Vec::new(),
+            journal: Vec::new(),
         }
     }
 
@@ -102,6 +109,7 @@ impl History {
                 }
                 self.aborted.push(why);
             }
+            Op::Journal(line) => self.journal.push(line),
         }
     }
 

@@ -153,13 +153,16 @@ impl Subscription {
             return Ok(());
         };
         let topic = self.topic.name().to_string();
-        if self.cumulative_by.is_some_and(|(o, _, _)| o == t) {
-            self.cumulative_by = None;
-        }
-        let Some(acks) = self.pending.take(t) else {
-            // Taken by an earlier attempt whose record deletion failed:
-            // the record goes now, or every load would restore it (and
-            // its abort rewind the subscription again).
+        // Read, not taken: a commit's acks stay pending (hiding their
+        // messages) until the cursor has them durably, so an attempt that
+        // fails part-way is made again whole on the next check. Taken
+        // first, a commit whose cursor flush failed had its record deleted
+        // by the retry; the subscription, loaded again elsewhere from the
+        // cursor without those acks, delivered the batch a second time.
+        let Some(acks) = self.pending.of(t).cloned() else {
+            // Given back by an earlier attempt (an abort) whose record
+            // deletion failed: the record goes now, or every load would
+            // restore it (and its abort rewind the subscription again).
             participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await?;
             if listed {
                 let me = Participant::Subscription {
@@ -200,7 +203,9 @@ impl Subscription {
                 }
             }
             self.cursor.flush().await?;
+            self.forget_pending(t);
         } else {
+            self.forget_pending(t);
             // Batch-index acks too: their entry goes out again, and the
             // cursor's ack set hides the indexes acked for good (before,
             // an aborted batch-index ack was never delivered again: the
@@ -222,6 +227,14 @@ impl Subscription {
         };
         participant::applied(&*ctx.store, t, &me).await?;
         Ok(())
+    }
+
+    /// `t`'s acks are no longer pending (applied, or given back).
+    fn forget_pending(&mut self, t: TxnId) {
+        self.pending.take(t);
+        if self.cumulative_by.is_some_and(|(o, _, _)| o == t) {
+            self.cumulative_by = None;
+        }
     }
 
     /// Whether entry `p` must wait before going to consumer `i`: on an
