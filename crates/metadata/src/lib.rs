@@ -35,7 +35,6 @@
 //! `Check` on a version is a fence. Leadership is advisory: a leader fences its writes with
 //! [`LeaderElection::fence`].
 
-mod bootstrap;
 mod cache;
 mod coordination;
 mod election;
@@ -43,12 +42,12 @@ mod embedded;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
+mod once;
 mod session;
 mod store;
 pub mod tc;
 pub mod testing;
 
-pub use bootstrap::create_once;
 pub use cache::{CacheSnapshot, PrefixCache};
 pub use coordination::{Counter, ResourceLock};
 pub use election::{LeaderElection, LeaderState};
@@ -56,6 +55,7 @@ pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::{MetadataError, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdOptions, EtcdStore};
+pub use once::{create_once, delete_once};
 pub use session::{Session, SessionOptions, SessionState};
 pub use store::{
     EventKind, Expect, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan,

@@ -149,11 +149,13 @@ pub async fn decision(store: &dyn MetadataStore, t: TxnId) -> Result<Option<TxnS
 }
 
 /// Participant `p` has made `t`'s outcome durable.
+/// How long a participant's record deletion is sent again through a
+/// failing store: long enough for the client to reach another etcd member,
+/// short because a subscription waits for it (the next check retries).
+const RESEND_WITHIN: Duration = Duration::from_secs(3);
+
 pub async fn applied(store: &dyn MetadataStore, t: TxnId, p: &Participant) -> Result<()> {
-    match store.delete(&paths::part_path(t, p), None).await {
-        Ok(()) | Err(MetadataError::NotFound(_)) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    Ok(strobe_metadata::delete_once(store, &paths::part_path(t, p), RESEND_WITHIN).await?)
 }
 
 /// The topic's buffer snapshot, if the topic was ever written in a transaction.
@@ -236,11 +238,6 @@ pub async fn delete_pending_acks(
     subscription: &str,
     t: TxnId,
 ) -> Result<()> {
-    match store
-        .delete(&paths::pending_ack_path(topic, subscription, t), None)
-        .await
-    {
-        Ok(()) | Err(MetadataError::NotFound(_)) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let path = paths::pending_ack_path(topic, subscription, t);
+    Ok(strobe_metadata::delete_once(store, &path, RESEND_WITHIN).await?)
 }

@@ -1,4 +1,7 @@
-//! Records written once by whichever broker starts first.
+//! Writes whose effect is the same however often they land: a record
+//! created once by whichever broker comes first, a record deleted for good.
+//! Sent again when the store fails under them (an etcd member dying with
+//! the request in flight), where other writes cannot be.
 
 use std::time::Duration;
 
@@ -6,7 +9,7 @@ use crate::{Expect, MetadataError, MetadataStore, Result};
 
 /// How long a start-up write keeps trying through a store that is failing
 /// over (an etcd member dying under the request).
-const CREATE_ONCE_FOR: Duration = Duration::from_secs(60);
+const ONCE_FOR: Duration = Duration::from_secs(60);
 
 /// Creates `path` with `value` unless it exists; true when this call made
 /// it. A write whose outcome is unknown (the store failed under it) is sent
@@ -15,7 +18,7 @@ const CREATE_ONCE_FOR: Duration = Duration::from_secs(60);
 /// record that names its writer), where a resent write that finds its own
 /// earlier copy would take it for someone else's.
 pub async fn create_once(store: &dyn MetadataStore, path: &str, value: &[u8]) -> Result<bool> {
-    let deadline = tokio::time::Instant::now() + CREATE_ONCE_FOR;
+    let deadline = tokio::time::Instant::now() + ONCE_FOR;
     let mut backoff = Duration::from_millis(100);
     loop {
         match store.put(path, value, Expect::Absent).await {
@@ -31,9 +34,31 @@ pub async fn create_once(store: &dyn MetadataStore, path: &str, value: &[u8]) ->
     }
 }
 
+/// Deletes `path` if it exists (a record whose work is done). A delete
+/// whose outcome is unknown is sent again: finding the record gone is as
+/// good as having deleted it. Retried for up to `within`, then the error
+/// (a caller that holds others up while it waits keeps that short).
+pub async fn delete_once(store: &dyn MetadataStore, path: &str, within: Duration) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match store.delete(path, None).await {
+            Ok(()) | Err(MetadataError::NotFound(_)) => return Ok(()),
+            Err(e) if e.is_retriable() && tokio::time::Instant::now() + backoff < deadline => {
+                tracing::warn!(path, error = %e, "deleting a record failed; trying again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::create_once;
+    use std::time::Duration;
+
+    use super::{create_once, delete_once};
     use crate::testing::LostAnswers;
     use crate::{EmbeddedStore, MetadataError, MetadataStore};
 
@@ -48,6 +73,22 @@ mod tests {
         // Nothing to create: false, without an error.
         assert!(!create_once(&s, "/admin/x", b"2").await.unwrap());
         assert!(create_once(&s, "/admin/y", b"3").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_delete_whose_answer_was_lost_is_sent_again_and_found_done() {
+        let s = LostAnswers::new(EmbeddedStore::in_memory());
+        assert!(create_once(&s, "/admin/x", b"1").await.unwrap());
+        s.fail_next(2);
+        delete_once(&s, "/admin/x", Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(s.failing(), 0);
+        assert!(s.get("/admin/x").await.unwrap().is_none());
+        // Nothing to delete: done.
+        delete_once(&s, "/admin/x", Duration::from_secs(5))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
