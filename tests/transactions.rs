@@ -448,3 +448,51 @@ async fn a_pending_cumulative_ack_holds_what_follows_from_another_consumer() {
     let mut k = consumer(&c, topic, "s", SubType::Failover).await;
     assert!(drain(&mut k).await.is_empty());
 }
+
+/// Found by the fault campaign: a transformer's transaction acked inside a
+/// batch (its 200th message was the batch's first); its next transaction
+/// failed and it subscribed again before the first committed. The batch's
+/// entry was hidden while the ack was pending, the read moved past it, and
+/// once the commit acked its first message the rest were never delivered.
+#[tokio::test]
+async fn the_rest_of_a_batch_acked_partly_in_a_pending_transaction_goes_to_the_next_consumer() {
+    let s = Strobe::start();
+    let c = client(&s).await;
+    let topic = "persistent://public/default/txn-cumulative-in-batch-handover";
+    let mut a = consumer(&c, topic, "s", SubType::Failover).await;
+    let p = c
+        .producer(topic)
+        .batching(Duration::from_millis(200), 10, 1 << 20)
+        .create()
+        .await
+        .unwrap();
+    let mut receipts = Vec::new();
+    for i in 0..10 {
+        receipts.push(p.send(format!("m{i}").into_bytes()).await.unwrap());
+    }
+    for r in receipts {
+        r.await.unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(a.recv_timeout(QUIET).await.unwrap().expect("a message"));
+    }
+    assert_eq!(got[3].id.batch_size, 10, "the ten went as one batch");
+    let t1 = c.new_transaction(TTL).await.unwrap();
+    t1.ack(&a, &got[3], true).await.unwrap();
+    a.close().await.unwrap();
+    let mut b = consumer(&c, topic, "s", SubType::Failover).await;
+    assert!(
+        b.recv_timeout(QUIET).await.unwrap().is_none(),
+        "nothing of the batch while the transaction may still abort"
+    );
+    t1.commit().await.unwrap();
+    let mut rest = Vec::new();
+    let mut wait = Duration::from_secs(10);
+    while let Some(m) = b.recv_timeout(wait).await.unwrap() {
+        rest.push(String::from_utf8_lossy(&m.payload).into_owned());
+        b.ack(&m).unwrap();
+        wait = QUIET;
+    }
+    assert_eq!(rest, ["m4", "m5", "m6", "m7", "m8", "m9"]);
+}

@@ -230,7 +230,23 @@ impl PendingAcks {
     /// cumulative ack covers it).
     pub fn hides(&self, p: Position) -> bool {
         matches!(self.by_position.get(&p), Some(Holder::Whole(_)))
-            || self.cumulative.is_some_and(|(_, c)| p <= c)
+            || self
+                .cumulative
+                .is_some_and(|(_, c)| p < c || (p == c && !self.cumulative_is_partial()))
+    }
+
+    /// Whether the pending cumulative ack ends inside its entry's batch,
+    /// leaving later messages of that entry unacknowledged: the entry is
+    /// not hidden (it still has messages to deliver), only held back.
+    pub fn cumulative_is_partial(&self) -> bool {
+        let Some((t, _)) = self.cumulative else {
+            return false;
+        };
+        self.by_txn
+            .get(&t)
+            .and_then(TxnAcks::cumulative_entry)
+            .and_then(|e| e.unacked_set())
+            .is_some_and(|(_, unacked)| unacked.iter().any(|w| *w != 0))
     }
 
     /// The pending cumulative ack, if a transaction holds one: its

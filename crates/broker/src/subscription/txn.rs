@@ -252,7 +252,12 @@ impl Subscription {
         let Some((t, c)) = self.pending.cumulative() else {
             return false;
         };
-        if p <= c || !matches!(self.kind, Kind::SingleActive { .. }) {
+        // An ack ending inside a batch leaves that entry's later messages to
+        // deliver: held like what follows (before, the entry was hidden,
+        // the read moved past it, and once the commit acked its first
+        // messages the rest were never delivered).
+        let covered = p < c || (p == c && !self.pending.cumulative_is_partial());
+        if covered || !matches!(self.kind, Kind::SingleActive { .. }) {
             return false;
         }
         let to = &self.consumers[i];
