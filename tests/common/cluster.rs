@@ -133,7 +133,7 @@ impl Member {
         let log = dir.join(format!("{id}.log"));
         let cfg = dir.join(format!("{id}.toml"));
         std::fs::write(&cfg, &how.toml).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_strobe"))
+        let child = Command::new(strobe_bin())
             .args(["broker", "--config"])
             .arg(&cfg)
             .arg("--metadata-store")
@@ -359,4 +359,14 @@ fn etcd_status(port: u16) -> Option<serde_json::Value> {
     // A chunked answer: the JSON is the line that starts with '{'.
     let json = body.lines().find(|l| l.starts_with('{'))?;
     serde_json::from_str(json).ok()
+}
+
+/// The broker binary cluster members run: `STROBE_BIN` if set (CI points
+/// the fault campaign at the release build, which it builds anyway for the
+/// conformance tests; a debug broker makes the campaign's read-back of
+/// hundreds of thousands of messages take minutes), else this build's.
+pub fn strobe_bin() -> std::path::PathBuf {
+    std::env::var_os("STROBE_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_strobe").into())
 }

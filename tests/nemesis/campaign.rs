@@ -461,7 +461,7 @@ fn python_workload(url: &str, history: &std::path::Path, stop: &std::path::Path)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
     let seed = env_u64("STROBE_NEMESIS_SEED", 42);
-    let secs = env_u64("STROBE_NEMESIS_SECS", 60);
+    let secs = env_u64("STROBE_NEMESIS_SECS", 180);
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nemesis");
     std::fs::create_dir_all(&out).unwrap();
