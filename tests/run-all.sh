@@ -9,7 +9,7 @@
 #   - a Python venv in .venv with the official client, pulsar-client[avro]==3.13.0
 #   - starts a private etcd on a free port and exports ETCD_ENDPOINTS
 #   - cargo fmt --check, the module-cycle check, clippy (warnings are errors),
-#     cargo test, pytest, a 3-minute fault campaign (tests/nemesis/)
+#     cargo test, pytest
 #   - with a Docker engine: tests/docker/run.sh (the images and the compose cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -137,13 +137,6 @@ interop_rc=0
 kill "$INTEROP_PID"; wait "$INTEROP_PID" 2>/dev/null || true
 rm -rf "$INTEROP_DIR"
 [ "$interop_rc" = 0 ] || { echo "tests/run-all.sh: the magnetar-driver interop test failed" >&2; exit 1; }
-
-say "fault campaign: seed 42 for 180 s (3 release brokers, 3 etcd members, an S3 store; docs/reliability.md)"
-# Not in 'cargo test' above (test = false): its brokers are the release build
-# (STROBE_BIN), whose read-back of the history is minutes faster than a debug
-# broker's. Its report is in target/tmp/nemesis/42.json, .svg and -logs/.
-STROBE_NEMESIS_SEED=42 STROBE_NEMESIS_SECS=180 \
-    cargo test --workspace --all-features --locked --test nemesis
 
 # The image and the compose cluster, built and driven for real (tests/docker/run.sh,
 # docs/docker.md). Needs a Docker engine; on this project's machines there is one.

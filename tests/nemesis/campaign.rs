@@ -329,6 +329,37 @@ async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<
     client.close().await;
 }
 
+/// The output topic's messages stored more than once: each copy's id,
+/// producer, sequence id and publish time.
+async fn output_copies(client: &Client) -> BTreeMap<String, Vec<String>> {
+    let mut reader = client
+        .reader(CTP_OUT)
+        .start_earliest()
+        .create()
+        .await
+        .unwrap();
+    let mut all: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    while reader.has_message_available().await.unwrap_or(false) {
+        let Ok(Some(m)) = reader.recv_timeout(Duration::from_secs(10)).await else {
+            break;
+        };
+        let p = m.id.position;
+        all.entry(String::from_utf8_lossy(&m.payload).into_owned())
+            .or_default()
+            .push(format!(
+                "{}:{}:{} {} seq {} at {}",
+                p.ledger_id,
+                p.entry_id,
+                m.id.batch_index,
+                m.producer_name,
+                m.sequence_id,
+                m.publish_time
+            ));
+    }
+    all.retain(|_, v| v.len() > 1);
+    all
+}
+
 /// One transaction; its batch and outcome go to the history.
 async fn transform_batch(
     c: &Client,
@@ -627,6 +658,17 @@ async fn a_randomized_fault_campaign_loses_duplicates_and_reorders_nothing() {
     }
     phase("logs read back");
     let mut anomalies = check::check(&history, &logs, TOPIC, PY_TOPIC, CTP_OUT, &SUBS);
+    if anomalies.contains_key("transaction duplicate") {
+        // Where each copy is, with its producer and sequence id: the same
+        // sequence twice is a resend deduplication let through; two
+        // sequences, the client sent it twice.
+        let copies = output_copies(&reader).await;
+        std::fs::write(
+            out.join(format!("{seed}-ctp-duplicates.json")),
+            serde_json::to_string_pretty(&copies).unwrap(),
+        )
+        .unwrap();
+    }
     if stuck_drains > 0 {
         anomalies.entry("stuck consumer").or_default().push(format!(
             "{stuck_drains} consumers, readers or transformers still going {} s after the load stopped",
