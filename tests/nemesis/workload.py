@@ -46,14 +46,29 @@ producer_done = threading.Event()
 client = pulsar.Client(URL, operation_timeout_seconds=30, connection_timeout_ms=5000)
 
 
+def retried(what, make):
+    """make() until it succeeds: the faults start with the workload, and a
+    broker killed under the first SUBSCRIBE or PRODUCER times it out (the
+    client retries only what it already has). Gives up after 180 s."""
+    deadline = time.time() + 180
+    while True:
+        try:
+            return make()
+        except Exception as e:
+            record(e="error", what=f"{what}: {e}")
+            if time.time() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def consume(sub, kind):
-    consumer = client.subscribe(
+    consumer = retried(f"subscribe {sub}", lambda: client.subscribe(
         TOPIC,
         sub,
         consumer_type=kind,
         consumer_name=f"{sub}-0",
         initial_position=pulsar.InitialPosition.Earliest,
-    )
+    ))
     quiet_since = time.time()
     done_seen = False
     while True:
@@ -86,13 +101,13 @@ consumers = [
 for t in consumers:
     t.start()
 
-producer = client.create_producer(
+producer = retried("create the producer", lambda: client.create_producer(
     TOPIC,
     producer_name="nemesis-py",
     send_timeout_millis=0,
     block_if_queue_full=True,
     max_pending_messages=1000,
-)
+))
 outstanding = set()
 
 
