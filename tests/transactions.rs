@@ -369,7 +369,19 @@ async fn a_cumulative_ack_inside_a_batch_commits_only_what_it_covers() {
     let s = Strobe::start();
     let c = client(&s).await;
     let topic = "persistent://public/default/txn-cumulative-in-batch";
+    let (k, got) = four_of_one_batch(&c, topic).await;
+    let txn = c.new_transaction(TTL).await.unwrap();
+    txn.ack(&k, &got[3], true).await.unwrap();
+    txn.commit().await.unwrap();
+    k.close().await.unwrap();
     let mut k = consumer(&c, topic, "s", SubType::Failover).await;
+    assert_eq!(drain(&mut k).await, ["m4", "m5", "m6", "m7", "m8", "m9"]);
+}
+
+/// A Failover consumer of subscription `s` on `topic`, and the first four
+/// of ten messages (m0..m9) that went as one batch.
+async fn four_of_one_batch(c: &Client, topic: &str) -> (Consumer, Vec<strobe_client::Message>) {
+    let mut k = consumer(c, topic, "s", SubType::Failover).await;
     let p = c
         .producer(topic)
         .batching(Duration::from_millis(200), 10, 1 << 20)
@@ -388,12 +400,7 @@ async fn a_cumulative_ack_inside_a_batch_commits_only_what_it_covers() {
         got.push(k.recv_timeout(QUIET).await.unwrap().expect("a message"));
     }
     assert_eq!(got[3].id.batch_size, 10, "the ten went as one batch");
-    let txn = c.new_transaction(TTL).await.unwrap();
-    txn.ack(&k, &got[3], true).await.unwrap();
-    txn.commit().await.unwrap();
-    k.close().await.unwrap();
-    let mut k = consumer(&c, topic, "s", SubType::Failover).await;
-    assert_eq!(drain(&mut k).await, ["m4", "m5", "m6", "m7", "m8", "m9"]);
+    (k, got)
 }
 
 /// Found by the fault campaign: a transformer's transaction acked its batch
@@ -459,25 +466,7 @@ async fn the_rest_of_a_batch_acked_partly_in_a_pending_transaction_goes_to_the_n
     let s = Strobe::start();
     let c = client(&s).await;
     let topic = "persistent://public/default/txn-cumulative-in-batch-handover";
-    let mut a = consumer(&c, topic, "s", SubType::Failover).await;
-    let p = c
-        .producer(topic)
-        .batching(Duration::from_millis(200), 10, 1 << 20)
-        .create()
-        .await
-        .unwrap();
-    let mut receipts = Vec::new();
-    for i in 0..10 {
-        receipts.push(p.send(format!("m{i}").into_bytes()).await.unwrap());
-    }
-    for r in receipts {
-        r.await.unwrap();
-    }
-    let mut got = Vec::new();
-    for _ in 0..4 {
-        got.push(a.recv_timeout(QUIET).await.unwrap().expect("a message"));
-    }
-    assert_eq!(got[3].id.batch_size, 10, "the ten went as one batch");
+    let (a, got) = four_of_one_batch(&c, topic).await;
     let t1 = c.new_transaction(TTL).await.unwrap();
     t1.ack(&a, &got[3], true).await.unwrap();
     a.close().await.unwrap();
