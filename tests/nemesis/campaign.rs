@@ -308,9 +308,16 @@ async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<
     };
     let mut input = subscribe().await;
     let mut life = 0u32;
+    // The last input processed in this consumer life: what comes again at
+    // or before it is a redelivery (the topic moved and the client
+    // subscribed again: Pulsar's at-least-once), already in a transaction
+    // of this life, and skipped. Without this the transformer produced
+    // such messages twice and acked the last one received, a redelivery,
+    // so its next transaction did the rest again.
+    let mut last: Option<(u64, u64, i32)> = None;
     let (mut quiet_since, mut stopped) = (Instant::now(), false);
     loop {
-        match transform_batch(&client, &mut input, &out, &h, (p, life)).await {
+        match transform_batch(&client, &mut input, &out, &h, (p, life), &mut last).await {
             Ok(0) => {
                 if quiet(&stop, &mut stopped, &mut quiet_since) {
                     break;
@@ -322,6 +329,7 @@ async fn transform(url: String, p: u64, h: mpsc::UnboundedSender<Op>, stop: Arc<
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 input = subscribe().await;
                 life += 1;
+                last = None;
             }
         }
     }
@@ -367,14 +375,29 @@ async fn transform_batch(
     out: &Producer,
     h: &mpsc::UnboundedSender<Op>,
     who: (u64, u32),
+    last: &mut Option<(u64, u64, i32)>,
 ) -> Result<usize, Error> {
     let mut msgs = Vec::new();
     while msgs.len() < 200 {
         match input.recv_timeout(Duration::from_millis(100)).await? {
-            Some(m) => msgs.push(m),
+            Some(m) => {
+                let at = (
+                    m.id.position.ledger_id,
+                    m.id.position.entry_id,
+                    m.id.batch_index,
+                );
+                if last.is_some_and(|l| at <= l) {
+                    continue;
+                }
+                *last = Some(at);
+                msgs.push(m);
+            }
             None => break,
         }
     }
+    // A failed batch is done again in the next consumer life (the caller
+    // subscribes again and `last` starts afresh), so nothing skipped here
+    // is lost.
     if msgs.is_empty() {
         return Ok(0);
     }
