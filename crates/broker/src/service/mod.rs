@@ -404,6 +404,19 @@ impl BrokerService {
         } else {
             self.load_non_persistent(name, create, fence).await?
         };
+        // The bundle may have moved while the topic loaded (a transfer's
+        // snapshot of the loaded topics missed this one): served under its
+        // old token, its consumers would wait for entries another broker
+        // writes. Checked and inserted with no wait between, so a transfer
+        // starting after the check finds the topic in the map.
+        if let Some(c) = &self.cluster
+            && c.fence_of(&self.bundle_path(name)?) != Some(fence)
+        {
+            topic.close().await;
+            return Err(BrokerError::ServiceNotReady(format!(
+                "the bundle of {name} moved while the topic loaded; look it up again"
+            )));
+        }
         self.topics.lock().insert(key, topic.clone());
         info!(topic = %name, fence, load_ms = started.elapsed().as_millis() as u64, "topic loaded");
         Ok(topic)
