@@ -26,8 +26,10 @@ use crate::state::OwnerState;
 
 impl Cluster {
     /// The fencing token of `path` if this broker serves it now (Owned, or
-    /// Splitting: the owner serves on while it splits).
-    pub(crate) fn holds(&self, path: &str) -> Option<u64> {
+    /// Splitting: the owner serves on while it splits). A topic loaded under
+    /// another token is stale: the bundle went away and came back, and
+    /// another broker wrote its log meanwhile.
+    pub fn holds(&self, path: &str) -> Option<u64> {
         let mut owned = self.owned.lock();
         let h = owned.get(path)?;
         if !self.session.is_alive_in(h.epoch) {
@@ -35,13 +37,6 @@ impl Cluster {
             return None;
         }
         matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting).then_some(h.fence)
-    }
-
-    /// The fencing token of the bundle at `path` if this broker serves it
-    /// now: a topic loaded under another token is stale (the bundle went
-    /// away and came back, another broker wrote its log meanwhile).
-    pub fn fence_of(&self, path: &str) -> Option<u64> {
-        self.holds(path)
     }
 
     /// The paths of the bundles this broker serves (Owned or Splitting; not

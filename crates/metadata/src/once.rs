@@ -18,20 +18,14 @@ const ONCE_FOR: Duration = Duration::from_secs(60);
 /// record that names its writer), where a resent write that finds its own
 /// earlier copy would take it for someone else's.
 pub async fn create_once(store: &dyn MetadataStore, path: &str, value: &[u8]) -> Result<bool> {
-    let deadline = tokio::time::Instant::now() + ONCE_FOR;
-    let mut backoff = Duration::from_millis(100);
-    loop {
+    resend(path, "creating", ONCE_FOR, || async {
         match store.put(path, value, Expect::Absent).await {
-            Ok(_) => return Ok(true),
-            Err(MetadataError::AlreadyExists(_)) => return Ok(false),
-            Err(e) if e.is_retriable() && tokio::time::Instant::now() + backoff < deadline => {
-                tracing::warn!(path, error = %e, "creating a record failed; trying again");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
-            Err(e) => return Err(e),
+            Ok(_) => Ok(true),
+            Err(MetadataError::AlreadyExists(_)) => Ok(false),
+            Err(e) => Err(e),
         }
-    }
+    })
+    .await
 }
 
 /// Deletes `path` if it exists (a record whose work is done). A delete
@@ -39,17 +33,32 @@ pub async fn create_once(store: &dyn MetadataStore, path: &str, value: &[u8]) ->
 /// good as having deleted it. Retried for up to `within`, then the error
 /// (a caller that holds others up while it waits keeps that short).
 pub async fn delete_once(store: &dyn MetadataStore, path: &str, within: Duration) -> Result<()> {
+    resend(path, "deleting", within, || async {
+        match store.delete(path, None).await {
+            Ok(()) | Err(MetadataError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    })
+    .await
+}
+
+/// `op` again, with a growing pause, while it fails for a transport reason
+/// and `within` has not passed.
+async fn resend<T, F, Fut>(path: &str, doing: &str, within: Duration, mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
     let deadline = tokio::time::Instant::now() + within;
     let mut backoff = Duration::from_millis(100);
     loop {
-        match store.delete(path, None).await {
-            Ok(()) | Err(MetadataError::NotFound(_)) => return Ok(()),
+        match op().await {
             Err(e) if e.is_retriable() && tokio::time::Instant::now() + backoff < deadline => {
-                tracing::warn!(path, error = %e, "deleting a record failed; trying again");
+                tracing::warn!(path, error = %e, "{doing} a record failed; trying again");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
             }
-            Err(e) => return Err(e),
+            other => return other,
         }
     }
 }

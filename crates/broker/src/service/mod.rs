@@ -410,7 +410,7 @@ impl BrokerService {
         // writes. Checked and inserted with no wait between, so a transfer
         // starting after the check finds the topic in the map.
         if let Some(c) = &self.cluster
-            && c.fence_of(&self.bundle_path(name)?) != Some(fence)
+            && c.holds(&self.bundle_path(name)?) != Some(fence)
         {
             topic.close().await;
             return Err(BrokerError::ServiceNotReady(format!(
@@ -448,7 +448,7 @@ impl BrokerService {
             .into_iter()
             .filter(|t| {
                 self.bundle_path(&t.name)
-                    .map(|p| c.fence_of(&p) != Some(t.ledger.config().fence))
+                    .map(|p| c.holds(&p) != Some(t.ledger.config().fence))
                     .unwrap_or(true)
                     || t.ledger.failure().is_some()
             })
