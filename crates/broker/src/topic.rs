@@ -58,6 +58,11 @@ pub struct AddProducer<'a> {
     pub v5_managed: bool,
 }
 
+/// How long a resend waits for its first copy's outcome before the client
+/// is told to send it again (an append outlives this only when the store
+/// hangs; the send that follows is decided afresh).
+const RESEND_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Deduplication state: the highest sequence id accepted (pushed) and stored
 /// (persisted) per producer name.
 #[derive(Debug, Default)]
@@ -106,8 +111,16 @@ pub(crate) use txn_buffer::txn_of;
 pub enum Published {
     /// Resolves to the stored position once it is durable.
     Stored(AppendFuture),
-    /// A sequence id at or below the producer's highest: not stored again.
+    /// A sequence id at or below the producer's highest stored: not stored
+    /// again.
     Duplicate,
+    /// A sequence id at or below the producer's highest accepted but above
+    /// its highest stored: a resend whose first copy is still being stored
+    /// (the client reconnected and sent its pending messages again). It is
+    /// answered once the first copy's outcome is known ([`Topic::settled`]):
+    /// answered at once as a duplicate, it would acknowledge a message whose
+    /// append may still fail.
+    InFlight,
     /// Not stored and not answered: the topic is moving to another broker,
     /// or it closed the producer; the client sends it again once its
     /// producer is registered again (at the new owner).
@@ -136,6 +149,9 @@ pub struct Topic {
     /// Mirrors `state.dedup.is_some()` (a completed publish skips the state
     /// lock when deduplication is off).
     dedup_on: std::sync::atomic::AtomicBool,
+    /// Woken whenever a publish's outcome is recorded with deduplication on
+    /// (resends of sends in flight wait for it: [`Topic::settled`]).
+    dedup_settled: tokio::sync::Notify,
     /// Mirrors `state.terminated.is_some()` (subscriptions ask on every pass).
     is_terminated: std::sync::atomic::AtomicBool,
     state: Mutex<TopicState>,
@@ -265,6 +281,7 @@ impl Topic {
             compaction_status: Mutex::new(crate::compaction::CompactionStatus::NotRun),
             publish_lock: Mutex::new(()),
             dedup_on,
+            dedup_settled: tokio::sync::Notify::new(),
             is_terminated: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(state),
             txn: Mutex::new(txn_buffer::TopicTxn::default()),
@@ -326,7 +343,12 @@ impl Topic {
             if let Some(d) = st.dedup.as_mut() {
                 let last = d.pushed.get(producer).copied().unwrap_or(-1);
                 if highest_sequence_id <= last {
-                    return Ok(Published::Duplicate);
+                    let stored = d.persisted.get(producer).copied().unwrap_or(-1);
+                    return Ok(if highest_sequence_id <= stored {
+                        Published::Duplicate
+                    } else {
+                        Published::InFlight
+                    });
                 }
                 d.pushed.insert(producer.to_owned(), highest_sequence_id);
             }
@@ -352,12 +374,48 @@ impl Topic {
         let mut st = self.state.lock();
         if let Some(d) = st.dedup.as_mut() {
             if ok {
-                d.persisted.insert(producer.to_owned(), highest_sequence_id);
+                // The highest: a connection that lost its client may still
+                // record an earlier send after its successor's later ones.
+                let persisted = d.persisted.entry(producer.to_owned()).or_insert(-1);
+                *persisted = (*persisted).max(highest_sequence_id);
             } else {
                 let persisted = d.persisted.get(producer).copied().unwrap_or(-1);
                 d.pushed.insert(producer.to_owned(), persisted);
             }
+            self.dedup_settled.notify_waiters();
         }
+    }
+
+    /// For a resend answered [`Published::InFlight`]: waits until its first
+    /// copy's outcome is known. True once it is stored; false once it
+    /// failed (or was not known within [`RESEND_WAIT`]): the client is told
+    /// to send it again.
+    pub async fn settled(&self, producer: &str, highest_sequence_id: i64) -> bool {
+        let wait = async {
+            loop {
+                let changed = self.dedup_settled.notified();
+                tokio::pin!(changed);
+                // Registered before the check: an outcome recorded after it
+                // wakes this wait.
+                changed.as_mut().enable();
+                {
+                    let st = self.state.lock();
+                    let Some(d) = st.dedup.as_ref() else {
+                        return false;
+                    };
+                    if d.persisted.get(producer).copied().unwrap_or(-1) >= highest_sequence_id {
+                        return true;
+                    }
+                    if d.pushed.get(producer).copied().unwrap_or(-1) < highest_sequence_id {
+                        return false;
+                    }
+                }
+                changed.await;
+            }
+        };
+        tokio::time::timeout(RESEND_WAIT, wait)
+            .await
+            .unwrap_or(false)
     }
 
     /// Starts subscription `name`'s actor; it sees this topic as a [`TopicView`].

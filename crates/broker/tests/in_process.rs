@@ -5,75 +5,15 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
+mod common;
+
+use common::{Raw, start_server};
 use futures::StreamExt;
-use strobe_broker::{Broker, BrokerConfig, BrokerHandle};
+use strobe_broker::BrokerHandle;
 use strobe_client::{Client, SubType};
 use strobe_wire::proto::{ServerError, command_lookup_topic_response, command_subscribe};
-use strobe_wire::{Command, Frame, FrameCodec, OutFrame, commands};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::codec::Decoder;
-
-/// A broker on memory storage, serving on a port the OS picked.
-async fn start_server(tweak: impl FnOnce(&mut BrokerConfig)) -> BrokerHandle {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mut config = BrokerConfig {
-        storage: "memory".into(),
-        advertised_address: "127.0.0.1".into(),
-        ..BrokerConfig::default()
-    };
-    tweak(&mut config);
-    Broker::bind_on(config, listener).await.unwrap().start()
-}
-
-/// Frames over one raw connection.
-struct Raw {
-    stream: TcpStream,
-    buf: BytesMut,
-    codec: FrameCodec,
-}
-
-impl Raw {
-    async fn connect(broker: &BrokerHandle) -> Raw {
-        Raw {
-            stream: TcpStream::connect(broker.addr()).await.unwrap(),
-            buf: BytesMut::new(),
-            codec: FrameCodec::default(),
-        }
-    }
-
-    async fn handshake(broker: &BrokerHandle) -> Raw {
-        let mut raw = Raw::connect(broker).await;
-        raw.send(commands::connect("in-process-test", None)).await;
-        match raw.recv().await {
-            Some(Command::Connected(_)) => raw,
-            other => panic!("expected CONNECTED, got {other:?}"),
-        }
-    }
-
-    async fn send(&mut self, c: impl Into<Command>) {
-        let frame = OutFrame::command(c.into());
-        self.stream.write_all(&frame.to_bytes()).await.unwrap();
-    }
-
-    /// The next command, or `None` once the broker closed the connection.
-    async fn recv(&mut self) -> Option<Command> {
-        tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                if let Some(Frame { command, .. }) = self.codec.decode(&mut self.buf).unwrap() {
-                    return Some(command);
-                }
-                match self.stream.read_buf(&mut self.buf).await {
-                    Ok(0) | Err(_) => return None,
-                    Ok(_) => {}
-                }
-            }
-        })
-        .await
-        .expect("no frame within 10 s")
-    }
-}
+use strobe_wire::{Command, commands};
+use tokio::io::AsyncWriteExt;
 
 #[tokio::test]
 async fn a_command_before_connect_is_refused_and_the_connection_closes() {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use strobe_wire::proto::ServerError;
 use strobe_wire::{OutFrame, commands};
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -82,13 +83,23 @@ pub(super) async fn producer_task(
                     )
                 }
             },
-            // Pulsar answers a duplicate with message id -1:-1.
-            Ok(Published::Duplicate) => commands::send_receipt(
-                producer_id,
-                p.sequence_id,
-                p.highest_sequence_id,
-                commands::message_id(u64::MAX, u64::MAX),
-            ),
+            Ok(Published::Duplicate) => {
+                duplicate(producer_id, p.sequence_id, p.highest_sequence_id)
+            }
+            Ok(Published::InFlight) => {
+                if topic.settled(&name, p.highest_sequence_id as i64).await {
+                    duplicate(producer_id, p.sequence_id, p.highest_sequence_id)
+                } else {
+                    // Pulsar's clients reconnect on this error and send
+                    // what they have pending again.
+                    commands::send_error(
+                        producer_id,
+                        p.sequence_id,
+                        ServerError::PersistenceError,
+                        "this message's first copy was not stored: send it again",
+                    )
+                }
+            }
             // The topic is moving: the client resends this to the new owner.
             Ok(Published::Held) => continue,
             Err(e) => {
@@ -104,4 +115,14 @@ pub(super) async fn producer_task(
             topic.published(&name, p.highest_sequence_id as i64, ok);
         }
     }
+}
+
+/// Pulsar answers a duplicate with message id -1:-1.
+fn duplicate(producer_id: u64, sequence_id: u64, highest: u64) -> strobe_wire::Command {
+    commands::send_receipt(
+        producer_id,
+        sequence_id,
+        highest,
+        commands::message_id(u64::MAX, u64::MAX),
+    )
 }

@@ -175,8 +175,9 @@ impl Topic {
         self.state.lock().producers.contains_key(&key)
     }
 
-    /// The highest sequence id stored for producer `name` (-1 without
-    /// deduplication or before its first message).
+    /// The highest sequence id accepted for producer `name`, stored or being
+    /// stored (-1 without deduplication or before its first message), as
+    /// Pulsar tells a producer that registers.
     pub fn last_sequence_id(&self, name: &str) -> i64 {
         let st = self.state.lock();
         st.dedup
