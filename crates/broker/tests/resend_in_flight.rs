@@ -10,152 +10,21 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use parking_lot::Mutex;
 use strobe_broker::{Backends, BrokerHandle};
-use strobe_ledger::{
-    AppendCallback, LedgerBackend, LedgerError, MemoryBackend, RecoveredTopic, TopicStorage,
-};
+use strobe_ledger::testing::Impaired;
 use strobe_metadata::EmbeddedStore;
 use strobe_wire::proto::ServerError;
 use strobe_wire::{Command, commands};
 
 use common::{Raw, start_with};
 
-/// An append waiting at the gate, with the storage it goes to once let through.
-struct Waiting {
-    to: Arc<dyn TopicStorage>,
-    at: (u64, u64, u64),
-    data: Bytes,
-    crc: u32,
-    done: AppendCallback,
-}
-
-/// Appends held while the gate is shut; then stored, or failed, on request.
-#[derive(Default)]
-struct Gate {
-    /// `None`: open.
-    waiting: Mutex<Option<Vec<Waiting>>>,
-}
-
-impl std::fmt::Debug for Gate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Gate")
-    }
-}
-
-impl Gate {
-    fn shut(&self) {
-        *self.waiting.lock() = Some(Vec::new());
-    }
-
-    fn held(&self) -> usize {
-        self.waiting.lock().as_ref().map_or(0, Vec::len)
-    }
-
-    /// Opens the gate: what waited is stored (`store`) or failed.
-    fn open(&self, store: bool) {
-        let waiting = self.waiting.lock().take().unwrap_or_default();
-        for w in waiting {
-            if store {
-                let (l, e, ts) = w.at;
-                w.to.append(l, e, ts, w.data, w.crc, w.done);
-            } else {
-                (w.done)(Err(LedgerError::Closed("the store is cut off".into())));
-            }
-        }
-    }
-}
-
-/// A memory backend whose appends pass through a [`Gate`].
-#[derive(Debug, Clone)]
-struct Gated {
-    inner: MemoryBackend,
-    gate: Arc<Gate>,
-}
-
-#[derive(Debug)]
-struct GatedTopic {
-    inner: Arc<dyn TopicStorage>,
-    gate: Arc<Gate>,
-}
-
-impl LedgerBackend for Gated {
-    fn open_topic(
-        &self,
-        topic: &str,
-        fence: u64,
-    ) -> BoxFuture<'static, strobe_ledger::Result<(Arc<dyn TopicStorage>, RecoveredTopic)>> {
-        let open = self.inner.open_topic(topic, fence);
-        let gate = self.gate.clone();
-        async move {
-            let (inner, rec) = open.await?;
-            let t: Arc<dyn TopicStorage> = Arc::new(GatedTopic { inner, gate });
-            Ok((t, rec))
-        }
-        .boxed()
-    }
-    fn kind(&self) -> &'static str {
-        "gated"
-    }
-}
-
-impl TopicStorage for GatedTopic {
-    fn append(&self, l: u64, e: u64, ts: u64, data: Bytes, crc: u32, done: AppendCallback) {
-        let mut waiting = self.gate.waiting.lock();
-        match waiting.as_mut() {
-            Some(w) => w.push(Waiting {
-                to: self.inner.clone(),
-                at: (l, e, ts),
-                data,
-                crc,
-                done,
-            }),
-            None => {
-                drop(waiting);
-                self.inner.append(l, e, ts, data, crc, done)
-            }
-        }
-    }
-    fn read(
-        &self,
-        l: u64,
-        first: u64,
-        last: u64,
-    ) -> BoxFuture<'static, strobe_ledger::Result<Vec<Bytes>>> {
-        self.inner.read(l, first, last)
-    }
-    fn delete_ledgers(
-        &self,
-        first_kept: u64,
-        ids: Vec<u64>,
-    ) -> BoxFuture<'static, strobe_ledger::Result<()>> {
-        self.inner.delete_ledgers(first_kept, ids)
-    }
-    fn persist_cursor(
-        &self,
-        name: &str,
-        snapshot: Option<Bytes>,
-    ) -> BoxFuture<'static, strobe_ledger::Result<()>> {
-        self.inner.persist_cursor(name, snapshot)
-    }
-    fn close(&self) -> BoxFuture<'static, strobe_ledger::Result<()>> {
-        self.inner.close()
-    }
-}
-
 const TOPIC: &str = "persistent://public/default/resend-in-flight";
 
-/// A deduplicating broker on gated memory storage.
-async fn broker() -> (BrokerHandle, Arc<Gate>) {
-    let gate = Arc::new(Gate::default());
+/// A deduplicating broker on memory storage whose appends can be held.
+async fn broker() -> (BrokerHandle, Impaired) {
+    let gate = Impaired::default();
     let backends = Backends {
-        storage: Arc::new(Gated {
-            inner: MemoryBackend::default(),
-            gate: gate.clone(),
-        }),
+        storage: Arc::new(gate.clone()),
         metadata: Arc::new(EmbeddedStore::in_memory()),
         cluster: None,
     };
@@ -191,34 +60,33 @@ async fn send(raw: &mut Raw, sequence_id: u64) {
         .await;
 }
 
-/// Sends sequence id 0 on a first connection and drops that connection
-/// while the append waits at the gate; returns a second connection that
-/// sent 0 again, and then 1.
-async fn resend_while_the_first_copy_waits(broker: &BrokerHandle, gate: &Gate) -> Raw {
-    let mut first = producer(broker).await;
-    gate.shut();
-    send(&mut first, 0).await;
+/// Waits until `n` appends wait at the gate.
+async fn held(gate: &Impaired, n: usize) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while gate.held() == 0 {
+    while gate.held() < n {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the append never came"
+            "{} appends at the gate, not {n}",
+            gate.held()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Sends sequence id 0 on a first connection and drops that connection
+/// while the append waits at the gate; returns a second connection that
+/// sent 0 again, and then 1.
+async fn resend_while_the_first_copy_waits(broker: &BrokerHandle, gate: &Impaired) -> Raw {
+    let mut first = producer(broker).await;
+    gate.shut_gate();
+    send(&mut first, 0).await;
+    held(gate, 1).await;
     drop(first);
     let mut second = producer(broker).await;
     send(&mut second, 0).await;
     send(&mut second, 1).await;
     // Sequence id 1 is new: it is stored, and waits at the gate too.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while gate.held() < 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "1 was never appended"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    held(gate, 2).await;
     assert!(
         second
             .recv_within(Duration::from_millis(300))
@@ -233,7 +101,7 @@ async fn resend_while_the_first_copy_waits(broker: &BrokerHandle, gate: &Gate) -
 async fn a_resend_is_a_duplicate_once_its_first_copy_is_stored() {
     let (broker, gate) = broker().await;
     let mut second = resend_while_the_first_copy_waits(&broker, &gate).await;
-    gate.open(true);
+    gate.open_gate(true);
     match second.recv().await {
         Some(Command::SendReceipt(r)) => {
             assert_eq!(r.sequence_id, 0);
@@ -261,7 +129,7 @@ async fn a_resend_is_a_duplicate_once_its_first_copy_is_stored() {
 async fn a_resend_whose_first_copy_failed_is_an_error() {
     let (broker, gate) = broker().await;
     let mut second = resend_while_the_first_copy_waits(&broker, &gate).await;
-    gate.open(false);
+    gate.open_gate(false);
     match second.recv().await {
         Some(Command::SendError(e)) => {
             assert_eq!(e.sequence_id, 0);

@@ -4,6 +4,10 @@
 //! `tests/suite.rs`). Each case opens topics with fresh names, so cases may
 //! share one backend.
 
+mod impaired;
+
+pub use impaired::Impaired;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
