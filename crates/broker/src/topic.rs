@@ -63,14 +63,6 @@ pub struct AddProducer<'a> {
 /// hangs; the send that follows is decided afresh).
 const RESEND_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Deduplication state: the highest sequence id accepted (pushed) and stored
-/// (persisted) per producer name.
-#[derive(Debug, Default)]
-struct Dedup {
-    pushed: HashMap<String, i64>,
-    persisted: HashMap<String, i64>,
-}
-
 /// A WaitForExclusive producer: told the topic epoch once it holds the topic.
 type Waiter = (
     ProducerKey,
@@ -97,12 +89,15 @@ struct TopicState {
     terminated: Option<Option<Position>>,
 }
 
+mod dedup;
 pub mod handoff;
 mod producers;
 mod txn;
 mod txn_buffer;
 mod view;
 
+pub(crate) use dedup::CURSOR as DEDUP_CURSOR;
+use dedup::Dedup;
 pub use txn_buffer::TxnBufferStats;
 pub(crate) use txn_buffer::txn_of;
 
@@ -266,7 +261,7 @@ impl Topic {
         let ledger = ManagedLedger::open(backend, &name.to_string(), config).await?;
         let mut state = TopicState::default();
         if dedup {
-            state.dedup = Some(rebuild_dedup(&ledger).await?);
+            state.dedup = Some(dedup::recover(&ledger).await?);
         }
         let dedup_on = std::sync::atomic::AtomicBool::new(state.dedup.is_some());
         let topic = Arc::new(Topic {
@@ -378,6 +373,7 @@ impl Topic {
                 // record an earlier send after its successor's later ones.
                 let persisted = d.persisted.entry(producer.to_owned()).or_insert(-1);
                 *persisted = (*persisted).max(highest_sequence_id);
+                d.snapshots.stored();
             } else {
                 let persisted = d.persisted.get(producer).copied().unwrap_or(-1);
                 d.pushed.insert(producer.to_owned(), persisted);
@@ -438,6 +434,11 @@ impl Topic {
         start: Option<StartPosition>,
         consumer: ConsumerSpec,
     ) -> Result<SubscriptionHandle, BrokerError> {
+        if name == DEDUP_CURSOR {
+            return Err(BrokerError::NotAllowed(format!(
+                "{DEDUP_CURSOR} is deduplication's cursor, not a subscription"
+            )));
+        }
         // Non-persistent topics keep no subscription state: readers' cursors only.
         let durable = durable && self.name.is_persistent();
         let existing = self.state.lock().subscriptions.get(name).cloned();
@@ -535,7 +536,9 @@ impl Topic {
                 "non-persistent topics have no durable subscriptions".into(),
             ));
         }
-        if self.subscription(name).is_some() || self.ledger.cursor_names().iter().any(|c| c == name)
+        if name == DEDUP_CURSOR
+            || self.subscription(name).is_some()
+            || self.ledger.cursor_names().iter().any(|c| c == name)
         {
             return Err(BrokerError::AlreadyExists(format!(
                 "subscription {name} already exists"
@@ -562,7 +565,7 @@ impl Topic {
         if let Some(h) = self.subscription(name) {
             return Ok(h);
         }
-        if !self.ledger.cursor_names().iter().any(|c| c == name) {
+        if !self.durable_subscription_names().iter().any(|c| c == name) {
             return Err(BrokerError::SubscriptionNotFound(format!(
                 "subscription {name} does not exist"
             )));
@@ -576,9 +579,17 @@ impl Topic {
         Ok(st.subscriptions.entry(name.to_owned()).or_insert(h).clone())
     }
 
+    /// Names of the durable subscriptions in storage (its cursors but
+    /// deduplication's).
+    pub fn durable_subscription_names(&self) -> Vec<String> {
+        let mut names = self.ledger.cursor_names();
+        names.retain(|c| c != DEDUP_CURSOR);
+        names
+    }
+
     /// Names of every subscription: durable ones from storage, plus readers.
     pub fn all_subscription_names(&self) -> Vec<String> {
-        let mut names = self.ledger.cursor_names();
+        let mut names = self.durable_subscription_names();
         names.extend(self.subscription_names());
         names.sort();
         names.dedup();
@@ -754,27 +765,4 @@ impl Topic {
             v.close().await;
         }
     }
-}
-
-/// Rebuilds the per-producer highest sequence ids from the stored entries.
-async fn rebuild_dedup(ledger: &ManagedLedger) -> Result<Dedup, BrokerError> {
-    let mut d = Dedup::default();
-    let mut from = ledger.first_position();
-    loop {
-        let entries = ledger.read(from, 1000).await?;
-        let Some(last) = entries.last() else { break };
-        from = Position::new(last.position.ledger_id, last.position.entry_id + 1);
-        for e in &entries {
-            if let Ok(m) = strobe_wire::payload::peek_metadata(&e.data) {
-                let seq = m
-                    .highest_sequence_id
-                    .filter(|h| *h > 0)
-                    .unwrap_or(m.sequence_id) as i64;
-                let slot = d.persisted.entry(m.producer_name).or_insert(-1);
-                *slot = (*slot).max(seq);
-            }
-        }
-    }
-    d.pushed = d.persisted.clone();
-    Ok(d)
 }

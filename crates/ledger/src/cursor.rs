@@ -1,6 +1,7 @@
 //! [`ManagedCursor`]: a subscription's position in a [`crate::ManagedLedger`],
 //! over the ledger's shared state.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use strobe_model::Position;
@@ -126,6 +127,23 @@ impl ManagedCursor {
     /// Cumulative ack of every entry up to and including `p`.
     pub fn mark_delete(&self, p: Position) {
         self.with(|cs, st| cs.mark_delete(st, p));
+    }
+
+    /// Cumulative ack up to and including `p`, with `properties` that
+    /// describe the log up to it (kept with the position, persisted with
+    /// it, and read back by [`Self::properties`] after a restart). Pulsar's
+    /// deduplication stores its producers' sequence ids this way.
+    pub fn mark_delete_with(&self, p: Position, properties: BTreeMap<String, i64>) {
+        self.with(|cs, st| {
+            cs.mark_delete(st, p);
+            cs.properties = properties;
+            cs.dirty = true;
+        });
+    }
+
+    /// The properties of the last [`Self::mark_delete_with`] (empty if none).
+    pub fn properties(&self) -> BTreeMap<String, i64> {
+        self.with(|cs, _| cs.properties.clone())
     }
 
     /// Individual acks.

@@ -126,6 +126,10 @@ pub(crate) struct CursorSnapshot {
     pub ranges: Vec<(u64, u64, u64)>,
     /// Batch-index acks: `(ledger, entry, batch_size, acked words)`.
     pub batch: Vec<(u64, u64, u32, Vec<u64>)>,
+    /// Named numbers stored with the mark-delete position (Pulsar's cursor
+    /// properties), which describe the log up to it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +141,8 @@ pub(crate) struct CursorState {
     pub ranges: BTreeMap<u64, RangeSet>,
     /// Partially acknowledged batches at or after `floor`.
     pub batch: BTreeMap<Position, BatchAck>,
+    /// Stored with the floor (see [`CursorSnapshot::properties`]).
+    pub properties: BTreeMap<String, i64>,
     /// The next position `read` looks at (not persisted).
     pub read_pos: Position,
     /// Changed since the last persisted snapshot.
@@ -149,6 +155,7 @@ impl CursorState {
             floor,
             ranges: BTreeMap::new(),
             batch: BTreeMap::new(),
+            properties: BTreeMap::new(),
             read_pos: floor,
             dirty: true,
         }
@@ -374,12 +381,14 @@ impl CursorState {
             floor: (self.floor.ledger_id, self.floor.entry_id),
             ranges,
             batch,
+            properties: self.properties.clone(),
         }
     }
 
     pub fn from_snapshot(s: &CursorSnapshot) -> CursorState {
         let floor = Position::new(s.floor.0, s.floor.1);
         let mut st = CursorState::new(floor);
+        st.properties = s.properties.clone();
         for &(l, a, b) in &s.ranges {
             st.ranges.entry(l).or_default().insert(a, b);
         }

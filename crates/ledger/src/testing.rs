@@ -327,7 +327,10 @@ async fn cursor_crash(h: &mut dyn Harness) {
     // Delivery restarts at the first unacked entry.
     let got = cur.read(3).await.unwrap();
     assert_eq!(got[0].position, ps[5]);
-    cur.mark_delete(ps[19]);
+    assert!(cur.properties().is_empty());
+    let props: std::collections::BTreeMap<String, i64> =
+        [("p-1".to_string(), 19), ("p-2".to_string(), -1)].into();
+    cur.mark_delete_with(ps[19], props.clone());
     ml.close().await.unwrap();
     let ml = open(h, "suite/cursor-crash", cfg()).await;
     let cur = ml
@@ -335,6 +338,7 @@ async fn cursor_crash(h: &mut dyn Harness) {
         .await
         .unwrap();
     assert_eq!(cur.backlog(), 0, "close persists cursors");
+    assert_eq!(cur.properties(), props, "with their properties");
     ml.close().await.unwrap();
 }
 

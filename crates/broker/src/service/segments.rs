@@ -36,7 +36,7 @@ impl BrokerService {
         subscriptions: &[String],
     ) -> Result<(), BrokerError> {
         let topic = self.segment_topic_for_controller(name).await?;
-        let have = topic.ledger.cursor_names();
+        let have = topic.durable_subscription_names();
         for sub in subscriptions.iter().filter(|s| !have.contains(s)) {
             match topic
                 .create_subscription(sub, Some(Position::EARLIEST))
@@ -61,7 +61,7 @@ impl BrokerService {
         };
         let (producers, consumers) = super::topics::clients_of(&topic);
         let mut backlogs = BTreeMap::new();
-        for sub in topic.ledger.cursor_names() {
+        for sub in topic.durable_subscription_names() {
             if let AdminReply::Info(info) = topic
                 .subscription_for_admin(&sub)
                 .await?
@@ -193,7 +193,7 @@ impl BrokerService {
                     }
                 },
             };
-            let cursors = t.ledger.cursor_names();
+            let cursors = t.durable_subscription_names();
             for (sub, _) in subs {
                 let done = self
                     .drained_marked

@@ -8,7 +8,7 @@ use strobe_wire::{OutFrame, commands};
 use tokio::sync::oneshot;
 use tracing::debug;
 
-use super::{AddProducer, ProducerEntry, ProducerGrant, ProducerKey, Topic, rebuild_dedup};
+use super::{AddProducer, ProducerEntry, ProducerGrant, ProducerKey, Topic, dedup};
 use crate::BrokerError;
 
 impl Topic {
@@ -154,11 +154,12 @@ impl Topic {
         }
     }
 
-    /// Switches deduplication on (rebuilding the sequence ids from storage) or off.
+    /// Switches deduplication on (rebuilding the sequence ids from storage)
+    /// or off (its snapshot cursor goes: it would hold the log from trimming).
     pub async fn set_deduplication(&self, enabled: bool) -> Result<(), BrokerError> {
         let on = self.state.lock().dedup.is_some();
         if enabled && !on {
-            let d = rebuild_dedup(&self.ledger).await?;
+            let d = dedup::recover(&self.ledger).await?;
             self.state.lock().dedup.get_or_insert(d);
             self.dedup_on
                 .store(true, std::sync::atomic::Ordering::Release);
@@ -166,6 +167,7 @@ impl Topic {
             self.state.lock().dedup = None;
             self.dedup_on
                 .store(false, std::sync::atomic::Ordering::Release);
+            self.ledger.delete_cursor(dedup::CURSOR).await?;
         }
         Ok(())
     }

@@ -1,9 +1,9 @@
-//! A memory backend a test can impair: its reads fail while told to (the
-//! store cut off), and its appends wait at a gate while it is shut, to be
+//! A memory backend a test can impair (and count the entries read from):
+//! its reads fail while told to (the store cut off), and its appends wait at a gate while it is shut, to be
 //! stored or failed when the test opens it (an append still in flight).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -24,6 +24,8 @@ pub struct Impaired {
 #[derive(Default)]
 struct Shared {
     failing_reads: AtomicBool,
+    /// Entries read from the store (asked for: `last - first + 1` a read).
+    entries_read: AtomicU64,
     /// Appends waiting at the gate; `None`: the gate is open.
     waiting: Mutex<Option<Vec<Waiting>>>,
 }
@@ -32,6 +34,7 @@ impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
             .field("failing_reads", &self.failing_reads)
+            .field("entries_read", &self.entries_read)
             .finish_non_exhaustive()
     }
 }
@@ -49,6 +52,11 @@ impl Impaired {
     /// Reads fail (`true`) or work again.
     pub fn fail_reads(&self, on: bool) {
         self.shared.failing_reads.store(on, Ordering::Release);
+    }
+
+    /// Entries read from the store so far (what a cache answered is not).
+    pub fn entries_read(&self) -> u64 {
+        self.shared.entries_read.load(Ordering::Acquire)
     }
 
     /// Appends from now on wait at the gate.
@@ -128,6 +136,9 @@ impl TopicStorage for ImpairedTopic {
         if self.shared.failing_reads.load(Ordering::Acquire) {
             return async { Err(LedgerError::Closed("the store is cut off".into())) }.boxed();
         }
+        self.shared
+            .entries_read
+            .fetch_add(last.saturating_sub(first) + 1, Ordering::AcqRel);
         self.inner.read(l, first, last)
     }
 
