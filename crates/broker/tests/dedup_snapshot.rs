@@ -6,26 +6,19 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strobe_broker::Backends;
 use strobe_client::Client;
 use strobe_ledger::InitialPosition;
 use strobe_ledger::testing::Impaired;
-use strobe_metadata::EmbeddedStore;
 use strobe_model::TopicName;
 
-use common::start_with;
+use common::start_on;
 
 const TOPIC: &str = "persistent://public/default/dedup-snapshot";
 
 #[tokio::test]
 async fn a_reload_reads_only_what_follows_the_last_snapshot() {
     let store = Impaired::default();
-    let backends = Backends {
-        storage: Arc::new(store.clone()),
-        metadata: Arc::new(EmbeddedStore::in_memory()),
-        cluster: None,
-    };
-    let broker = start_with(|c| c.deduplication_enabled = true, backends).await;
+    let broker = start_on(|c| c.deduplication_enabled = true, Arc::new(store.clone())).await;
     let client = Client::builder(&format!("pulsar://{}", broker.addr()))
         .build()
         .await

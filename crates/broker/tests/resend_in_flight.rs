@@ -10,25 +10,19 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strobe_broker::{Backends, BrokerHandle};
+use strobe_broker::BrokerHandle;
 use strobe_ledger::testing::Impaired;
-use strobe_metadata::EmbeddedStore;
 use strobe_wire::proto::ServerError;
 use strobe_wire::{Command, commands};
 
-use common::{Raw, start_with};
+use common::{Raw, start_on};
 
 const TOPIC: &str = "persistent://public/default/resend-in-flight";
 
 /// A deduplicating broker on memory storage whose appends can be held.
 async fn broker() -> (BrokerHandle, Impaired) {
     let gate = Impaired::default();
-    let backends = Backends {
-        storage: Arc::new(gate.clone()),
-        metadata: Arc::new(EmbeddedStore::in_memory()),
-        cluster: None,
-    };
-    let broker = start_with(|c| c.deduplication_enabled = true, backends).await;
+    let broker = start_on(|c| c.deduplication_enabled = true, Arc::new(gate.clone())).await;
     (broker, gate)
 }
 

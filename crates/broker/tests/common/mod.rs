@@ -4,10 +4,13 @@
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use strobe_broker::{Backends, Broker, BrokerConfig, BrokerHandle};
+use strobe_ledger::LedgerBackend;
+use strobe_metadata::EmbeddedStore;
 use strobe_wire::{Command, Frame, FrameCodec, OutFrame, commands};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -22,10 +25,18 @@ pub async fn start_server(tweak: impl FnOnce(&mut BrokerConfig)) -> BrokerHandle
         .start()
 }
 
-/// A broker on the backends a test opened (a store that fails or holds
-/// what it is asked to do).
-pub async fn start_with(tweak: impl FnOnce(&mut BrokerConfig), backends: Backends) -> BrokerHandle {
+/// A broker on a store the test opened (one that fails or holds what it
+/// is asked to do), with metadata in memory.
+pub async fn start_on(
+    tweak: impl FnOnce(&mut BrokerConfig),
+    storage: Arc<dyn LedgerBackend>,
+) -> BrokerHandle {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let backends = Backends {
+        storage,
+        metadata: Arc::new(EmbeddedStore::in_memory()),
+        cluster: None,
+    };
     Broker::bind_with(config(tweak), listener, backends)
         .await
         .unwrap()
