@@ -44,32 +44,46 @@ pub async fn read_texts(
     client: &strobe_client::Client,
     topic: &str,
 ) -> Result<Vec<String>, String> {
-    let mut reader = client
-        .reader(topic)
-        .start_earliest()
-        .create()
-        .await
-        .map_err(|e| e.to_string())?;
+    match read_texts_partly(client, topic).await {
+        (got, None) => Ok(got),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// As [`read_texts`], with what was read before it stopped, if it did.
+/// A reader that receives nothing for 60 s while the broker says there is
+/// more has stopped (a reconnect, with its backoff, takes less).
+pub async fn read_texts_partly(
+    client: &strobe_client::Client,
+    topic: &str,
+) -> (Vec<String>, Option<String>) {
     let mut got = Vec::new();
-    while reader
-        .has_message_available()
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        let Some(m) = reader
-            .recv_timeout(Duration::from_secs(10))
-            .await
-            .map_err(|e| e.to_string())?
-        else {
-            return Err(format!(
-                "{topic}: the broker says more after {} messages, none came",
-                got.len()
-            ));
-        };
-        got.push(String::from_utf8_lossy(&m.payload).into_owned());
+    let mut reader = match client.reader(topic).start_earliest().create().await {
+        Ok(r) => r,
+        Err(e) => return (got, Some(format!("{topic}: {e}"))),
+    };
+    loop {
+        match reader.has_message_available().await {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => return (got, Some(format!("{topic}: {e}"))),
+        }
+        match reader.recv_timeout(Duration::from_secs(60)).await {
+            Ok(Some(m)) => got.push(String::from_utf8_lossy(&m.payload).into_owned()),
+            Ok(None) => {
+                let n = got.len();
+                return (
+                    got,
+                    Some(format!(
+                        "{topic}: the broker says more after {n} messages, none came in 60 s"
+                    )),
+                );
+            }
+            Err(e) => return (got, Some(format!("{topic}: {e}"))),
+        }
     }
     let _ = reader.close().await;
-    Ok(got)
+    (got, None)
 }
 
 /// One HTTP/1.1 request to `127.0.0.1:port` (JSON body, connection

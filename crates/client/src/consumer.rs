@@ -28,6 +28,7 @@ use tracing::{debug, warn};
 use crate::client::Client;
 use crate::compression::decompress;
 use crate::connection::{Connection, ConsumerEvent};
+use crate::epoch::Epoch;
 use crate::error::{Error, Result};
 use crate::util::{Backoff, full_topic_name};
 
@@ -308,6 +309,44 @@ pub struct Consumer {
     active: Option<bool>,
     ticker: JoinHandle<()>,
     closed: bool,
+    /// PIP-84 (see `epoch`): raised by a redeliver-all, here or by a
+    /// transaction that aborted.
+    epoch: Epoch,
+    /// The epoch the queued messages belong to: once the epoch is raised,
+    /// they are dropped (the broker sends them again).
+    queue_epoch: u64,
+}
+
+/// Gives back everything a consumer was sent and has not acknowledged, from
+/// outside it: Pulsar's client does this for the consumers of a transaction
+/// that acknowledged cumulatively and aborted.
+#[derive(Debug, Clone)]
+pub(crate) struct GiveBack {
+    consumer_id: u64,
+    epoch: Epoch,
+    acks: Arc<Mutex<AckState>>,
+}
+
+impl GiveBack {
+    pub(crate) fn give_back(&self) {
+        let epoch = self.epoch.raise();
+        let a = self.acks.lock().expect("ack lock");
+        if let Some(conn) = &a.conn {
+            let _ = conn.send_command(redeliver_all(self.consumer_id, epoch));
+        }
+    }
+
+    pub(crate) fn is_for(&self, other: &GiveBack) -> bool {
+        self.consumer_id == other.consumer_id && self.epoch.same(&other.epoch)
+    }
+}
+
+fn redeliver_all(consumer_id: u64, epoch: u64) -> CommandRedeliverUnacknowledgedMessages {
+    CommandRedeliverUnacknowledgedMessages {
+        consumer_id,
+        message_ids: Vec::new(),
+        consumer_epoch: Some(epoch),
+    }
 }
 
 impl Drop for Consumer {
@@ -359,6 +398,8 @@ impl Consumer {
             active: None,
             ticker: tokio::spawn(async {}),
             closed: false,
+            epoch: Epoch::default(),
+            queue_epoch: 0,
             cfg,
         };
         c.connect(Some(Instant::now() + Duration::from_secs(60)))
@@ -417,6 +458,7 @@ impl Consumer {
         cmd.read_compacted = Some(self.cfg.read_compacted);
         cmd.priority_level = self.cfg.priority;
         cmd.key_shared_meta = self.cfg.key_shared.clone();
+        cmd.consumer_epoch = Some(self.epoch.current());
         cmd.metadata = self
             .cfg
             .properties
@@ -482,6 +524,31 @@ impl Consumer {
         Ok(())
     }
 
+    /// What gives back this consumer's unacknowledged messages from outside it.
+    pub(crate) fn give_back_handle(&self) -> GiveBack {
+        GiveBack {
+            consumer_id: self.id,
+            epoch: self.epoch.clone(),
+            acks: self.acks.clone(),
+        }
+    }
+
+    /// Drops what is queued once the epoch was raised (from outside: a
+    /// transaction), and grants its permits again: the broker sends it again.
+    fn drop_stale(&mut self) {
+        let epoch = self.epoch.current();
+        if epoch == self.queue_epoch {
+            return;
+        }
+        self.queue_epoch = epoch;
+        let cleared = self.queue.len() as u32;
+        self.queue.clear();
+        self.trackers.clear();
+        if cleared > 0 {
+            let _ = self.conn.send_command(commands::flow(self.id, cleared));
+        }
+    }
+
     /// The connection and consumer id, for requests made on the consumer's behalf.
     pub(crate) fn wire(&self) -> (Arc<Connection>, u64) {
         (self.conn.clone(), self.id)
@@ -508,6 +575,7 @@ impl Consumer {
     /// The next message. Cancel-safe.
     pub async fn recv(&mut self) -> Result<Message> {
         loop {
+            self.drop_stale();
             if let Some(m) = self.queue.pop_front() {
                 self.consumed += 1;
                 self.maybe_flow();
@@ -534,6 +602,7 @@ impl Consumer {
     /// connection has handed over); never waits. Reconnecting is left to `recv`.
     pub fn try_recv(&mut self) -> Result<Option<Message>> {
         loop {
+            self.drop_stale();
             if let Some(m) = self.queue.pop_front() {
                 self.consumed += 1;
                 self.maybe_flow();
@@ -605,6 +674,12 @@ impl Consumer {
     fn unpack(&mut self, cmd: proto::CommandMessage, data: Bytes) -> Result<()> {
         let p = payload::parse(&data)?;
         let mut meta = p.metadata;
+        if self.epoch.is_stale(cmd.consumer_epoch) {
+            // Sent before the latest redeliver-all: it comes again.
+            self.consumed += batch::message_count(&meta).max(1);
+            self.maybe_flow();
+            return Ok(());
+        }
         let position = Position::new(cmd.message_id.ledger_id, cmd.message_id.entry_id);
         let partition = cmd.message_id.partition.unwrap_or(-1);
         let redelivery_count = cmd.redelivery_count.unwrap_or(0);
@@ -796,12 +871,9 @@ impl Consumer {
         let cleared = self.queue.len() as u32;
         self.queue.clear();
         self.trackers.clear();
+        self.queue_epoch = self.epoch.raise();
         self.conn
-            .send_command(CommandRedeliverUnacknowledgedMessages {
-                consumer_id: self.id,
-                message_ids: Vec::new(),
-                consumer_epoch: None,
-            })?;
+            .send_command(redeliver_all(self.id, self.queue_epoch))?;
         if cleared > 0 {
             self.conn.send_command(commands::flow(self.id, cleared))?;
         }

@@ -59,6 +59,7 @@ mod compression;
 mod connection;
 mod consumer;
 mod dag;
+mod epoch;
 mod error;
 mod message;
 mod producer;

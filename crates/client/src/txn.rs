@@ -17,6 +17,7 @@ use strobe_wire::proto::{
 
 use crate::client::Client;
 use crate::connection::{Connection, server_error};
+use crate::consumer::GiveBack;
 use crate::error::{Error, Result};
 use crate::util::Backoff;
 use crate::{Consumer, Message, Producer, ProducerMessage, SendFuture};
@@ -42,6 +43,9 @@ pub struct Transaction {
     least: u64,
     partitions: Arc<Mutex<HashSet<String>>>,
     subscriptions: Arc<Mutex<HashSet<(String, String)>>>,
+    /// The consumers that acknowledged cumulatively in this transaction:
+    /// what they hold is given back if it aborts.
+    cumulative: Arc<Mutex<Vec<GiveBack>>>,
 }
 
 fn check(error: Option<i32>, message: Option<String>) -> Result<()> {
@@ -225,6 +229,7 @@ impl Client {
             least: r.txnid_least_bits.unwrap_or(0),
             partitions: Arc::default(),
             subscriptions: Arc::default(),
+            cumulative: Arc::default(),
         })
     }
 }
@@ -352,6 +357,13 @@ impl Transaction {
     pub async fn ack(&self, consumer: &Consumer, msg: &Message, cumulative: bool) -> Result<()> {
         self.add_subscription(consumer.topic(), consumer.subscription())
             .await?;
+        if cumulative {
+            let g = consumer.give_back_handle();
+            let mut known = self.cumulative.lock().expect("txn lock");
+            if !known.iter().any(|k| k.is_for(&g)) {
+                known.push(g);
+            }
+        }
         let (conn, consumer_id) = consumer.wire();
         let mut id = crate::consumer::id_data(&msg.id);
         if msg.id.batch_size > 1 && msg.id.batch_index >= 0 {
@@ -419,9 +431,17 @@ impl Transaction {
         self.end(proto::TxnAction::Commit as i32).await
     }
 
-    /// Aborts: nothing sent is ever delivered, acked messages are delivered again.
+    /// Aborts: nothing sent is ever delivered, acked messages are delivered again. A consumer
+    /// that acknowledged cumulatively in it gives back everything it holds unacknowledged (as
+    /// Pulsar's client does; PIP-84's epochs drop what it was sent before): its next message is
+    /// the first the transaction had acknowledged.
     pub async fn abort(&self) -> Result<()> {
-        self.end(proto::TxnAction::Abort as i32).await
+        self.end(proto::TxnAction::Abort as i32).await?;
+        let consumers = std::mem::take(&mut *self.cumulative.lock().expect("txn lock"));
+        for c in consumers {
+            c.give_back();
+        }
+        Ok(())
     }
 }
 

@@ -124,6 +124,7 @@ impl ServerCnx {
             protocol_version,
             end_of_topic_ok: self.end_of_topic_ok,
             read_compacted: c.read_compacted.unwrap_or(false),
+            epoch: c.consumer_epoch,
             closed_by_broker: closed_by_broker.clone(),
             key_shared: c.key_shared_meta.as_ref().map(|m| KeySharedSpec {
                 sticky: m.key_shared_mode() == proto::KeySharedMode::Sticky,
@@ -188,7 +189,9 @@ impl ServerCnx {
         c: proto::CommandRedeliverUnacknowledgedMessages,
     ) -> Outcome {
         if let Some(k) = self.consumers.get(&c.consumer_id) {
-            k.sub.redeliver(self.id, c.consumer_id, c.message_ids).await;
+            k.sub
+                .redeliver(self.id, c.consumer_id, c.message_ids, c.consumer_epoch)
+                .await;
         }
         Outcome::Nothing
     }

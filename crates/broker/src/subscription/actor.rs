@@ -46,6 +46,9 @@ pub(super) struct Consumer {
     /// REACHED_END_OF_TOPIC was sent (the topic is terminated and read to its end).
     pub(super) told_end: bool,
     pub(super) v5_managed: bool,
+    /// PIP-84: stamped on every message sent; raised by a redeliver-all
+    /// that carries a higher one.
+    pub(super) epoch: Option<u64>,
 }
 
 /// The actor.
@@ -242,7 +245,8 @@ impl Subscription {
                 conn_id,
                 consumer_id,
                 ids,
-            } => self.redeliver(conn_id, consumer_id, ids),
+                epoch,
+            } => self.redeliver(conn_id, consumer_id, ids, epoch),
             Cmd::EndTxn {
                 txn,
                 commit,
@@ -375,6 +379,7 @@ impl Subscription {
             protocol_version: spec.protocol_version,
             closed_by_broker: spec.closed_by_broker,
             v5_managed: spec.v5_managed,
+            epoch: spec.epoch,
             permits: 0,
             unacked: BTreeMap::new(),
             unacked_messages: 0,

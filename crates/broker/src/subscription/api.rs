@@ -127,6 +127,10 @@ pub struct ConsumerSpec {
     /// A V5 client's consumer of a legacy segment (its metadata has
     /// `__pulsar.v5.managed=true`): migrating the topic need not wait for it.
     pub v5_managed: bool,
+    /// The consumer epoch it subscribed with (PIP-84), if any: its messages
+    /// carry it, so the client can tell those sent before its latest
+    /// redeliver-all from those after.
+    pub epoch: Option<u64>,
 }
 
 /// A Key_Shared consumer's `KeySharedMeta` (AUTO_SPLIT when absent).

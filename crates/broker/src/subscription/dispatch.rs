@@ -308,7 +308,7 @@ impl Subscription {
             id,
             redelivery,
             ack_set,
-            None,
+            c.epoch,
             &e.data,
             c.keep_entry_metadata,
         ) {

@@ -40,6 +40,7 @@ pub(super) enum Cmd {
         conn_id: u64,
         consumer_id: u64,
         ids: Vec<MessageIdData>,
+        epoch: Option<u64>,
     },
     Seek {
         conn_id: u64,
@@ -222,13 +223,20 @@ impl SubscriptionHandle {
         rx.await.unwrap_or(Ok(()))
     }
 
-    pub async fn redeliver(&self, conn_id: u64, consumer_id: u64, ids: Vec<MessageIdData>) {
+    pub async fn redeliver(
+        &self,
+        conn_id: u64,
+        consumer_id: u64,
+        ids: Vec<MessageIdData>,
+        epoch: Option<u64>,
+    ) {
         let _ = self
             .tx
             .send(Cmd::Redeliver {
                 conn_id,
                 consumer_id,
                 ids,
+                epoch,
             })
             .await;
     }

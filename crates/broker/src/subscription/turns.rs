@@ -169,17 +169,23 @@ impl Subscription {
     }
 
     /// REDELIVER_UNACKNOWLEDGED_MESSAGES of one consumer: `ids` (all its
-    /// unacked messages when empty) are delivered again.
+    /// unacked messages when empty) are delivered again. A higher consumer
+    /// epoch (PIP-84) is taken before anything is delivered again: what was
+    /// sent before carries the old one, and the client drops it.
     pub(super) fn redeliver(
         &mut self,
         conn_id: u64,
         consumer_id: u64,
         ids: Vec<strobe_wire::proto::MessageIdData>,
+        epoch: Option<u64>,
     ) {
         let redeliver_all = ids.is_empty();
         let Some(c) = self.find_mut(conn_id, consumer_id) else {
             return;
         };
+        if let Some(e) = epoch {
+            c.epoch = Some(c.epoch.map_or(e, |old| old.max(e)));
+        }
         let seq = c.seq;
         let wanted: Option<Vec<Position>> = (!redeliver_all).then(|| {
             ids.iter()
