@@ -9,7 +9,7 @@
 #   - a Python venv in .venv with the official client, pulsar-client[avro]==3.13.0
 #   - starts a private etcd on a free port and exports ETCD_ENDPOINTS
 #   - cargo fmt --check, the module-cycle check, clippy (warnings are errors),
-#     cargo test, pytest
+#     cargo test, pytest, the interop test, a 3-minute fault campaign
 #   - with a Docker engine: tests/docker/run.sh (the images and the compose cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -140,6 +140,13 @@ interop_rc=0
 kill "$INTEROP_PID"; wait "$INTEROP_PID" 2>/dev/null || true
 rm -rf "$INTEROP_DIR"
 [ "$interop_rc" = 0 ] || { echo "tests/run-all.sh: the magnetar-driver interop test failed" >&2; exit 1; }
+
+say "fault campaign: 3 minutes of seeded faults on a 3-broker cluster, history checked (tests/nemesis)"
+# Seed 42, release brokers (STROBE_BIN above). docs/reliability.md has what the
+# campaigns found and the longer runs; another seed or length is one command:
+# STROBE_NEMESIS_SEED=7 STROBE_NEMESIS_SECS=600 cargo test --workspace --all-features --test nemesis
+STROBE_NEMESIS_SEED=42 STROBE_NEMESIS_SECS=180 \
+    cargo test --workspace --all-features --locked --test nemesis -- --nocapture
 
 # The image and the compose cluster, built and driven for real (tests/docker/run.sh,
 # docs/docker.md). Needs a Docker engine; on this project's machines there is one.
