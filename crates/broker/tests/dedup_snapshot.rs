@@ -70,6 +70,15 @@ async fn a_reload_reads_only_what_follows_the_last_snapshot() {
     let t = broker.service().topic(&name, false).await.unwrap();
     let read = store.entries_read() - before;
     assert_eq!(t.last_sequence_id("p"), 2499);
+    // Deduplication's cursor is no subscription: a topic without any keeps
+    // its ledgers when it loads (it trims what subscriptions consumed).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let kept = t
+        .ledger
+        .read(t.ledger.first_position(), 3000)
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 2500, "entries left after the reload");
     assert!(
         read <= 500,
         "the load read {read} entries; 500 follow the last snapshot"

@@ -130,6 +130,9 @@ pub(crate) struct CursorSnapshot {
     /// properties), which describe the log up to it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, i64>,
+    /// The broker's own cursor (deduplication's), not a subscription's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub internal: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +146,8 @@ pub(crate) struct CursorState {
     pub batch: BTreeMap<Position, BatchAck>,
     /// Stored with the floor (see [`CursorSnapshot::properties`]).
     pub properties: BTreeMap<String, i64>,
+    /// See [`CursorSnapshot::internal`].
+    pub internal: bool,
     /// The next position `read` looks at (not persisted).
     pub read_pos: Position,
     /// Changed since the last persisted snapshot.
@@ -156,6 +161,7 @@ impl CursorState {
             ranges: BTreeMap::new(),
             batch: BTreeMap::new(),
             properties: BTreeMap::new(),
+            internal: false,
             read_pos: floor,
             dirty: true,
         }
@@ -382,6 +388,7 @@ impl CursorState {
             ranges,
             batch,
             properties: self.properties.clone(),
+            internal: self.internal,
         }
     }
 
@@ -389,6 +396,7 @@ impl CursorState {
         let floor = Position::new(s.floor.0, s.floor.1);
         let mut st = CursorState::new(floor);
         st.properties = s.properties.clone();
+        st.internal = s.internal;
         for &(l, a, b) in &s.ranges {
             st.ranges.entry(l).or_default().insert(a, b);
         }

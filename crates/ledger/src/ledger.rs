@@ -419,9 +419,35 @@ impl ManagedLedger {
     /// Opens (or creates, starting at `initial`) the durable cursor `name`.
     /// A new cursor is persisted before this returns.
     pub async fn open_cursor(&self, name: &str, initial: InitialPosition) -> Result<ManagedCursor> {
+        self.open_cursor_as(name, initial, false).await
+    }
+
+    /// As [`Self::open_cursor`], for a cursor of the broker's own
+    /// (deduplication's): it holds entries as any durable cursor does, but
+    /// does not make the topic one with subscriptions, whose consumed
+    /// ledgers are trimmed as soon as it opens.
+    pub async fn open_internal_cursor(
+        &self,
+        name: &str,
+        initial: InitialPosition,
+    ) -> Result<ManagedCursor> {
+        self.open_cursor_as(name, initial, true).await
+    }
+
+    async fn open_cursor_as(
+        &self,
+        name: &str,
+        initial: InitialPosition,
+        internal: bool,
+    ) -> Result<ManagedCursor> {
         let persist = {
             let mut cursors = self.inner.cursors.lock();
             if let Some(c) = cursors.get(name) {
+                if internal {
+                    let mut cs = c.state.lock();
+                    cs.dirty |= !cs.internal;
+                    cs.internal = true;
+                }
                 return Ok(ManagedCursor {
                     ledger: self.inner.clone(),
                     shared: c.clone(),
@@ -436,6 +462,7 @@ impl ManagedLedger {
             };
             let mut cs = CursorState::new(floor);
             cs.dirty = false;
+            cs.internal = internal;
             let snap = encode_snapshot(&cs.snapshot(self.inner.config.max_persisted_ranges));
             let shared = Arc::new(CursorShared {
                 name: name.to_string(),
@@ -552,10 +579,14 @@ async fn background(
     // consumed ledger, and each open and close would read and write an ever
     // longer list of them. A topic without subscriptions keeps its ledgers
     // until the first periodic trim, so a subscription made right after the
-    // open still finds them.
+    // open still finds them (the broker's own cursors do not count).
     if trim_every.is_some()
         && let Some(inner) = weak.upgrade()
-        && !inner.cursors.lock().is_empty()
+        && inner
+            .cursors
+            .lock()
+            .values()
+            .any(|c| !c.state.lock().internal)
         && let Err(e) = inner.trim().await
     {
         tracing::warn!(topic = %inner.name, error = %e, "trimming failed");

@@ -91,7 +91,7 @@ impl Snapshots {
 pub(super) async fn recover(ledger: &ManagedLedger) -> Result<Dedup, BrokerError> {
     let existed = ledger.cursor_names().iter().any(|c| c == CURSOR);
     let cursor = ledger
-        .open_cursor(CURSOR, InitialPosition::Earliest)
+        .open_internal_cursor(CURSOR, InitialPosition::Earliest)
         .await?;
     let mut ids = if existed {
         cursor.properties()
