@@ -832,10 +832,10 @@ impl Consumer {
                     bits[i / 64] |= 1 << (i % 64);
                 }
                 d.ack_set = bits.into_iter().map(|w| w as i64).collect();
-            } else if id.position.entry_id > 0 {
-                d.entry_id -= 1;
             } else {
-                return Ok(());
+                // The entry before; at a ledger's first entry, `(ledger, -1)`
+                // as Pulsar's clients send it: everything before the ledger.
+                d.entry_id = d.entry_id.wrapping_sub(1);
             }
         } else {
             self.trackers.remove(&id.position);

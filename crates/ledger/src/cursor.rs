@@ -129,6 +129,18 @@ impl ManagedCursor {
         self.with(|cs, st| cs.mark_delete(st, p));
     }
 
+    /// Cumulative ack of every entry before `p`, not `p` itself (an ack that
+    /// ends inside the batch at `p`); the entry before may be in an earlier
+    /// ledger.
+    pub fn mark_delete_before(&self, p: Position) {
+        self.with(|cs, st| cs.mark_delete_before(st, p));
+    }
+
+    /// The last confirmed entry before `p`, in this or an earlier ledger.
+    pub fn position_before(&self, p: Position) -> Option<Position> {
+        self.with(|_, st| st.before(p))
+    }
+
     /// Cumulative ack up to and including `p`, with `properties` that
     /// describe the log up to it (kept with the position, persisted with
     /// it, and read back by [`Self::properties`] after a restart). Pulsar's

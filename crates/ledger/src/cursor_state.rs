@@ -19,6 +19,9 @@ pub(crate) trait LedgerView {
     fn count_from(&self, from: Position) -> u64;
     /// How many confirmed entries ledger `id` holds (0 if unknown).
     fn confirmed_in(&self, id: u64) -> u64;
+    /// The last confirmed entry before `p`, across ledgers (`None` if the
+    /// ledgers kept hold none).
+    fn before(&self, p: Position) -> Option<Position>;
 }
 
 /// Disjoint, non-adjacent half-open ranges `[start, end)` of entry ids.
@@ -215,6 +218,19 @@ impl CursorState {
         self.floor = Position::new(p.ledger_id, p.entry_id + 1);
         self.dirty = true;
         self.advance(v);
+    }
+
+    /// Cumulative ack of everything before `p`, not `p` itself: a cumulative
+    /// ack that ends inside the batch at `p`, or Pulsar clients' `(ledger,
+    /// -1)`. The entry before may be in an earlier ledger: taken as
+    /// `(ledger, entry - 1)`, an ack inside the batch at a ledger's first
+    /// entry acked nothing before it, and the earlier ledger's last entries
+    /// came again after a reconnect (a transaction's input transformed twice
+    /// in the fault campaign).
+    pub fn mark_delete_before(&mut self, v: &impl LedgerView, p: Position) {
+        if let Some(b) = v.before(p) {
+            self.mark_delete(v, b);
+        }
     }
 
     /// Individual acks. Positions that hold no confirmed entry are ignored.

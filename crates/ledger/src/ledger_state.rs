@@ -124,6 +124,19 @@ impl LedgerView for State {
     fn confirmed_in(&self, id: u64) -> u64 {
         self.find(id).map_or(0, |l| l.confirmed)
     }
+    fn before(&self, p: Position) -> Option<Position> {
+        if let Some(l) = self.find(p.ledger_id)
+            && p.entry_id > 0
+            && l.confirmed > 0
+        {
+            return Some(Position::new(l.id, (p.entry_id - 1).min(l.confirmed - 1)));
+        }
+        self.ledgers
+            .iter()
+            .rev()
+            .find(|x| x.id < p.ledger_id && x.confirmed > 0)
+            .map(|x| Position::new(x.id, x.confirmed - 1))
+    }
 }
 
 #[derive(Debug)]

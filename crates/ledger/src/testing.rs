@@ -58,6 +58,7 @@ pub fn cases() -> Vec<(&'static str, Case)> {
         ("delete_cursor", |h| Box::pin(delete_cursor(h))),
         ("entries_survive_crash", |h| Box::pin(entries_crash(h))),
         ("last_confirmed_watch", |h| Box::pin(lac_watch(h))),
+        ("mark_delete_before", |h| Box::pin(mark_delete_before(h))),
     ]
 }
 
@@ -377,6 +378,50 @@ async fn batch_acks(h: &mut dyn Harness) {
     cur.ack_batch_set(ps[1], 3, &[0]);
     assert!(cur.is_acked(ps[1]));
     assert_eq!(cur.backlog(), 1);
+    ml.close().await.unwrap();
+}
+
+/// Acking what comes before an entry: within its ledger, and at a ledger's
+/// first entry, the earlier ledger's (a cumulative ack ending inside a batch
+/// there acked nothing before it, once).
+async fn mark_delete_before(h: &mut dyn Harness) {
+    let c = LedgerConfig {
+        max_entries_per_ledger: 3,
+        ..cfg()
+    };
+    let ml = open(h, "suite/before", c).await;
+    let ps = append_n(&ml, 0, 7).await;
+    assert_eq!((ps[3].entry_id, ps[6].entry_id), (0, 0), "{ps:?}");
+    let cur = ml
+        .open_cursor("sub", InitialPosition::Earliest)
+        .await
+        .unwrap();
+    assert_eq!(cur.position_before(ps[0]), None);
+    assert_eq!(cur.position_before(ps[3]), Some(ps[2]));
+    assert_eq!(cur.position_before(ps[5]), Some(ps[4]));
+    cur.mark_delete_before(ps[1]);
+    assert_eq!(cur.mark_delete_position(), Some(ps[0]));
+    cur.mark_delete_before(ps[3]);
+    assert_eq!(cur.mark_delete_position(), Some(ps[2]));
+    assert!(!cur.is_acked(ps[3]));
+    cur.ack_batch_set(ps[6], 4, &[0b1100]);
+    cur.mark_delete_before(ps[6]);
+    assert_eq!(cur.mark_delete_position(), Some(ps[5]));
+    // Before the first entry: nothing; backwards: no change.
+    cur.mark_delete_before(ps[0]);
+    cur.mark_delete_before(ps[4]);
+    assert_eq!(cur.mark_delete_position(), Some(ps[5]));
+    cur.flush().await.unwrap();
+    drop(cur);
+    drop(ml);
+    h.crash_restart();
+    let ml = open(h, "suite/before", cfg()).await;
+    let cur = ml
+        .open_cursor("sub", InitialPosition::Earliest)
+        .await
+        .unwrap();
+    assert_eq!(cur.mark_delete_position(), Some(ps[5]));
+    assert_eq!(cur.batch_acked_indexes(ps[6]), Some(vec![0b0011]));
     ml.close().await.unwrap();
 }
 

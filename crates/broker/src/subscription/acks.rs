@@ -9,6 +9,10 @@ use strobe_wire::proto::{CommandAck, command_ack::AckType};
 use super::actor::Subscription;
 use crate::BrokerError;
 
+/// The entry id `-1` of a Java or C++ client's message id, as the wire's
+/// unsigned field carries it: the position before a ledger's first entry.
+pub(super) const BEFORE_LEDGER: u64 = u64::MAX;
+
 impl Subscription {
     pub(super) fn ack(
         &mut self,
@@ -35,13 +39,16 @@ impl Subscription {
             let p = Position::new(id.ledger_id, id.entry_id);
             let batch_size = self.batch_size_of(id);
             if cumulative {
-                if id.ack_set.is_empty() {
+                if id.entry_id == BEFORE_LEDGER {
+                    // Pulsar's clients ack `(ledger, -1)` cumulatively for a
+                    // batch message of a ledger's first entry without
+                    // batch-index acks: everything before that ledger.
+                    self.cursor
+                        .mark_delete_before(Position::new(id.ledger_id, 0));
+                } else if id.ack_set.is_empty() {
                     self.cursor.mark_delete(p);
                 } else {
-                    if p.entry_id > 0 {
-                        self.cursor
-                            .mark_delete(Position::new(p.ledger_id, p.entry_id - 1));
-                    }
+                    self.cursor.mark_delete_before(p);
                     self.cursor.ack_batch_set(p, batch_size, &id.ack_set);
                 }
                 let mut done: Vec<Position> = self

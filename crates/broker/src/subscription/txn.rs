@@ -12,6 +12,7 @@ use strobe_txn::pending_ack::AckedEntry;
 use strobe_wire::proto::{CommandAck, command_ack::AckType};
 use tracing::{debug, warn};
 
+use super::acks::BEFORE_LEDGER;
 use super::actor::Subscription;
 use super::handle::Reply;
 use super::kind::Kind;
@@ -87,11 +88,27 @@ impl Subscription {
         let entries: Vec<AckedEntry> = ack
             .message_id
             .iter()
-            .map(|id| {
+            .filter_map(|id| {
+                if id.entry_id == BEFORE_LEDGER {
+                    // `(ledger, -1)`: everything before the ledger, that is
+                    // up to the entry before it (individually: nothing).
+                    let before = self
+                        .cursor
+                        .position_before(Position::new(id.ledger_id, 0))
+                        .filter(|_| cumulative)?;
+                    return Some(AckedEntry::from_wire(before, 1, &[]));
+                }
                 let p = Position::new(id.ledger_id, id.entry_id);
-                AckedEntry::from_wire(p, self.batch_size_of(id), &id.ack_set)
+                Some(AckedEntry::from_wire(
+                    p,
+                    self.batch_size_of(id),
+                    &id.ack_set,
+                ))
             })
             .collect();
+        if entries.is_empty() {
+            return answer(reply, Ok(()));
+        }
         let cursor = self.cursor.clone();
         if let Err(why) = self
             .pending
@@ -194,10 +211,7 @@ impl Subscription {
                     // later messages were lost to a consumer that
                     // subscribed again before acknowledging them.
                     Some((size, set)) => {
-                        if p.entry_id > 0 {
-                            self.cursor
-                                .mark_delete(Position::new(p.ledger_id, p.entry_id - 1));
-                        }
+                        self.cursor.mark_delete_before(p);
                         self.cursor.ack_batch_set(p, size, &set);
                     }
                 }
