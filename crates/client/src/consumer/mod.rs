@@ -16,21 +16,26 @@ use std::time::Duration;
 use bytes::Bytes;
 use strobe_model::{MessageId, Position, SubType};
 use strobe_wire::proto::{
-    self, CommandRedeliverUnacknowledgedMessages, CommandSeek, KeySharedMeta, KeySharedMode,
-    MessageIdData, command_subscribe,
+    self, CommandSeek, KeySharedMeta, KeySharedMode, MessageIdData, command_subscribe,
 };
-use strobe_wire::{Command, batch, commands, payload};
+use strobe_wire::{Command, commands};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::client::Client;
-use crate::compression::decompress;
 use crate::connection::{Connection, ConsumerEvent};
 use crate::epoch::Epoch;
 use crate::error::{Error, Result};
 use crate::util::{Backoff, full_topic_name};
+
+mod acks;
+mod grouping;
+mod unpack;
+
+use grouping::AckState;
+pub(crate) use grouping::GiveBack;
 
 /// Where a new subscription starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -243,46 +248,6 @@ pub(crate) fn rand_u64() -> u64 {
     h.finish()
 }
 
-#[derive(Debug, Default)]
-struct AckState {
-    conn: Option<Arc<Connection>>,
-    individual: Vec<MessageIdData>,
-    cumulative: Option<MessageIdData>,
-    nacks: Vec<(Instant, MessageIdData)>,
-}
-
-impl AckState {
-    fn flush(&mut self, consumer_id: u64) {
-        let Some(conn) = &self.conn else { return };
-        if !self.individual.is_empty() {
-            let ids = std::mem::take(&mut self.individual);
-            let _ = conn.send_command(commands::ack(consumer_id, false, ids, None));
-        }
-        if let Some(id) = self.cumulative.take() {
-            let _ = conn.send_command(commands::ack(consumer_id, true, vec![id], None));
-        }
-    }
-
-    fn redeliver_due(&mut self, consumer_id: u64, now: Instant) {
-        if self.nacks.is_empty() {
-            return;
-        }
-        let Some(conn) = &self.conn else { return };
-        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.nacks)
-            .into_iter()
-            .partition(|(t, _)| *t <= now);
-        self.nacks = keep;
-        if !due.is_empty() {
-            let ids = due.into_iter().map(|(_, id)| id).collect();
-            let _ = conn.send_command(CommandRedeliverUnacknowledgedMessages {
-                consumer_id,
-                message_ids: ids,
-                consumer_epoch: None,
-            });
-        }
-    }
-}
-
 /// A subscription's consumer. `recv` takes `&mut self`: one task reads it.
 #[derive(Debug)]
 pub struct Consumer {
@@ -315,38 +280,6 @@ pub struct Consumer {
     /// The epoch the queued messages belong to: once the epoch is raised,
     /// they are dropped (the broker sends them again).
     queue_epoch: u64,
-}
-
-/// Gives back everything a consumer was sent and has not acknowledged, from
-/// outside it: Pulsar's client does this for the consumers of a transaction
-/// that acknowledged cumulatively and aborted.
-#[derive(Debug, Clone)]
-pub(crate) struct GiveBack {
-    consumer_id: u64,
-    epoch: Epoch,
-    acks: Arc<Mutex<AckState>>,
-}
-
-impl GiveBack {
-    pub(crate) fn give_back(&self) {
-        let epoch = self.epoch.raise();
-        let a = self.acks.lock().expect("ack lock");
-        if let Some(conn) = &a.conn {
-            let _ = conn.send_command(redeliver_all(self.consumer_id, epoch));
-        }
-    }
-
-    pub(crate) fn is_for(&self, other: &GiveBack) -> bool {
-        self.consumer_id == other.consumer_id && self.epoch.same(&other.epoch)
-    }
-}
-
-fn redeliver_all(consumer_id: u64, epoch: u64) -> CommandRedeliverUnacknowledgedMessages {
-    CommandRedeliverUnacknowledgedMessages {
-        consumer_id,
-        message_ids: Vec::new(),
-        consumer_epoch: Some(epoch),
-    }
 }
 
 impl Drop for Consumer {
@@ -525,30 +458,6 @@ impl Consumer {
     }
 
     /// What gives back this consumer's unacknowledged messages from outside it.
-    pub(crate) fn give_back_handle(&self) -> GiveBack {
-        GiveBack {
-            consumer_id: self.id,
-            epoch: self.epoch.clone(),
-            acks: self.acks.clone(),
-        }
-    }
-
-    /// Drops what is queued once the epoch was raised (from outside: a
-    /// transaction), and grants its permits again: the broker sends it again.
-    fn drop_stale(&mut self) {
-        let epoch = self.epoch.current();
-        if epoch == self.queue_epoch {
-            return;
-        }
-        self.queue_epoch = epoch;
-        let cleared = self.queue.len() as u32;
-        self.queue.clear();
-        self.trackers.clear();
-        if cleared > 0 {
-            let _ = self.conn.send_command(commands::flow(self.id, cleared));
-        }
-    }
-
     /// The connection and consumer id, for requests made on the consumer's behalf.
     pub(crate) fn wire(&self) -> (Arc<Connection>, u64) {
         (self.conn.clone(), self.id)
@@ -652,232 +561,6 @@ impl Consumer {
                 .send_command(commands::flow(self.id, self.consumed));
             self.consumed = 0;
         }
-    }
-
-    fn skipped(&self, id: &MessageId) -> bool {
-        let Some((start, inclusive)) = &self.skip else {
-            return false;
-        };
-        if id.position != start.position {
-            return id.position < start.position;
-        }
-        if start.batch_index < 0 {
-            return !inclusive;
-        }
-        if *inclusive {
-            id.batch_index < start.batch_index
-        } else {
-            id.batch_index <= start.batch_index
-        }
-    }
-
-    fn unpack(&mut self, cmd: proto::CommandMessage, data: Bytes) -> Result<()> {
-        let p = payload::parse(&data)?;
-        let mut meta = p.metadata;
-        if self.epoch.is_stale(cmd.consumer_epoch) {
-            // Sent before the latest redeliver-all: it comes again.
-            self.consumed += batch::message_count(&meta).max(1);
-            self.maybe_flow();
-            return Ok(());
-        }
-        let position = Position::new(cmd.message_id.ledger_id, cmd.message_id.entry_id);
-        let partition = cmd.message_id.partition.unwrap_or(-1);
-        let redelivery_count = cmd.redelivery_count.unwrap_or(0);
-        let body = decompress(
-            meta.compression(),
-            &p.payload,
-            meta.uncompressed_size.unwrap_or(0) as usize,
-            self.conn.max_message_size + strobe_wire::FRAME_PADDING,
-        )?;
-        meta.compression = None;
-        let producer_name: Arc<str> = meta.producer_name.as_str().into();
-        let hash_range = meta.entry_hash_min.zip(meta.entry_hash_max);
-        let props = |kv: &[proto::KeyValue]| -> Vec<(String, String)> {
-            kv.iter()
-                .map(|k| (k.key.clone(), k.value.clone()))
-                .collect()
-        };
-        if !batch::is_batch(&meta) {
-            let id = MessageId {
-                position,
-                partition,
-                batch_index: -1,
-                batch_size: 0,
-            };
-            if self.skipped(&id) {
-                self.consumed += 1;
-                self.maybe_flow();
-                return Ok(());
-            }
-            self.queue.push_back(Message {
-                id,
-                topic: self.topic.clone(),
-                payload: body,
-                key: meta.partition_key.clone(),
-                ordering_key: meta.ordering_key.clone(),
-                properties: props(&meta.properties),
-                publish_time: meta.publish_time,
-                event_time: meta.event_time.filter(|t| *t > 0),
-                producer_name,
-                sequence_id: meta.sequence_id,
-                redelivery_count,
-                entry_hash_range: hash_range,
-            });
-            return Ok(());
-        }
-        let n = batch::message_count(&meta) as usize;
-        let ack_set = &cmd.ack_set;
-        let unacked = |i: usize| -> bool {
-            ack_set.is_empty()
-                || ack_set
-                    .get(i / 64)
-                    .is_some_and(|w| (*w as u64) >> (i % 64) & 1 == 1)
-        };
-        if n > 1 {
-            let mut bits = vec![0u64; n.div_ceil(64)];
-            for i in 0..n {
-                if unacked(i) {
-                    bits[i / 64] |= 1 << (i % 64);
-                }
-            }
-            self.trackers.insert(position, bits);
-        }
-        let mut skipped = 0;
-        for (i, m) in batch::messages(&meta, &body)?.enumerate() {
-            let m = m?;
-            let id = MessageId {
-                position,
-                partition,
-                batch_index: i as i32,
-                batch_size: n as i32,
-            };
-            if !unacked(i) || self.skipped(&id) || m.metadata.compacted_out == Some(true) {
-                skipped += 1;
-                continue;
-            }
-            let s = m.metadata;
-            self.queue.push_back(Message {
-                id,
-                topic: self.topic.clone(),
-                payload: m.payload,
-                key: s.partition_key,
-                ordering_key: s.ordering_key,
-                properties: props(&s.properties),
-                publish_time: meta.publish_time,
-                event_time: s.event_time.filter(|t| *t > 0),
-                producer_name: producer_name.clone(),
-                sequence_id: s.sequence_id.unwrap_or(meta.sequence_id + i as u64),
-                redelivery_count,
-                entry_hash_range: hash_range,
-            });
-        }
-        if skipped > 0 {
-            self.consumed += skipped;
-            self.maybe_flow();
-        }
-        Ok(())
-    }
-
-    fn push_ack(&self, id: MessageIdData) {
-        let mut a = self.acks.lock().expect("ack lock");
-        a.individual.push(id);
-        if self.cfg.ack_group_time.is_zero() || a.individual.len() >= 1000 {
-            a.flush(self.id);
-        }
-    }
-
-    /// Acknowledges one message.
-    pub fn ack(&mut self, msg: &Message) -> Result<()> {
-        self.ack_id(&msg.id)
-    }
-
-    pub fn ack_id(&mut self, id: &MessageId) -> Result<()> {
-        let entry = commands::message_id(id.position.ledger_id, id.position.entry_id);
-        if id.batch_size <= 1 || id.batch_index < 0 {
-            self.push_ack(entry);
-            return Ok(());
-        }
-        let Some(bits) = self.trackers.get_mut(&id.position) else {
-            self.push_ack(entry);
-            return Ok(());
-        };
-        let i = id.batch_index as usize;
-        if let Some(w) = bits.get_mut(i / 64) {
-            *w &= !(1u64 << (i % 64));
-        }
-        if bits.iter().all(|w| *w == 0) {
-            self.trackers.remove(&id.position);
-            self.push_ack(entry);
-        } else if self.cfg.batch_index_ack {
-            let mut d = entry;
-            d.ack_set = bits.iter().map(|w| *w as i64).collect();
-            self.push_ack(d);
-        }
-        Ok(())
-    }
-
-    /// Acknowledges every message up to and including this one (individual
-    /// acks on Key_Shared, which forbids cumulative ones).
-    pub fn ack_cumulative(&mut self, msg: &Message) -> Result<()> {
-        if self.cfg.sub_type == SubType::KeyShared || self.cfg.sub_type == SubType::Shared {
-            return self.ack(msg);
-        }
-        let id = msg.id;
-        let mut d = commands::message_id(id.position.ledger_id, id.position.entry_id);
-        if id.batch_size > 1 && id.batch_index >= 0 && id.batch_index < id.batch_size - 1 {
-            if self.cfg.batch_index_ack {
-                let n = id.batch_size as usize;
-                let mut bits = vec![0u64; n.div_ceil(64)];
-                for i in (id.batch_index as usize + 1)..n {
-                    bits[i / 64] |= 1 << (i % 64);
-                }
-                d.ack_set = bits.into_iter().map(|w| w as i64).collect();
-            } else {
-                // The entry before; at a ledger's first entry, `(ledger, -1)`
-                // as Pulsar's clients send it: everything before the ledger.
-                d.entry_id = d.entry_id.wrapping_sub(1);
-            }
-        } else {
-            self.trackers.remove(&id.position);
-        }
-        self.trackers.retain(|p, _| *p > id.position);
-        let mut a = self.acks.lock().expect("ack lock");
-        a.cumulative = Some(d);
-        if self.cfg.ack_group_time.is_zero() {
-            a.flush(self.id);
-        }
-        Ok(())
-    }
-
-    /// Sends grouped acks now.
-    pub fn flush_acks(&self) {
-        self.acks.lock().expect("ack lock").flush(self.id);
-    }
-
-    /// Asks for this message (its whole entry) again after the negative-ack delay.
-    pub fn nack(&mut self, msg: &Message) -> Result<()> {
-        self.trackers.remove(&msg.id.position);
-        let mut d = commands::message_id(msg.id.position.ledger_id, msg.id.position.entry_id);
-        if msg.id.partition >= 0 {
-            d.partition = Some(msg.id.partition);
-        }
-        let due = Instant::now() + self.cfg.nack_delay;
-        self.acks.lock().expect("ack lock").nacks.push((due, d));
-        Ok(())
-    }
-
-    /// Asks the broker to redeliver everything delivered and not acked.
-    pub fn redeliver_unacknowledged(&mut self) -> Result<()> {
-        let cleared = self.queue.len() as u32;
-        self.queue.clear();
-        self.trackers.clear();
-        self.queue_epoch = self.epoch.raise();
-        self.conn
-            .send_command(redeliver_all(self.id, self.queue_epoch))?;
-        if cleared > 0 {
-            self.conn.send_command(commands::flow(self.id, cleared))?;
-        }
-        Ok(())
     }
 
     /// Moves the subscription. Messages already queued are dropped; the
