@@ -133,6 +133,19 @@ fn render(s: &BrokerService) -> String {
     txn_metrics(&mut out, s);
     let _ = writeln!(
         out,
+        "# HELP strobe_metadata_writes_total Writes this broker made to the metadata store (embedded: log fsyncs, a group of concurrent commits counting once; etcd: transactions sent)\n# TYPE strobe_metadata_writes_total counter"
+    );
+    let _ = writeln!(
+        out,
+        "strobe_metadata_writes_total{{{}}} {}",
+        labels(&[
+            ("cluster", cluster),
+            ("backend", s.metadata().backend_name())
+        ]),
+        s.metadata().writes_made()
+    );
+    let _ = writeln!(
+        out,
         "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"
     );
     let _ = writeln!(

@@ -73,6 +73,8 @@ pub struct EtcdStore {
     opts: EtcdOptions,
     /// TTLs of the leases this store granted (keep-alive answers report them).
     ttls: Mutex<HashMap<LeaseId, Duration>>,
+    /// Transactions sent (see [`MetadataStore::writes_made`]).
+    writes: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -142,6 +144,7 @@ impl EtcdStore {
             client,
             opts,
             ttls: Mutex::new(HashMap::new()),
+            writes: Default::default(),
         })
     }
 
@@ -212,6 +215,10 @@ impl MetadataStore for EtcdStore {
         "etcd"
     }
 
+    fn writes_made(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         crate::store::validate_key(key)?;
         let resp = self
@@ -274,6 +281,8 @@ impl MetadataStore for EtcdStore {
 
     async fn txn(&self, ops: Vec<Op>) -> Result<TxnResponse> {
         validate_ops(&ops)?;
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut compares = Vec::new();
         let mut then = Vec::new();
         let mut otherwise = Vec::new();

@@ -35,6 +35,7 @@
 //! `Check` on a version is a fence. Leadership is advisory: a leader fences its writes with
 //! [`LeaderElection::fence`].
 
+mod batch;
 mod cache;
 mod coordination;
 mod election;
@@ -48,6 +49,7 @@ mod store;
 pub mod tc;
 pub mod testing;
 
+pub use batch::Batcher;
 pub use cache::{CacheSnapshot, PrefixCache};
 pub use coordination::{Counter, ResourceLock};
 pub use election::{LeaderElection, LeaderState};

@@ -313,6 +313,12 @@ pub trait MetadataStore: Send + Sync + fmt::Debug + 'static {
     /// A short name of the backend, for logs ("embedded", "etcd").
     fn backend_name(&self) -> &'static str;
 
+    /// Writes made to the backend so far, for the metric of writes per transaction: log fsyncs
+    /// (a group of concurrent commits is one) embedded, transactions sent to etcd.
+    fn writes_made(&self) -> u64 {
+        0
+    }
+
     /// The value and metadata at `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<Versioned>>;
 

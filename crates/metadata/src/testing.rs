@@ -44,6 +44,9 @@ impl<S: MetadataStore> MetadataStore for LostAnswers<S> {
     fn backend_name(&self) -> &'static str {
         "lost-answers"
     }
+    fn writes_made(&self) -> u64 {
+        self.inner.writes_made()
+    }
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         self.inner.get(key).await
     }

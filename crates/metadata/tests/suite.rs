@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use strobe_metadata::tc::{self, TcLeader, TcMember, TcMemberConfig};
 use strobe_metadata::{
-    Counter, EventKind, Expect, LeaderElection, LeaderState, MetadataError, MetadataStore, Op,
-    OpResult, PrefixCache, ResourceLock, Session, SessionOptions, SessionState,
+    Batcher, Counter, EventKind, Expect, LeaderElection, LeaderState, MetadataError, MetadataStore,
+    Op, OpResult, PrefixCache, ResourceLock, Session, SessionOptions, SessionState,
 };
 use tokio::time::Instant;
 
@@ -230,6 +230,102 @@ async fn multi_key_txn(s: Store) {
         .await
         .unwrap();
     assert_eq!(r.results, vec![OpResult::Check]);
+}
+
+/// Concurrent writers' transactions, straight to the store (the embedded store writes them as
+/// one group) and through a [`Batcher`] (sent as one): each gets the answer it would have had
+/// alone. Of many CASes on one key, exactly one wins; a failing check fails only its own.
+async fn concurrent_txns_answer_as_alone(s: Store) {
+    let fence = s.put("/g/fence", b"f", Expect::Any).await.unwrap();
+    let batcher = Arc::new(Batcher::new(s.clone(), 128));
+    for through_batcher in [false, true] {
+        let tag = if through_batcher { "b" } else { "s" };
+        let shared = s
+            .put(&format!("/g/{tag}/shared"), b"0", Expect::Absent)
+            .await
+            .unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..40u64 {
+            let (s, b) = (s.clone(), batcher.clone());
+            let ops = match i % 4 {
+                // A CAS on the one shared key: one wins.
+                0 => vec![Op::put_if(
+                    format!("/g/{tag}/shared"),
+                    i.to_string(),
+                    Expect::Version(shared.version),
+                )],
+                // A wrong expectation: fails alone.
+                1 => vec![
+                    Op::check("/g/fence", Expect::Version(fence.version)),
+                    Op::put_if(format!("/g/{tag}/k{i}"), "x", Expect::Version(1)),
+                ],
+                // Fenced puts of keys of their own.
+                _ => vec![
+                    Op::check("/g/fence", Expect::Version(fence.version)),
+                    Op::put_if(format!("/g/{tag}/k{i}"), i.to_string(), Expect::Absent),
+                    Op::put(format!("/g/{tag}/j{i}"), "y"),
+                ],
+            };
+            tasks.push(tokio::spawn(async move {
+                if through_batcher {
+                    b.txn(ops).await
+                } else {
+                    s.txn(ops).await
+                }
+            }));
+        }
+        let mut cas_won = 0;
+        for (i, t) in tasks.into_iter().enumerate() {
+            let r = t.await.unwrap();
+            match i % 4 {
+                0 => match r {
+                    Ok(resp) => {
+                        cas_won += 1;
+                        assert!(matches!(resp.results[..], [OpResult::Put(_)]));
+                    }
+                    Err(MetadataError::BadVersion { key, .. }) => {
+                        assert_eq!(key, format!("/g/{tag}/shared"))
+                    }
+                    Err(e) => panic!("{tag} {i}: {e}"),
+                },
+                1 => assert!(
+                    matches!(r, Err(MetadataError::NotFound(ref k)) if *k == format!("/g/{tag}/k{i}")),
+                    "{tag} {i}: {r:?}"
+                ),
+                _ => {
+                    let resp = r.unwrap_or_else(|e| panic!("{tag} {i}: {e}"));
+                    let [OpResult::Check, OpResult::Put(a), OpResult::Put(b)] = resp.results[..]
+                    else {
+                        panic!("{tag} {i}: {:?}", resp.results)
+                    };
+                    assert_eq!((a.version, b.version), (resp.revision, resp.revision));
+                    let got = s.get(&format!("/g/{tag}/k{i}")).await.unwrap().unwrap();
+                    assert_eq!((got.value, got.stat), (i.to_string().into_bytes(), a));
+                }
+            }
+        }
+        assert_eq!(cas_won, 1, "{tag}: exactly one CAS on the shared key");
+    }
+    // A moved fence fails every fenced write of a group.
+    s.put("/g/fence", b"moved", Expect::Any).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let b = batcher.clone();
+        tasks.push(tokio::spawn(async move {
+            b.txn(vec![
+                Op::check("/g/fence", Expect::Version(fence.version)),
+                Op::put(format!("/g/late{i}"), "z"),
+            ])
+            .await
+        }));
+    }
+    for t in tasks {
+        assert!(matches!(
+            t.await.unwrap(),
+            Err(MetadataError::BadVersion { .. })
+        ));
+    }
+    assert!(s.scan_prefix("/g/late").await.unwrap().entries.is_empty());
 }
 
 async fn watch_events(s: Store) {
@@ -890,7 +986,7 @@ macro_rules! suite {
             use super::*;
             suite!(@cases $factory;
                 get_put_versions, cas_semantics, delete_semantics, children_and_scan,
-                invalid_paths, multi_key_txn, watch_events, watch_resume_from_revision,
+                invalid_paths, multi_key_txn, concurrent_txns_answer_as_alone, watch_events, watch_resume_from_revision,
                 ephemeral_keys, session_loss_precedes_expiry, election_basics,
                 election_takeover_on_session_loss, resource_lock, counter_is_monotonic_and_unique,
                 prefix_cache, tc_parallelism_is_fixed, tc_elections_converge);

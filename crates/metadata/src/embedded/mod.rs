@@ -16,7 +16,7 @@
 mod disk;
 mod state;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -30,7 +30,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::{MetadataError, Result};
 use crate::store::{
-    EventKind, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan,
+    EventKind, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan, Stat,
     TxnResponse, Versioned, WATCH_CHANNEL, WatchBatch, WatchEvent, WatchStream, validate_ops,
     validate_prefix,
 };
@@ -75,6 +75,19 @@ struct Inner {
     /// Wakes the lease reaper when a lease with an earlier deadline appears.
     reaper_wake: Arc<Notify>,
     opts: EmbeddedOptions,
+    /// Commits waiting for the next group (see [`Inner::commit`]).
+    waiting: Mutex<Vec<Waiting>>,
+    /// Held by the thread writing a group.
+    writer: Mutex<()>,
+    /// Log writes made (one fsync each): a group of commits is one.
+    writes: std::sync::atomic::AtomicU64,
+}
+
+/// A commit waiting for its group's fsync, and where its answer goes.
+#[derive(Debug)]
+struct Waiting {
+    ops: Vec<Op>,
+    answer: Arc<Mutex<Option<Result<TxnResponse>>>>,
 }
 
 impl EmbeddedStore {
@@ -105,6 +118,9 @@ impl EmbeddedStore {
             head,
             reaper_wake: Arc::new(Notify::new()),
             opts,
+            waiting: Mutex::new(Vec::new()),
+            writer: Mutex::new(()),
+            writes: Default::default(),
         });
         let cancel = CancellationToken::new();
         tokio::spawn(reaper(
@@ -121,6 +137,11 @@ impl EmbeddedStore {
     /// The newest committed revision.
     pub fn revision(&self) -> Revision {
         self.inner.state.lock().rev
+    }
+
+    /// Log writes made so far, one fsync each (a group of concurrent commits is one).
+    pub fn log_writes(&self) -> u64 {
+        self.inner.writes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs `f` on the store, on a blocking thread when it may fsync.
@@ -152,25 +173,131 @@ impl Drop for EmbeddedStore {
 }
 
 impl Inner {
-    fn commit(&self, ops: &[Op]) -> Result<TxnResponse> {
-        let mut st = self.state.lock();
-        st.usable()?;
-        for op in ops {
-            op.check_against(st.data.get(op.key()).map(Entry::stat).as_ref())?;
-            if let Op::Put {
-                lease: Some(lease), ..
-            } = op
-                && !st.leases.contains_key(lease)
-            {
-                return Err(MetadataError::SessionExpired);
-            }
+    /// Commits `ops`, in a group with the commits waiting beside it: the thread that takes the
+    /// writer's lock checks every waiting commit in turn (each against the state the ones before
+    /// it leave), writes all their log records and fsyncs once, then applies them to memory and
+    /// answers each. One fsync per commit capped the store at the disk's sync rate (about 4k/s
+    /// idle, 450/s beside a busy journal), and with it everything built on the store.
+    fn commit(&self, ops: Vec<Op>) -> Result<TxnResponse> {
+        let answer = Arc::new(Mutex::new(None));
+        self.waiting.lock().push(Waiting {
+            ops,
+            answer: answer.clone(),
+        });
+        let _writer = self.writer.lock();
+        // A group written while this thread waited for the lock may have held this commit.
+        if let Some(r) = answer.lock().take() {
+            return r;
         }
-        let resp = commit_locked(&mut st, ops, self.opts.snapshot_every)?;
-        let rev = st.rev;
+        let group = std::mem::take(&mut *self.waiting.lock());
+        self.commit_group(group);
+        answer
+            .lock()
+            .take()
+            .unwrap_or_else(|| Err(MetadataError::Backend("a commit left its group".into())))
+    }
+
+    fn commit_group(&self, group: Vec<Waiting>) {
+        let mut st = self.state.lock();
+        if let Err(e) = st.usable() {
+            let why = e.to_string();
+            for w in group {
+                *w.answer.lock() = Some(Err(MetadataError::Backend(why.clone())));
+            }
+            return;
+        }
+        // What the commits staged so far leave each key they touch: the later ones are checked
+        // against it, as if the earlier ones were applied.
+        let mut staged: HashMap<String, Option<Stat>> = HashMap::new();
+        let mut next = st.rev;
+        let mut accepted: Vec<(Waiting, Option<Revision>)> = Vec::with_capacity(group.len());
+        let mut lines = Vec::new();
+        for w in group {
+            let checked = w.ops.iter().try_for_each(|op| {
+                op.check_against(now(&staged, &st, op.key()).as_ref())?;
+                match op {
+                    Op::Put {
+                        lease: Some(lease), ..
+                    } if !st.leases.contains_key(lease) => Err(MetadataError::SessionExpired),
+                    _ => Ok(()),
+                }
+            });
+            if let Err(e) = checked {
+                *w.answer.lock() = Some(Err(e));
+                continue;
+            }
+            let muts = mutations(&w.ops);
+            if muts.is_empty() {
+                accepted.push((w, None));
+                continue;
+            }
+            let line = match encode_line(&Record {
+                rev: next + 1,
+                muts,
+            }) {
+                Ok(l) => l,
+                Err(e) => {
+                    *w.answer.lock() = Some(Err(e));
+                    continue;
+                }
+            };
+            next += 1;
+            for op in &w.ops {
+                match op {
+                    Op::Put { key, lease, .. } => {
+                        let created = now(&staged, &st, key).map_or(next, |s| s.created);
+                        staged.insert(
+                            key.clone(),
+                            Some(Stat {
+                                version: next,
+                                created,
+                                lease: *lease,
+                            }),
+                        );
+                    }
+                    Op::Delete { key, .. } => {
+                        staged.insert(key.clone(), None);
+                    }
+                    Op::Check { .. } => {}
+                }
+            }
+            lines.extend_from_slice(&line);
+            accepted.push((w, Some(next)));
+        }
+        if !lines.is_empty()
+            && let Some(disk) = st.disk.as_mut()
+        {
+            let res = disk
+                .wal
+                .write_all(&lines)
+                .and_then(|_| disk.wal.sync_data());
+            if let Err(e) = res {
+                st.failed = Some(e.to_string());
+                for (w, _) in accepted {
+                    let copy = std::io::Error::new(e.kind(), e.to_string());
+                    *w.answer.lock() = Some(Err(copy.into()));
+                }
+                return;
+            }
+            disk.wal_records += accepted.iter().filter(|(_, r)| r.is_some()).count();
+            self.writes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        for (w, rev) in accepted {
+            let resp = match rev {
+                Some(rev) => apply(&mut st, &w.ops, rev),
+                None => TxnResponse {
+                    revision: st.rev,
+                    results: vec![OpResult::Check; w.ops.len()],
+                },
+            };
+            *w.answer.lock() = Some(Ok(resp));
+        }
+        maybe_snapshot(&mut st, self.opts.snapshot_every);
         trim_history(&mut st, self.opts.history);
+        let rev = st.rev;
         drop(st);
         self.head.send_replace(rev);
-        Ok(resp)
     }
 
     /// Ends a lease and deletes its keys in one transaction.
@@ -200,16 +327,40 @@ impl Inner {
     }
 }
 
+/// Key `key` as the commits staged in a group leave it, else as stored.
+fn now(staged: &HashMap<String, Option<Stat>>, st: &State, key: &str) -> Option<Stat> {
+    match staged.get(key) {
+        Some(s) => *s,
+        None => st.data.get(key).map(Entry::stat),
+    }
+}
+
 /// Applies already-checked `ops` at the next revision: log first (fsynced), then memory.
 fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<TxnResponse> {
-    let writes = ops.iter().any(|op| !matches!(op, Op::Check { .. }));
-    if !writes {
+    let muts = mutations(ops);
+    if muts.is_empty() {
         return Ok(TxnResponse {
             revision: st.rev,
             results: vec![OpResult::Check; ops.len()],
         });
     }
     let rev = st.rev + 1;
+    if let Some(disk) = st.disk.as_mut() {
+        let line = encode_line(&Record { rev, muts })?;
+        let res = disk.wal.write_all(&line).and_then(|_| disk.wal.sync_data());
+        if let Err(e) = res {
+            st.failed = Some(e.to_string());
+            return Err(e.into());
+        }
+        disk.wal_records += 1;
+    }
+    let resp = apply(st, ops, rev);
+    maybe_snapshot(st, snapshot_every);
+    Ok(resp)
+}
+
+/// The log record's mutations of `ops` (none: checks only).
+fn mutations(ops: &[Op]) -> Vec<Mutation> {
     let mut muts = Vec::with_capacity(ops.len());
     for op in ops {
         match op {
@@ -224,15 +375,11 @@ fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<Tx
             Op::Check { .. } => {}
         }
     }
-    if let Some(disk) = st.disk.as_mut() {
-        let line = encode_line(&Record { rev, muts })?;
-        let res = disk.wal.write_all(&line).and_then(|_| disk.wal.sync_data());
-        if let Err(e) = res {
-            st.failed = Some(e.to_string());
-            return Err(e.into());
-        }
-        disk.wal_records += 1;
-    }
+    muts
+}
+
+/// Applies `ops`, logged at `rev`, to memory.
+fn apply(st: &mut State, ops: &[Op], rev: Revision) -> TxnResponse {
     let mut results = Vec::with_capacity(ops.len());
     let mut events = Vec::new();
     for op in ops {
@@ -292,18 +439,19 @@ fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<Tx
         revision: rev,
         events,
     }));
-    let due = st
-        .disk
-        .as_ref()
-        .is_some_and(|d| d.wal_records >= snapshot_every);
+    TxnResponse {
+        revision: rev,
+        results,
+    }
+}
+
+/// Writes a snapshot (and truncates the log) once the log holds `every` records.
+fn maybe_snapshot(st: &mut State, every: usize) {
+    let due = st.disk.as_ref().is_some_and(|d| d.wal_records >= every);
     if due && let Err(e) = write_snapshot(st) {
         // The log still holds everything; a failed snapshot only leaves it longer.
         tracing::warn!(error = %e, "metadata snapshot failed; keeping the write-ahead log");
     }
-    Ok(TxnResponse {
-        revision: rev,
-        results,
-    })
 }
 
 fn trim_history(st: &mut State, keep: usize) {
@@ -318,6 +466,10 @@ fn trim_history(st: &mut State, keep: usize) {
 impl MetadataStore for EmbeddedStore {
     fn backend_name(&self) -> &'static str {
         "embedded"
+    }
+
+    fn writes_made(&self) -> u64 {
+        self.log_writes()
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
@@ -356,7 +508,7 @@ impl MetadataStore for EmbeddedStore {
 
     async fn txn(&self, ops: Vec<Op>) -> Result<TxnResponse> {
         validate_ops(&ops)?;
-        self.run(move |inner| inner.commit(&ops)).await
+        self.run(move |inner| inner.commit(ops)).await
     }
 
     async fn watch(&self, prefix: &str, from_revision: Revision) -> Result<WatchStream> {
