@@ -67,10 +67,15 @@ async fn run_async(o: TxnOpts) -> anyhow::Result<()> {
     let lat = Arc::new(std::sync::Mutex::new(
         Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("bounds"),
     ));
+    // Where a transaction's time goes: NEW_TXN, its sends (with ADD_PARTITION_TO_TXN), COMMIT.
+    let phases = Arc::new(std::sync::Mutex::new([(); 3].map(|_| {
+        Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("bounds")
+    })));
     let payload = vec![b'x'; o.size];
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..o.workers {
+        let phases = phases.clone();
         let (client, producer, stop, done, errors, lat, payload) = (
             client.clone(),
             producer.clone(),
@@ -99,6 +104,7 @@ async fn run_async(o: TxnOpts) -> anyhow::Result<()> {
                     } else {
                         client.new_transaction(Duration::from_secs(60)).await?
                     };
+                    let t1 = Instant::now();
                     let mut sends = Vec::with_capacity(messages);
                     for _ in 0..messages {
                         sends.push(txn.send(&producer, payload.clone()).await?);
@@ -106,7 +112,13 @@ async fn run_async(o: TxnOpts) -> anyhow::Result<()> {
                     for s in sends {
                         s.await?;
                     }
+                    let t2 = Instant::now();
                     txn.commit().await?;
+                    let us = |d: Duration| (d.as_micros() as u64).clamp(1, 120_000_000);
+                    let mut p = phases.lock().expect("phases");
+                    let _ = p[0].record(us(t1 - t0));
+                    let _ = p[1].record(us(t2 - t1));
+                    let _ = p[2].record(us(t2.elapsed()));
                     Ok(txn.id().0)
                 }
                 .await;
@@ -163,6 +175,19 @@ async fn run_async(o: TxnOpts) -> anyhow::Result<()> {
             _ = &mut wait => break,
             _ = t => {}
         }
+    }
+    if !o.plain {
+        let p = phases.lock().expect("phases");
+        let q = |h: &Histogram<u64>, x: f64| h.value_at_quantile(x) as f64 / 1000.0;
+        println!(
+            "phases ms p50/p99: new {:.2}/{:.2}, sends {:.2}/{:.2}, commit {:.2}/{:.2}",
+            q(&p[0], 0.5),
+            q(&p[0], 0.99),
+            q(&p[1], 0.5),
+            q(&p[1], 0.99),
+            q(&p[2], 0.5),
+            q(&p[2], 0.99)
+        );
     }
     let elapsed = start.elapsed().as_secs_f64();
     let n: u64 = done.iter().map(|d| d.load(Ordering::Relaxed)).sum();

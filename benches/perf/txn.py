@@ -16,6 +16,14 @@ client has no transactions API):
 
     STROBE_BIN=target/release/strobe .venv/bin/python benches/perf/txn.py
     PHASE=15 DURATION=15 ...
+
+3. `MODE=goals` (issue 43's figures): standalone (parallelism 16) and a
+   three-broker cluster on etcd with a shared directory, 16 and 64 loops of one
+   message per transaction, the same loops with plain sends, and the metadata
+   writes per committed transaction (from every broker's `/metrics`:
+   `strobe_metadata_writes_total` over `pulsar_txn_committed_total`).
+
+    MODE=goals STROBE_BIN=target/release/strobe .venv/bin/python benches/perf/txn.py
 """
 import os
 import re
@@ -111,7 +119,63 @@ def one_partition_down(loops, offset):
         c.stop()
 
 
-if __name__ == "__main__":
+def scrape(http_port):
+    """(metadata writes, committed transactions) from one broker's /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10).read().decode()
+    writes = committed = 0.0
+    for line in text.splitlines():
+        if line.startswith("strobe_metadata_writes_total{"):
+            writes += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("pulsar_txn_committed_total{"):
+            committed += float(line.rsplit(" ", 1)[1])
+    return writes, committed
+
+
+def measured(url, http_ports, loops, topic):
+    """One txn run and one plain run of `loops` loops; writes per committed transaction."""
+    global WORKERS
+    WORKERS = loops
+    before = [scrape(h) for h in http_ports]
+    txn = perf(url, "--topic", topic).strip().splitlines()[-1]
+    after = [scrape(h) for h in http_ports]
+    plain = perf(url, "--plain", "--topic", topic + "-plain").strip().splitlines()[-1]
+    writes = sum(a[0] - b[0] for a, b in zip(after, before))
+    committed = sum(a[1] - b[1] for a, b in zip(after, before))
+    per = writes / committed if committed else float("nan")
+    print(f"  {loops} loops:\n    txn   {txn}\n    plain {plain}\n    metadata writes per committed "
+          f"transaction: {per:.2f} ({writes:.0f} writes, {committed:.0f} committed)", flush=True)
+
+
+def goals():
+    with tempfile.TemporaryDirectory(prefix="strobe-txn-goals-") as d:
+        log = open(os.path.join(d, "log"), "w")
+        p = subprocess.Popen([strobe_binary(), "standalone", "--data-dir", os.path.join(d, "data"),
+                              "--broker-port", "0", "--http-port", "0", "--bind-address", "127.0.0.1",
+                              "--advertised-address", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            port, http = wait_ready(p, lambda: open(os.path.join(d, "log")).read(), "strobe standalone is ready", 0,
+                                    "standalone", timeout=30)
+            print("standalone (parallelism 16):", flush=True)
+            for loops in (16, 64):
+                measured(f"pulsar://127.0.0.1:{port}", [http], loops, f"goals-{loops}")
+        finally:
+            p.terminate()
+            p.wait()
+    c = Cluster(n=3, ttl=4)
+    try:
+        a = c.brokers[0]
+        print("3-broker cluster on etcd, shared directory:", flush=True)
+        for loops in (16, 64):
+            measured(f"pulsar://127.0.0.1:{a.port}", [b.http_port for b in c.brokers], loops,
+                     f"persistent://public/default/goals-{loops}")
+    finally:
+        c.stop()
+
+
+if __name__ == "__main__" and os.environ.get("MODE") == "goals":
+    goals()
+elif __name__ == "__main__":
     for p in (1, 16):
         standalone(p)
     # Loops on partitions 1-15 only: the others' throughput like for like.

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use strobe_metadata::tc::TcMember;
-use strobe_metadata::{EventKind, Expect, LeaderState, MetadataError, MetadataStore, Op};
+use strobe_metadata::{Batcher, EventKind, Expect, LeaderState, MetadataError, MetadataStore, Op};
 use strobe_model::TxnId;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, info, warn};
@@ -78,6 +78,44 @@ pub struct PartitionStats {
     pub timed_out: u64,
 }
 
+/// The participants (topics, subscriptions) a broker serves, as its coordinator tells them an
+/// outcome: directly, in the same process, instead of through the decision watch.
+#[async_trait::async_trait]
+pub trait LocalParticipants: Send + Sync + 'static {
+    /// Applies `t`'s outcome (`state`) to those of `who` served here; returns the ones that
+    /// applied it durably.
+    async fn apply(&self, t: TxnId, state: TxnState, who: Vec<Participant>) -> Vec<Participant>;
+
+    /// `t` is being decided here (`true`), or its decision failed (`false`): the outcome will
+    /// come through [`Self::apply`], not (also) through the decision watch.
+    fn deciding(&self, _t: TxnId, _here: bool) {}
+}
+
+/// Decided transactions' headers, newest [`ENDED_KEPT`], oldest first out: a retried END_TXN
+/// and the admin API find them here once the header is gone from the store.
+#[derive(Debug, Default)]
+struct Ended {
+    header: HashMap<u64, TxnHeader>,
+    order: std::collections::VecDeque<u64>,
+}
+
+impl Ended {
+    fn insert(&mut self, least: u64, h: TxnHeader) {
+        if self.header.insert(least, h).is_none() {
+            self.order.push_back(least);
+        }
+        while self.order.len() > ENDED_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.header.remove(&old);
+            }
+        }
+    }
+
+    fn state(&self, least: u64) -> Option<TxnState> {
+        self.header.get(&least).map(|h| h.state)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Part {
     /// The leader-key version this state was recovered under.
@@ -86,15 +124,38 @@ struct Part {
     seq_end: u64,
 }
 
+/// What deciding a transaction found: its outcome, its participants, and the version of its
+/// decided header (0: not in the store).
+#[derive(Debug)]
+struct Decided {
+    state: TxnState,
+    who: Vec<Participant>,
+    version: u64,
+}
+
+/// Decided transactions remembered per partition (see [`Ended`]).
+const ENDED_KEPT: usize = 20_000;
+
+/// The operations a metadata transaction may hold here (etcd's default `--max-txn-ops`).
+const MAX_TXN_OPS: usize = 128;
+
 /// The coordinator partitions this broker leads.
 pub struct TransactionCoordinator {
     store: Arc<dyn MetadataStore>,
+    /// Header writes of concurrent transactions, sent as one metadata transaction.
+    writes: Arc<Batcher>,
     member: TcMember,
     cfg: CoordinatorConfig,
     parts: Vec<tokio::sync::Mutex<Part>>,
     /// Open transactions per partition: least bits → header as last written here and its
     /// version (a CAS on it skips the read; a stale one fails its CAS and is read again).
+    /// Version 0: not written yet. A transaction is written when it gets its first
+    /// participant: one without any has nothing to tell anyone, and its NEW_TXN costs no write.
     open: Vec<parking_lot::Mutex<HashMap<u64, (TxnHeader, u64)>>>,
+    /// Decided transactions, written or not (at most [`ENDED_KEPT`] per partition).
+    ended: Vec<parking_lot::Mutex<Ended>>,
+    /// The participants this broker serves, told of outcomes directly.
+    local: parking_lot::RwLock<Option<Arc<dyn LocalParticipants>>>,
     counters: Vec<TcCounters>,
     /// Topics known to have a buffer record (so the topic replays its log for transactions).
     buffers_known: parking_lot::Mutex<HashSet<String>>,
@@ -139,11 +200,14 @@ impl TransactionCoordinator {
     ) -> Arc<TransactionCoordinator> {
         let n = member.view().current().parallelism as usize;
         let tc = Arc::new(TransactionCoordinator {
+            writes: Arc::new(Batcher::new(store.clone(), MAX_TXN_OPS)),
             store,
             member,
             cfg,
             parts: (0..n).map(|_| Default::default()).collect(),
             open: (0..n).map(|_| Default::default()).collect(),
+            ended: (0..n).map(|_| Default::default()).collect(),
+            local: parking_lot::RwLock::new(None),
             counters: (0..n).map(|_| TcCounters::default()).collect(),
             buffers_known: Default::default(),
             _tasks: parking_lot::Mutex::new(None),
@@ -314,16 +378,12 @@ impl TransactionCoordinator {
             most_sig_bits: n,
             least_sig_bits: least,
         };
+        drop(fence);
+        // Written with its first participant (version 0: not yet). A new leader does not know
+        // a transaction that had none: its END_TXN is answered `TransactionNotFound`, and it
+        // had nothing to commit.
         let h = TxnHeader::open(&self.cfg.broker_id, now_ms(), ttl);
-        let resp = self
-            .store
-            .txn(vec![
-                fence,
-                Op::put_if(paths::header_path(t), encode(&h), Expect::Absent),
-            ])
-            .await
-            .map_err(|e| self.fenced(n, e))?;
-        self.remember(t, h, &resp);
+        self.open[n as usize].lock().insert(least, (h, 0));
         self.counters[n as usize]
             .created
             .fetch_add(1, Ordering::Relaxed);
@@ -349,12 +409,17 @@ impl TransactionCoordinator {
         }
     }
 
-    /// The header of `t` and its version.
+    /// The header of `t` and its version (0: one decided and no longer in the store).
     async fn read(&self, t: TxnId) -> Result<(TxnHeader, u64)> {
         let path = paths::header_path(t);
         match self.store.get(&path).await? {
-            None => Err(TxnError::NotFound(format!("transaction {t} not found"))),
             Some(v) => Ok((decode(&path, &v.value)?, v.stat.version)),
+            None => self
+                .ended
+                .get(t.most_sig_bits as usize)
+                .and_then(|e| e.lock().header.get(&t.least_sig_bits).cloned())
+                .map(|h| (h, 0))
+                .ok_or_else(|| TxnError::NotFound(format!("transaction {t} not found"))),
         }
     }
 
@@ -367,10 +432,20 @@ impl TransactionCoordinator {
     ) -> Result<()> {
         let n = t.most_sig_bits;
         let fence = self.leadership(n).await?;
+        let mut cached = self.cached(t);
+        if cached.is_none() {
+            // Unknown or ended here: refused before anything is written for it.
+            let (h, _) = self.read(t).await?;
+            if !may_add(h.state) {
+                return Err(TxnError::InvalidStatus(format!(
+                    "transaction {t} is {}; nothing can be added to it",
+                    h.state.pulsar_name()
+                )));
+            }
+        }
         for topic in partitions {
             self.ensure_buffer_record(topic).await?;
         }
-        let mut cached = self.cached(t);
         loop {
             let (mut h, version) = match cached.take() {
                 Some(c) => c,
@@ -385,9 +460,13 @@ impl TransactionCoordinator {
             if !h.add(partitions, subscriptions) {
                 return Ok(());
             }
+            let expect = match version {
+                0 => Expect::Absent,
+                v => Expect::Version(v),
+            };
             let mut ops = vec![
                 fence.clone(),
-                Op::put_if(paths::header_path(t), encode(&h), Expect::Version(version)),
+                Op::put_if(paths::header_path(t), encode(&h), expect),
             ];
             let parts = partitions
                 .iter()
@@ -399,12 +478,30 @@ impl TransactionCoordinator {
             for p in parts {
                 ops.push(Op::put(paths::part_path(t, &p), Vec::new()));
             }
-            match self.store.txn(ops).await {
+            match self.writes.txn(ops).await {
                 Ok(resp) => {
                     self.remember(t, h, &resp);
+                    // An END_TXN that came meanwhile found it unwritten and ended it in memory:
+                    // the written header must say so too, or the timeout would undo what the
+                    // client was told.
+                    let ended = self.ended[n as usize].lock().state(t.least_sig_bits);
+                    if let Some(state) = ended {
+                        let action = match state {
+                            TxnState::Committed => EndAction::Commit,
+                            _ => EndAction::Abort,
+                        };
+                        self.end(t, action, false).await?;
+                        return Err(TxnError::InvalidStatus(format!(
+                            "transaction {t} is already {}; nothing can be added to it",
+                            state.pulsar_name()
+                        )));
+                    }
                     return Ok(());
                 }
-                Err(MetadataError::BadVersion { ref key, .. }) if key.starts_with("/txn/id/") => {
+                Err(
+                    MetadataError::BadVersion { ref key, .. }
+                    | MetadataError::AlreadyExists(ref key),
+                ) if key.starts_with("/txn/id/") => {
                     continue;
                 }
                 Err(e) => return Err(self.fenced(n, e)),
@@ -438,13 +535,59 @@ impl TransactionCoordinator {
 
     /// END_TXN: decides (or finds decided) the outcome, then waits, at most `end_wait`, for the
     /// participants to apply it, so that what a commit made visible is visible when it returns.
+    /// The ones this broker serves are told directly ([`LocalParticipants`]) and answer once
+    /// applied; for the others it waits until their records of the transaction are gone.
     pub async fn end_txn(&self, t: TxnId, action: EndAction) -> Result<()> {
-        self.end(t, action, false).await?;
-        self.wait_participants(t, self.cfg.end_wait).await;
+        let Decided {
+            state,
+            who,
+            version,
+        } = self.end(t, action, false).await?;
+        if who.is_empty() {
+            return Ok(());
+        }
+        let local = self.local.read().clone();
+        let left: Vec<Participant> = match local {
+            Some(local) => {
+                let done = local.apply(t, state, who.clone()).await;
+                who.into_iter().filter(|p| !done.contains(p)).collect()
+            }
+            None => who,
+        };
+        let all_applied =
+            left.is_empty() || self.wait_participants(t, &left, self.cfg.end_wait).await;
+        if all_applied && version > 0 {
+            self.forget_header(t, version);
+        }
         Ok(())
     }
 
-    async fn end(&self, t: TxnId, action: EndAction, timed_out: bool) -> Result<()> {
+    /// Deletes the header of `t`, decided and applied by every participant, in the background:
+    /// kept, decided headers filled the store (at thousands of transactions a second, a
+    /// retention of minutes is millions of keys, every one in each snapshot of the embedded
+    /// store). A retried END_TXN and the admin API find it among the decided ones kept in
+    /// memory; if this fails, the periodic collection deletes it.
+    fn forget_header(&self, t: TxnId, version: u64) {
+        let n = t.most_sig_bits;
+        let Some(fence) = self.member.election(n as u32).and_then(|e| e.fence().ok()) else {
+            return;
+        };
+        let writes = self.writes.clone();
+        tokio::spawn(async move {
+            let ops = vec![fence, Op::delete(paths::header_path(t), Some(version))];
+            if let Err(e) = writes.txn(ops).await {
+                debug!(txn_id = %t, error = %e, "a decided header stays for the collection");
+            }
+        });
+    }
+
+    /// Tells outcomes directly to the participants this broker serves (see [`Self::end_txn`]).
+    pub fn set_local(&self, local: Arc<dyn LocalParticipants>) {
+        *self.local.write() = Some(local);
+    }
+
+    /// Decides `t` (or finds it decided).
+    async fn end(&self, t: TxnId, action: EndAction, timed_out: bool) -> Result<Decided> {
         let n = t.most_sig_bits;
         let fence = self.leadership(n).await?;
         let mut cached = self.cached(t);
@@ -457,7 +600,11 @@ impl TransactionCoordinator {
             match decide_end(h.state, action) {
                 EndDecision::AlreadyDecided => {
                     self.open[n as usize].lock().remove(&t.least_sig_bits);
-                    return Ok(());
+                    return Ok(Decided {
+                        state: h.state,
+                        who: crate::participant::participants(&h),
+                        version,
+                    });
                 }
                 EndDecision::Conflict(s) => {
                     return Err(TxnError::InvalidStatus(format!(
@@ -469,7 +616,23 @@ impl TransactionCoordinator {
                         }
                     )));
                 }
+                EndDecision::Write(state) if version == 0 => {
+                    // Never written: no participant to tell, nothing to record.
+                    self.open[n as usize].lock().remove(&t.least_sig_bits);
+                    let next = h.decided(state, now_ms(), timed_out);
+                    self.ended[n as usize].lock().insert(t.least_sig_bits, next);
+                    self.count_decision(n, state, timed_out);
+                    return Ok(Decided {
+                        state,
+                        who: Vec::new(),
+                        version: 0,
+                    });
+                }
                 EndDecision::Write(state) => {
+                    let local = self.local.read().clone();
+                    if let Some(l) = &local {
+                        l.deciding(t, true);
+                    }
                     let next = h.decided(state, now_ms(), timed_out);
                     let ops = vec![
                         fence.clone(),
@@ -479,18 +642,22 @@ impl TransactionCoordinator {
                             Expect::Version(version),
                         ),
                     ];
-                    match self.store.txn(ops).await {
-                        Ok(_) => {
+                    match self.writes.txn(ops).await {
+                        Ok(resp) => {
                             self.open[n as usize].lock().remove(&t.least_sig_bits);
-                            let c = &self.counters[n as usize];
-                            match (state, timed_out) {
-                                (TxnState::Committed, _) => &c.committed,
-                                (_, true) => &c.timed_out,
-                                _ => &c.aborted,
-                            }
-                            .fetch_add(1, Ordering::Relaxed);
+                            self.count_decision(n, state, timed_out);
                             debug!(txn_id = %t, state = state.pulsar_name(), "transaction decided");
-                            return Ok(());
+                            let version = match resp.results.get(1) {
+                                Some(strobe_metadata::OpResult::Put(stat)) => stat.version,
+                                _ => 0,
+                            };
+                            let who = crate::participant::participants(&next);
+                            self.ended[n as usize].lock().insert(t.least_sig_bits, next);
+                            return Ok(Decided {
+                                state,
+                                who,
+                                version,
+                            });
                         }
                         Err(MetadataError::BadVersion { ref key, .. })
                             if key.starts_with("/txn/id/") =>
@@ -509,25 +676,50 @@ impl TransactionCoordinator {
                             tokio::time::sleep(Duration::from_millis(100 * lost_answers)).await;
                             continue;
                         }
-                        Err(e) => return Err(self.fenced(n, e)),
+                        Err(e) => {
+                            if let Some(l) = &local {
+                                l.deciding(t, false);
+                            }
+                            return Err(self.fenced(n, e));
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Waits until no participant of `t` is left to apply its outcome, at most `limit`.
-    pub async fn wait_participants(&self, t: TxnId, limit: Duration) -> bool {
+    fn count_decision(&self, n: u64, state: TxnState, timed_out: bool) {
+        let c = &self.counters[n as usize];
+        match (state, timed_out) {
+            (TxnState::Committed, _) => &c.committed,
+            (_, true) => &c.timed_out,
+            _ => &c.aborted,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Waits until none of `who` is left to apply `t`'s outcome (its record is gone), at most
+    /// `limit`.
+    pub async fn wait_participants(&self, t: TxnId, who: &[Participant], limit: Duration) -> bool {
         let prefix = paths::part_prefix(t);
+        let ours: HashSet<String> = who.iter().map(|p| paths::part_path(t, p)).collect();
         let wait = async {
             let scan = self.store.scan_prefix(&prefix).await?;
-            let mut left: HashSet<String> = scan.entries.into_iter().map(|kv| kv.key).collect();
+            let mut left: HashSet<String> = scan
+                .entries
+                .into_iter()
+                .map(|kv| kv.key)
+                .filter(|k| ours.contains(k))
+                .collect();
             if left.is_empty() {
                 return Ok::<bool, TxnError>(true);
             }
             let mut watch = self.store.watch(&prefix, scan.revision + 1).await?;
             while let Some(batch) = watch.next().await {
                 for ev in batch?.events {
+                    if !ours.contains(&ev.key) {
+                        continue;
+                    }
                     match ev.kind {
                         EventKind::Deleted => left.remove(&ev.key),
                         _ => left.insert(ev.key),
@@ -584,7 +776,15 @@ impl TransactionCoordinator {
                     least_sig_bits: least,
                 };
                 match self.end(t, EndAction::Abort, true).await {
-                    Ok(()) => info!(txn_id = %t, "transaction timed out and was aborted"),
+                    Ok(Decided { state, who, .. }) => {
+                        info!(txn_id = %t, "transaction timed out and was aborted");
+                        let local = self.local.read().clone();
+                        if let Some(local) = local.filter(|_| !who.is_empty()) {
+                            tokio::spawn(async move {
+                                local.apply(t, state, who).await;
+                            });
+                        }
+                    }
                     Err(TxnError::InvalidStatus(_)) | Err(TxnError::NotFound(_)) => {
                         self.open[n as usize].lock().remove(&least);
                     }

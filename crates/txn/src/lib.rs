@@ -24,7 +24,7 @@ pub mod participant;
 pub mod paths;
 pub mod pending_ack;
 
-pub use coordinator::{CoordinatorConfig, TcCounters, TransactionCoordinator};
+pub use coordinator::{CoordinatorConfig, LocalParticipants, TcCounters, TransactionCoordinator};
 pub use error::{Result, TxnError};
 pub use header::{EndAction, TxnHeader, TxnState};
 pub use strobe_model::TxnId;

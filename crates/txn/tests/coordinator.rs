@@ -135,16 +135,17 @@ async fn lifecycle(store: Arc<dyn MetadataStore>) {
         Some(TxnState::Committed)
     );
     // The participants apply it; END_TXN waits for exactly that.
-    for p in [
+    let who = [
         Participant::Partition(topic.clone()),
         Participant::Subscription {
             topic: topic.clone(),
             subscription: "s".into(),
         },
-    ] {
-        participant::applied(&*store, t, &p).await.unwrap();
+    ];
+    for p in &who {
+        participant::applied(&*store, t, p).await.unwrap();
     }
-    assert!(tc.wait_participants(t, Duration::from_secs(1)).await);
+    assert!(tc.wait_participants(t, &who, Duration::from_secs(1)).await);
 
     // Unknown transaction.
     let ghost = TxnId {
@@ -158,6 +159,9 @@ async fn lifecycle(store: Arc<dyn MetadataStore>) {
 
     // A timeout aborts, and the watch reports it.
     let short = tc.new_txn(0, 150).await.unwrap();
+    tc.add_participants(short, std::slice::from_ref(&topic), &[])
+        .await
+        .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
         let ev = tokio::time::timeout_at(deadline, events.recv())
@@ -188,6 +192,14 @@ async fn a_new_leader_continues_where_the_old_one_stopped() {
     let a = coordinator(store.clone(), "a", 1, quick()).await;
     let t1 = a.new_txn(0, 60_000).await.unwrap();
     let t2 = a.new_txn(0, 60_000).await.unwrap();
+    let topic = "persistent://public/default/t".to_string();
+    for t in [t1, t2] {
+        a.add_participants(t, std::slice::from_ref(&topic), &[])
+            .await
+            .unwrap();
+    }
+    // Without a participant a transaction is never written: the new leader does not know it.
+    let empty = a.new_txn(0, 60_000).await.unwrap();
     let b = coordinator(store.clone(), "b", 1, quick()).await;
     assert!(matches!(
         b.new_txn(0, 0).await,
@@ -212,6 +224,10 @@ async fn a_new_leader_continues_where_the_old_one_stopped() {
     assert!(t3.least_sig_bits > t2.least_sig_bits, "{t3} after {t2}");
     b.end_txn(t1, EndAction::Abort).await.unwrap();
     b.end_txn(t2, EndAction::Commit).await.unwrap();
+    assert!(matches!(
+        b.end_txn(empty, EndAction::Commit).await,
+        Err(TxnError::NotFound(_))
+    ));
     assert_eq!(
         b.stats()[0].open,
         1,
@@ -234,15 +250,140 @@ async fn a_decision_whose_answer_was_lost_is_found_made() {
     ));
     let tc = coordinator(store.clone(), "b1", 1, quick()).await;
     tc.connect(0).await.unwrap();
+    let topic = "persistent://public/default/t".to_string();
     let t = tc.new_txn(0, 0).await.unwrap();
+    tc.add_participants(t, std::slice::from_ref(&topic), &[])
+        .await
+        .unwrap();
     store.fail_next(1);
     tc.end_txn(t, EndAction::Commit).await.unwrap();
     assert_eq!(store.failing(), 0, "the commit's answer was lost");
     let h = tc.header(t).await.unwrap().expect("a header");
     assert_eq!(h.state, TxnState::Committed);
     let u = tc.new_txn(0, 0).await.unwrap();
+    tc.add_participants(u, std::slice::from_ref(&topic), &[])
+        .await
+        .unwrap();
     store.fail_next(1);
     tc.end_txn(u, EndAction::Abort).await.unwrap();
     let h = tc.header(u).await.unwrap().expect("a header");
     assert_eq!(h.state, TxnState::Aborted);
+}
+
+/// A transaction without participants costs no metadata write: opened and ended in memory, its
+/// END_TXN retried finds the same answer, the other one is refused; one that gets a participant
+/// is written then, with its timeout from NEW_TXN.
+#[tokio::test]
+async fn a_transaction_is_written_with_its_first_participant() {
+    let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+    let tc = coordinator(store.clone(), "b1", 1, quick()).await;
+    tc.connect(0).await.unwrap();
+    let before = store.scan_prefix("/txn/").await.unwrap().entries;
+    let t = tc.new_txn(0, 60_000).await.unwrap();
+    assert!(
+        tc.header(t).await.unwrap().is_none(),
+        "not written at NEW_TXN"
+    );
+    assert_eq!(tc.stats()[0].open, 1);
+    tc.end_txn(t, EndAction::Commit).await.unwrap();
+    tc.end_txn(t, EndAction::Commit).await.unwrap();
+    assert!(matches!(
+        tc.end_txn(t, EndAction::Abort).await,
+        Err(TxnError::InvalidStatus(_))
+    ));
+    let topic = "persistent://public/default/t".to_string();
+    assert!(matches!(
+        tc.add_participants(t, std::slice::from_ref(&topic), &[])
+            .await,
+        Err(TxnError::InvalidStatus(_))
+    ));
+    let after: Vec<_> = store
+        .scan_prefix("/txn/")
+        .await
+        .unwrap()
+        .entries
+        .into_iter()
+        .filter(|kv| !kv.key.starts_with("/txn/tc"))
+        .collect();
+    let before: Vec<_> = before
+        .into_iter()
+        .filter(|kv| !kv.key.starts_with("/txn/tc"))
+        .collect();
+    assert_eq!(after, before, "nothing written for it");
+    assert_eq!((tc.stats()[0].open, tc.stats()[0].committed), (0, 1));
+
+    let u = tc.new_txn(0, 60_000).await.unwrap();
+    let opened = now_ms();
+    tc.add_participants(u, std::slice::from_ref(&topic), &[])
+        .await
+        .unwrap();
+    let h = tc
+        .header(u)
+        .await
+        .unwrap()
+        .expect("written with its participant");
+    assert_eq!(h.state, TxnState::Open);
+    assert_eq!(h.partitions, vec![topic.clone()]);
+    assert!(h.timeout_at >= opened + 59_000 && h.timeout_at <= now_ms() + 60_000);
+    tc.end_txn(u, EndAction::Abort).await.unwrap();
+    assert_eq!(
+        tc.header(u).await.unwrap().unwrap().state,
+        TxnState::Aborted
+    );
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Participants served in the coordinator's own broker.
+struct AllLocal(std::sync::Mutex<Vec<(TxnId, TxnState)>>);
+
+#[async_trait::async_trait]
+impl strobe_txn::LocalParticipants for AllLocal {
+    async fn apply(&self, t: TxnId, state: TxnState, who: Vec<Participant>) -> Vec<Participant> {
+        self.0.lock().unwrap().push((t, state));
+        who
+    }
+}
+
+/// END_TXN tells the participants served here directly and answers once they applied it,
+/// without waiting for their records; the decided header then leaves the store, and a retried
+/// END_TXN and the admin API still find it (in memory).
+#[tokio::test]
+async fn local_participants_are_told_directly_and_the_header_is_forgotten() {
+    let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+    let tc = coordinator(store.clone(), "b1", 1, quick()).await;
+    let local = Arc::new(AllLocal(Default::default()));
+    tc.set_local(local.clone());
+    tc.connect(0).await.unwrap();
+    let topic = "persistent://public/default/t".to_string();
+    let t = tc.new_txn(0, 60_000).await.unwrap();
+    tc.add_participants(t, std::slice::from_ref(&topic), &[])
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    tc.end_txn(t, EndAction::Commit).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "answered without waiting for the participant's record ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(*local.0.lock().unwrap(), vec![(t, TxnState::Committed)]);
+    let path = format!("/txn/id/{}_{}", t.most_sig_bits, t.least_sig_bits);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while store.get(&path).await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the header stays");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tc.end_txn(t, EndAction::Commit).await.unwrap();
+    assert!(matches!(
+        tc.end_txn(t, EndAction::Abort).await,
+        Err(TxnError::InvalidStatus(_))
+    ));
+    let h = tc.header(t).await.unwrap().expect("kept in memory");
+    assert_eq!((h.state, h.partitions), (TxnState::Committed, vec![topic]));
 }

@@ -83,6 +83,11 @@ pub(crate) struct Subscription {
     /// cumulative ack, with its transaction; None for one restored from
     /// the store (made on another broker).
     pub(super) cumulative_by: Option<(strobe_model::TxnId, u64, u64)>,
+    /// Transactions whose outcome was applied here but whose pending-ack record could not be
+    /// deleted: the next check deletes it. (Only these: every outcome reaches every
+    /// subscription of a topic, and a delete for each was a metadata write per subscription
+    /// per transaction.)
+    pub(super) records_left: std::collections::HashSet<strobe_model::TxnId>,
 }
 
 impl Subscription {
@@ -129,6 +134,7 @@ impl Subscription {
             read_compacted: false,
             pending: Default::default(),
             cumulative_by: None,
+            records_left: Default::default(),
         };
         tokio::spawn(
             async move {

@@ -180,7 +180,10 @@ impl Subscription {
             // Given back by an earlier attempt (an abort) whose record
             // deletion failed: the record goes now, or every load would
             // restore it (and its abort rewind the subscription again).
-            participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await?;
+            if self.records_left.contains(&t) {
+                participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await?;
+                self.records_left.remove(&t);
+            }
             if listed {
                 let me = Participant::Subscription {
                     topic,
@@ -234,7 +237,10 @@ impl Subscription {
                 self.give_back(vec![Position::new(l, e)]);
             }
         }
-        participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await?;
+        if let Err(e) = participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await {
+            self.records_left.insert(t);
+            return Err(e.into());
+        }
         let me = Participant::Subscription {
             topic,
             subscription: self.name.clone(),

@@ -11,7 +11,7 @@ use strobe_model::TxnId;
 use strobe_txn::buffer::TxnBuffer;
 use strobe_txn::participant;
 use strobe_txn::paths::{self, Participant};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::Topic;
 use super::txn_buffer::{TxnBufferStats, marker, txn_of};
@@ -133,7 +133,7 @@ impl Topic {
                 self.name
             )));
         }
-        if tx.ended.contains(&t) || tx.ending.contains(&t) {
+        if tx.ended.contains(&t) || tx.ending.contains_key(&t) {
             return Err(strobe_txn::TxnError::InvalidStatus(format!(
                 "transaction {t} has already ended on topic {}",
                 self.name
@@ -192,20 +192,32 @@ impl Topic {
         listed: &[Participant],
     ) -> Result<(), BrokerError> {
         let name = self.name.to_string();
-        let holds = {
+        let (holds, done, first) = {
             let mut tx = self.txn.lock();
-            if tx.ending.contains(&t) {
-                return Ok(()); // another caller is writing the marker
-            }
-            let holds = tx.buffer.is_ongoing(t);
-            if holds {
-                tx.ending.insert(t);
+            if let Some(first) = tx.ending.get(&t).cloned() {
+                (true, None, Some(first))
+            } else if tx.buffer.is_ongoing(t) {
+                let (done, rx) = tokio::sync::watch::channel(None);
+                tx.ending.insert(t, rx);
+                (true, Some(done), None)
             } else {
                 tx.mark_ended(t);
+                (false, None, None)
             }
-            holds
         };
-        if holds {
+        if let Some(mut first) = first {
+            // Another caller (the coordinator's direct word, or the decision watch) is writing
+            // the marker: this one goes on once it is written, not before (an END_TXN waiting
+            // on it would answer before the commit is visible).
+            if first.wait_for(Option::is_some).await.map(|v| *v).ok() != Some(Some(true)) {
+                return Err(BrokerError::Txn(strobe_txn::TxnError::Metadata(
+                    strobe_metadata::MetadataError::Backend(format!(
+                        "the marker of transaction {t} was not written"
+                    )),
+                )));
+            }
+        }
+        if let Some(done) = done {
             let fut = {
                 let _order = self.publish_lock.lock();
                 self.ledger.append(marker(t, commit))
@@ -213,6 +225,7 @@ impl Topic {
             let res = fut.await;
             let mut tx = self.txn.lock();
             tx.ending.remove(&t);
+            let _ = done.send(Some(res.is_ok()));
             let pos = res?;
             tx.buffer.resolve(t, commit, pos);
             if commit {
@@ -230,7 +243,23 @@ impl Topic {
                 .iter()
                 .any(|p| matches!(p, Participant::Partition(_)))
         {
-            participant::applied(&*ctx.store, t, &Participant::Partition(name.clone())).await?;
+            // The outcome is durable here (the marker): the record saying this partition
+            // still had to apply it is deleted in the background (awaited, its metadata write
+            // was a third of a commit's time). Tried for a minute through a failing store;
+            // after that it stays, and so does the header, which is collected only once every
+            // such record is gone: a leak in the store, never a wrong outcome.
+            let (store, me) = (ctx.store.clone(), Participant::Partition(name.clone()));
+            tokio::spawn(async move {
+                let mut left = 20;
+                while let Err(e) = participant::applied(&*store, t, &me).await {
+                    left -= 1;
+                    if left == 0 {
+                        warn!(txn_id = %t, error = %e, "the partition's record of a transaction stays");
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                }
+            });
         }
         for sub in self.subscriptions() {
             let is_listed = listed.iter().any(|p| {

@@ -2,7 +2,7 @@
 //! `TopicTransactionBuffer`): what the topic holds of each transaction and
 //! the outcomes it applied. `txn` acts on it for the topic.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -25,8 +25,9 @@ pub(crate) struct TopicTxn {
     pub(super) recorded: bool,
     /// Changed since the last snapshot.
     pub(super) dirty: bool,
-    /// Outcomes being written (a marker in flight).
-    pub(super) ending: HashSet<TxnId>,
+    /// Outcomes being written (a marker in flight): a second caller waits on its receiver for
+    /// the first's result (true: written).
+    pub(super) ending: HashMap<TxnId, tokio::sync::watch::Receiver<Option<bool>>>,
     pub(super) ended: HashSet<TxnId>,
     pub(super) ended_order: VecDeque<TxnId>,
     pub(super) committed_total: u64,

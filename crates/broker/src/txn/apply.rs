@@ -11,7 +11,7 @@ use strobe_metadata::tc::{TcLeader, TcListener, TcMember, TcMemberConfig};
 use strobe_model::{TopicName, TxnId};
 use strobe_txn::participant::{self, DecisionEvent, DecisionWatch};
 use strobe_txn::paths::Participant;
-use strobe_txn::{CoordinatorConfig, TransactionCoordinator, TxnState};
+use strobe_txn::{CoordinatorConfig, LocalParticipants, TransactionCoordinator, TxnState};
 use tracing::{debug, warn};
 
 use super::context::{TxnContext, TxnService};
@@ -62,6 +62,8 @@ impl TxnService {
                 };
                 type Todo = (TxnId, Option<(TxnState, Vec<Participant>)>);
                 let todo: Vec<Todo> = match ev {
+                    // Told directly by this broker's coordinator already.
+                    DecisionEvent::Decided(t, ..) if loop_ctx.was_pushed(t) => Vec::new(),
                     DecisionEvent::Decided(t, state, who) => vec![(t, Some((state, who)))],
                     DecisionEvent::Check(t) => vec![(t, None)],
                     DecisionEvent::Resync => {
@@ -75,7 +77,9 @@ impl TxnService {
                     let (service, ctx) = (service.clone(), loop_ctx.clone());
                     tokio::spawn(async move {
                         match decided {
-                            Some((state, who)) => apply(&service, &ctx, t, state, Some(who)).await,
+                            Some((state, who)) => {
+                                apply(&service, &ctx, t, state, Some(who)).await;
+                            }
                             None => reconcile(&service, &ctx, t).await,
                         }
                         drop(permit);
@@ -153,7 +157,12 @@ pub async fn start(service: &Arc<BrokerService>) -> Result<(), BrokerError> {
             ..CoordinatorConfig::default()
         },
     );
-    let txn = TxnService::start(service, TxnContext::new(store), coordinator).await?;
+    let ctx = TxnContext::new(store);
+    coordinator.set_local(Arc::new(Local {
+        service: Arc::downgrade(service),
+        ctx: ctx.clone(),
+    }));
+    let txn = TxnService::start(service, ctx, coordinator).await?;
     service.set_txn(txn);
     Ok(())
 }
@@ -162,24 +171,29 @@ pub async fn start(service: &Arc<BrokerService>) -> Result<(), BrokerError> {
 pub(crate) async fn reconcile(service: &Arc<BrokerService>, ctx: &Arc<TxnContext>, t: TxnId) {
     match participant::decision(&*ctx.store, t).await {
         Ok(Some(TxnState::Open)) => {}
-        Ok(Some(state)) => apply(service, ctx, t, state, None).await,
+        Ok(Some(state)) => {
+            apply(service, ctx, t, state, None).await;
+        }
         // No header: it never existed (the client sent with an id no coordinator gave out), or
         // it was collected after every registered participant applied it. Either way nothing
         // will ever commit it here.
-        Ok(None) => apply(service, ctx, t, TxnState::Aborted, None).await,
+        Ok(None) => {
+            apply(service, ctx, t, TxnState::Aborted, None).await;
+        }
         Err(e) => debug!(txn_id = %t, error = %e, "could not read the transaction's header"),
     }
 }
 
 /// Applies `t`'s outcome to every loaded topic holding it or registered as its participant
 /// (`listed`: the participants the header names; `None`: read the ones left from the store).
+/// Returns the participants that applied it.
 async fn apply(
     service: &Arc<BrokerService>,
     ctx: &Arc<TxnContext>,
     t: TxnId,
     state: TxnState,
     listed: Option<Vec<Participant>>,
-) {
+) -> Vec<Participant> {
     let commit = state == TxnState::Committed;
     let mut names: HashMap<String, Vec<Participant>> = ctx
         .holders_of(t)
@@ -209,6 +223,7 @@ async fn apply(
     for p in registered {
         names.entry(p.topic().to_owned()).or_default().push(p);
     }
+    let mut applied = Vec::new();
     for (name, listed) in names {
         let Ok(topic_name) = TopicName::parse(&name) else {
             ctx.release(t, &name);
@@ -219,8 +234,38 @@ async fn apply(
             ctx.release(t, &name);
             continue;
         };
-        if let Err(e) = topic.end_txn(ctx, t, commit, &listed).await {
-            warn!(topic = %name, txn_id = %t, error = %e, "applying the outcome failed; retried on the next check");
+        match topic.end_txn(ctx, t, commit, &listed).await {
+            Ok(()) => applied.extend(listed),
+            Err(e) => {
+                warn!(topic = %name, txn_id = %t, error = %e, "applying the outcome failed; retried on the next check")
+            }
+        }
+    }
+    applied
+}
+
+/// This broker's participants as its coordinator tells them outcomes: directly, and noted so
+/// that the decision watch's report of the same outcome is not applied a second time.
+pub(crate) struct Local {
+    pub(crate) service: Weak<BrokerService>,
+    pub(crate) ctx: Arc<TxnContext>,
+}
+
+#[async_trait::async_trait]
+impl LocalParticipants for Local {
+    async fn apply(&self, t: TxnId, state: TxnState, who: Vec<Participant>) -> Vec<Participant> {
+        let Some(service) = self.service.upgrade() else {
+            return Vec::new();
+        };
+        self.ctx.pushed(t);
+        apply(&service, &self.ctx, t, state, Some(who)).await
+    }
+
+    fn deciding(&self, t: TxnId, here: bool) {
+        if here {
+            self.ctx.pushed(t);
+        } else {
+            self.ctx.unpushed(t);
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use strobe_metadata::MetadataStore;
+use strobe_metadata::{Batcher, MetadataStore};
 use strobe_model::TxnId;
 use strobe_txn::TransactionCoordinator;
 use strobe_txn::participant::{DecisionEvent, DecisionWatch};
@@ -23,20 +23,32 @@ pub struct TxnContext {
     /// Into the loop that applies outcomes (decisions from the watch, and checks asked here).
     pub(crate) events: mpsc::Sender<DecisionEvent>,
     pub(crate) receiver: Mutex<Option<mpsc::Receiver<DecisionEvent>>>,
+    /// Outcomes told directly by this broker's coordinator (the newest [`PUSHED_KEPT`]).
+    pushed: Mutex<(HashSet<TxnId>, std::collections::VecDeque<TxnId>)>,
 }
+
+/// How many directly told outcomes are remembered (the watch reports each soon after).
+const PUSHED_KEPT: usize = 16_384;
 
 /// Outcomes and checks queued for the applying loop; beyond it, checks wait for the periodic
 /// reconcile.
 const EVENT_QUEUE: usize = 4096;
 
+/// The operations one metadata transaction of participants' writes may hold (etcd's default
+/// `--max-txn-ops`).
+const PARTICIPANT_TXN_OPS: usize = 128;
+
 impl TxnContext {
+    /// Participants' writes (pending acks, outcome records, buffer snapshots) go through a
+    /// [`Batcher`]: concurrent transactions' writes are one metadata transaction.
     pub fn new(store: Arc<dyn MetadataStore>) -> Arc<TxnContext> {
         let (events, rx) = mpsc::channel(EVENT_QUEUE);
         Arc::new(TxnContext {
-            store,
+            store: Arc::new(Batcher::new(store, PARTICIPANT_TXN_OPS)),
             holders: Mutex::new(HashMap::new()),
             events,
             receiver: Mutex::new(Some(rx)),
+            pushed: Default::default(),
         })
     }
 
@@ -72,6 +84,32 @@ impl TxnContext {
             .get(&t)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// `t`'s outcome is being applied here as this broker's coordinator told it.
+    pub(crate) fn pushed(&self, t: TxnId) {
+        let mut p = self.pushed.lock();
+        if p.0.insert(t) {
+            p.1.push_back(t);
+        }
+        while p.1.len() > PUSHED_KEPT {
+            if let Some(old) = p.1.pop_front() {
+                p.0.remove(&old);
+            }
+        }
+    }
+
+    /// `t`'s outcome will not be told here directly after all (its decision failed here).
+    pub(crate) fn unpushed(&self, t: TxnId) {
+        let mut p = self.pushed.lock();
+        if p.0.remove(&t) {
+            p.1.retain(|x| *x != t);
+        }
+    }
+
+    /// Whether `t`'s outcome was told here directly (see [`Self::pushed`]).
+    pub(crate) fn was_pushed(&self, t: TxnId) -> bool {
+        self.pushed.lock().0.contains(&t)
     }
 
     pub(crate) fn all(&self) -> Vec<TxnId> {
