@@ -144,6 +144,8 @@ pub struct TransactionCoordinator {
     store: Arc<dyn MetadataStore>,
     /// Header writes of concurrent transactions, sent as one metadata transaction.
     writes: Arc<Batcher>,
+    /// END_TXN's waits for participants elsewhere.
+    waits: crate::waits::PartWaits,
     member: TcMember,
     cfg: CoordinatorConfig,
     parts: Vec<tokio::sync::Mutex<Part>>,
@@ -201,6 +203,7 @@ impl TransactionCoordinator {
         let n = member.view().current().parallelism as usize;
         let tc = Arc::new(TransactionCoordinator {
             writes: Arc::new(Batcher::new(store.clone(), MAX_TXN_OPS)),
+            waits: crate::waits::PartWaits::start(store.clone()),
             store,
             member,
             cfg,
@@ -703,6 +706,12 @@ impl TransactionCoordinator {
     pub async fn wait_participants(&self, t: TxnId, who: &[Participant], limit: Duration) -> bool {
         let prefix = paths::part_prefix(t);
         let ours: HashSet<String> = who.iter().map(|p| paths::part_path(t, p)).collect();
+        if let Some(done) = self.waits.wait(&prefix, ours.clone(), limit).await {
+            if !done {
+                warn!(txn_id = %t, "participants did not apply the outcome in time; answering anyway");
+            }
+            return done;
+        }
         let wait = async {
             let scan = self.store.scan_prefix(&prefix).await?;
             let mut left: HashSet<String> = scan

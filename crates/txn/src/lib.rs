@@ -23,6 +23,7 @@ pub mod header;
 pub mod participant;
 pub mod paths;
 pub mod pending_ack;
+mod waits;
 
 pub use coordinator::{CoordinatorConfig, LocalParticipants, TcCounters, TransactionCoordinator};
 pub use error::{Result, TxnError};
