@@ -39,8 +39,11 @@ pub struct CoordinatorConfig {
     /// How often the timeout sweep runs.
     pub sweep_interval: Duration,
     /// How long a decided header stays (for retried END_TXNs and the admin API) once every
-    /// participant applied it.
+    /// participant applied it, when the coordinator could not tell (see `collect`).
     pub retention: Duration,
+    /// How long a decided header stays in the store once every participant said it applied it
+    /// (see `forget_header`).
+    pub forget_after: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -53,6 +56,7 @@ impl Default for CoordinatorConfig {
             end_wait: Duration::from_secs(5),
             sweep_interval: Duration::from_secs(1),
             retention: Duration::from_secs(300),
+            forget_after: Duration::from_secs(25),
         }
     }
 }
@@ -133,6 +137,9 @@ struct Decided {
     version: u64,
 }
 
+/// Headers waiting to be forgotten, at most (beyond, the periodic collection deletes them).
+const FORGET_QUEUE: usize = 1 << 20;
+
 /// Decided transactions remembered per partition (see [`Ended`]).
 const ENDED_KEPT: usize = 20_000;
 
@@ -146,6 +153,8 @@ pub struct TransactionCoordinator {
     writes: Arc<Batcher>,
     /// END_TXN's waits for participants elsewhere.
     waits: crate::waits::PartWaits,
+    /// Decided headers to delete, and when (see [`Self::forget_header`]).
+    forget: parking_lot::Mutex<std::collections::VecDeque<(std::time::Instant, TxnId, u64)>>,
     member: TcMember,
     cfg: CoordinatorConfig,
     parts: Vec<tokio::sync::Mutex<Part>>,
@@ -204,6 +213,7 @@ impl TransactionCoordinator {
         let tc = Arc::new(TransactionCoordinator {
             writes: Arc::new(Batcher::new(store.clone(), MAX_TXN_OPS)),
             waits: crate::waits::PartWaits::start(store.clone()),
+            forget: Default::default(),
             store,
             member,
             cfg,
@@ -229,6 +239,7 @@ impl TransactionCoordinator {
                 }
                 let Some(tc) = weak.upgrade() else { return };
                 tc.sweep_timeouts().await;
+                tc.forget_due().await;
                 rounds += 1;
                 if rounds.is_multiple_of(60) {
                     tc.collect().await;
@@ -565,23 +576,55 @@ impl TransactionCoordinator {
         Ok(())
     }
 
-    /// Deletes the header of `t`, decided and applied by every participant, in the background:
-    /// kept, decided headers filled the store (at thousands of transactions a second, a
-    /// retention of minutes is millions of keys, every one in each snapshot of the embedded
-    /// store). A retried END_TXN and the admin API find it among the decided ones kept in
-    /// memory; if this fails, the periodic collection deletes it.
+    /// Deletes the header of `t`, decided and applied by every participant, `forget_after`
+    /// (25 s) from now: kept for `transaction_retention_secs`, decided headers filled the store (at
+    /// thousands of transactions a second, minutes are millions of keys, every one in each
+    /// snapshot of the embedded store). Not at once: a participant that is not what it says
+    /// (a topic instance about to be closed, whose owner has moved) would find the header gone
+    /// when it loads elsewhere, and take the transaction for aborted; the wait is longer than
+    /// twice the participants' reconciliation period. A retried END_TXN and the admin API find
+    /// the header among the decided ones kept in memory; what this misses, the periodic
+    /// collection deletes.
     fn forget_header(&self, t: TxnId, version: u64) {
-        let n = t.most_sig_bits;
-        let Some(fence) = self.member.election(n as u32).and_then(|e| e.fence().ok()) else {
-            return;
-        };
-        let writes = self.writes.clone();
-        tokio::spawn(async move {
-            let ops = vec![fence, Op::delete(paths::header_path(t), Some(version))];
-            if let Err(e) = writes.txn(ops).await {
-                debug!(txn_id = %t, error = %e, "a decided header stays for the collection");
+        let mut q = self.forget.lock();
+        if q.len() < FORGET_QUEUE {
+            q.push_back((
+                std::time::Instant::now() + self.cfg.forget_after,
+                t,
+                version,
+            ));
+        }
+    }
+
+    /// Deletes the headers whose time has come (see [`Self::forget_header`]).
+    async fn forget_due(&self) {
+        let now = std::time::Instant::now();
+        let due: Vec<(TxnId, u64)> = {
+            let mut q = self.forget.lock();
+            let mut due = Vec::new();
+            while q.front().is_some_and(|(at, _, _)| *at <= now) {
+                if let Some((_, t, v)) = q.pop_front() {
+                    due.push((t, v));
+                }
             }
-        });
+            due
+        };
+        // Concurrently: the batcher sends them as a few metadata transactions.
+        let mut deletes = tokio::task::JoinSet::new();
+        for (t, version) in due {
+            let n = t.most_sig_bits;
+            let Some(fence) = self.member.election(n as u32).and_then(|e| e.fence().ok()) else {
+                continue;
+            };
+            let writes = self.writes.clone();
+            deletes.spawn(async move {
+                let ops = vec![fence, Op::delete(paths::header_path(t), Some(version))];
+                if let Err(e) = writes.txn(ops).await {
+                    debug!(txn_id = %t, error = %e, "a decided header stays for the collection");
+                }
+            });
+        }
+        while deletes.join_next().await.is_some() {}
     }
 
     /// Tells outcomes directly to the participants this broker serves (see [`Self::end_txn`]).

@@ -54,6 +54,7 @@ fn quick() -> CoordinatorConfig {
         end_wait: Duration::from_millis(200),
         sweep_interval: Duration::from_millis(100),
         seq_block: 3,
+        forget_after: Duration::from_millis(100),
         ..Default::default()
     }
 }

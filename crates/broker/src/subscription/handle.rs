@@ -217,10 +217,20 @@ impl SubscriptionHandle {
             listed,
             reply: tx,
         };
+        // A subscription that is gone (closing with its topic) has applied nothing: saying it
+        // had let its coordinator forget the transaction's header, and the subscription, loaded
+        // again elsewhere with the transaction's pending acks, found no header and aborted
+        // them (the fault campaign's transformer did a committed input twice).
+        let gone = || {
+            Err(BrokerError::ServiceNotReady(format!(
+                "subscription {} is closing; transaction {txn} is applied where it loads next",
+                self.name
+            )))
+        };
         if self.tx.send(cmd).await.is_err() {
-            return Ok(());
+            return gone();
         }
-        rx.await.unwrap_or(Ok(()))
+        rx.await.unwrap_or_else(|_| gone())
     }
 
     pub async fn redeliver(

@@ -235,7 +235,16 @@ async fn apply(
             continue;
         };
         match topic.end_txn(ctx, t, commit, &listed).await {
-            Ok(()) => applied.extend(listed),
+            Ok(()) => {
+                // Only subscriptions the topic has applied it (one it does not have yet, or
+                // no longer, applied nothing).
+                let subs: std::collections::HashSet<String> =
+                    topic.subscriptions().into_iter().map(|s| s.name).collect();
+                applied.extend(listed.into_iter().filter(|p| match p {
+                    Participant::Subscription { subscription, .. } => subs.contains(subscription),
+                    Participant::Partition(_) => true,
+                }));
+            }
             Err(e) => {
                 warn!(topic = %name, txn_id = %t, error = %e, "applying the outcome failed; retried on the next check")
             }
