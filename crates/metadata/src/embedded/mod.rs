@@ -4,8 +4,9 @@
 //! and fsynced *before* it is applied to memory, so nothing a caller or a watcher has seen can be
 //! lost on `kill -9`. Each line is `<crc32 hex> <json>\n`; a torn last line (crash mid-append) is
 //! cut off at recovery, a bad line anywhere else is reported as corruption. Every
-//! [`EmbeddedOptions::snapshot_every`] records the state is written to `snapshot` (temp file,
-//! fsync, rename, fsync the directory) and the log is truncated.
+//! [`EmbeddedOptions::snapshot_every`] records, and at least as many as there are keys, the
+//! state is written to `snapshot` (temp file, fsync, rename, fsync the directory) and the log is
+//! truncated.
 //!
 //! Ephemeral keys are bound to this process: leases live in memory only, and recovery drops every
 //! key that was bound to a lease (and writes a fresh snapshot, so the drop is itself durable).
@@ -445,9 +446,17 @@ fn apply(st: &mut State, ops: &[Op], rev: Revision) -> TxnResponse {
     }
 }
 
-/// Writes a snapshot (and truncates the log) once the log holds `every` records.
+/// Writes a snapshot (and truncates the log) once the log holds `every` records and at least
+/// as many as the store has keys: a snapshot writes every key, and taken every `every` records
+/// of a store with hundreds of thousands of keys (the transaction headers of a busy
+/// coordinator) it stalled every commit behind it for a fifth of a second. So the log costs at
+/// most twice the state's writing, and a recovery replays at most as many records as keys.
 fn maybe_snapshot(st: &mut State, every: usize) {
-    let due = st.disk.as_ref().is_some_and(|d| d.wal_records >= every);
+    let keys = st.data.len();
+    let due = st
+        .disk
+        .as_ref()
+        .is_some_and(|d| d.wal_records >= every.max(keys));
     if due && let Err(e) = write_snapshot(st) {
         // The log still holds everything; a failed snapshot only leaves it longer.
         tracing::warn!(error = %e, "metadata snapshot failed; keeping the write-ahead log");
