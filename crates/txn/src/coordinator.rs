@@ -19,6 +19,8 @@ use strobe_model::TxnId;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, info, warn};
 
+pub use crate::decided::LocalParticipants;
+use crate::decided::{Decided, Ended};
 use crate::header::{EndAction, EndDecision, SubRef, TxnHeader, TxnState, decide_end, may_add};
 use crate::paths::{self, Participant};
 use crate::{Result, TxnError};
@@ -82,43 +84,11 @@ pub struct PartitionStats {
     pub timed_out: u64,
 }
 
-/// The participants (topics, subscriptions) a broker serves, as its coordinator tells them an
-/// outcome: directly, in the same process, instead of through the decision watch.
-#[async_trait::async_trait]
-pub trait LocalParticipants: Send + Sync + 'static {
-    /// Applies `t`'s outcome (`state`) to those of `who` served here; returns the ones that
-    /// applied it durably.
-    async fn apply(&self, t: TxnId, state: TxnState, who: Vec<Participant>) -> Vec<Participant>;
+/// Headers waiting to be forgotten, at most (beyond, the periodic collection deletes them).
+const FORGET_QUEUE: usize = 1 << 20;
 
-    /// `t` is being decided here (`true`), or its decision failed (`false`): the outcome will
-    /// come through [`Self::apply`], not (also) through the decision watch.
-    fn deciding(&self, _t: TxnId, _here: bool) {}
-}
-
-/// Decided transactions' headers, newest [`ENDED_KEPT`], oldest first out: a retried END_TXN
-/// and the admin API find them here once the header is gone from the store.
-#[derive(Debug, Default)]
-struct Ended {
-    header: HashMap<u64, TxnHeader>,
-    order: std::collections::VecDeque<u64>,
-}
-
-impl Ended {
-    fn insert(&mut self, least: u64, h: TxnHeader) {
-        if self.header.insert(least, h).is_none() {
-            self.order.push_back(least);
-        }
-        while self.order.len() > ENDED_KEPT {
-            if let Some(old) = self.order.pop_front() {
-                self.header.remove(&old);
-            }
-        }
-    }
-
-    fn state(&self, least: u64) -> Option<TxnState> {
-        self.header.get(&least).map(|h| h.state)
-    }
-}
+/// The operations a metadata transaction may hold here (etcd's default `--max-txn-ops`).
+const MAX_TXN_OPS: usize = 128;
 
 #[derive(Debug, Default)]
 struct Part {
@@ -127,24 +97,6 @@ struct Part {
     seq_next: u64,
     seq_end: u64,
 }
-
-/// What deciding a transaction found: its outcome, its participants, and the version of its
-/// decided header (0: not in the store).
-#[derive(Debug)]
-struct Decided {
-    state: TxnState,
-    who: Vec<Participant>,
-    version: u64,
-}
-
-/// Headers waiting to be forgotten, at most (beyond, the periodic collection deletes them).
-const FORGET_QUEUE: usize = 1 << 20;
-
-/// Decided transactions remembered per partition (see [`Ended`]).
-const ENDED_KEPT: usize = 20_000;
-
-/// The operations a metadata transaction may hold here (etcd's default `--max-txn-ops`).
-const MAX_TXN_OPS: usize = 128;
 
 /// The coordinator partitions this broker leads.
 pub struct TransactionCoordinator {
@@ -163,7 +115,7 @@ pub struct TransactionCoordinator {
     /// Version 0: not written yet. A transaction is written when it gets its first
     /// participant: one without any has nothing to tell anyone, and its NEW_TXN costs no write.
     open: Vec<parking_lot::Mutex<HashMap<u64, (TxnHeader, u64)>>>,
-    /// Decided transactions, written or not (at most [`ENDED_KEPT`] per partition).
+    /// Decided transactions, written or not (the newest 20,000 per partition).
     ended: Vec<parking_lot::Mutex<Ended>>,
     /// The participants this broker serves, told of outcomes directly.
     local: parking_lot::RwLock<Option<Arc<dyn LocalParticipants>>>,

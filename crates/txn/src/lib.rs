@@ -18,6 +18,7 @@
 
 pub mod buffer;
 pub mod coordinator;
+mod decided;
 mod error;
 pub mod header;
 pub mod participant;
