@@ -378,10 +378,8 @@ async fn a_cumulative_ack_inside_a_batch_commits_only_what_it_covers() {
     assert_eq!(drain(&mut k).await, ["m4", "m5", "m6", "m7", "m8", "m9"]);
 }
 
-/// A Failover consumer of subscription `s` on `topic`, and the first four
-/// of ten messages (m0..m9) that went as one batch.
-async fn four_of_one_batch(c: &Client, topic: &str) -> (Consumer, Vec<strobe_client::Message>) {
-    let mut k = consumer(c, topic, "s", SubType::Failover).await;
+/// Sends `<prefix>0`..`<prefix>9` to `topic` as one batch, and waits for their receipts.
+async fn ten_in_one_batch(c: &Client, topic: &str, prefix: &str) {
     let p = c
         .producer(topic)
         .batching(Duration::from_millis(200), 10, 1 << 20)
@@ -390,11 +388,18 @@ async fn four_of_one_batch(c: &Client, topic: &str) -> (Consumer, Vec<strobe_cli
         .unwrap();
     let mut receipts = Vec::new();
     for i in 0..10 {
-        receipts.push(p.send(format!("m{i}").into_bytes()).await.unwrap());
+        receipts.push(p.send(format!("{prefix}{i}").into_bytes()).await.unwrap());
     }
     for r in receipts {
         r.await.unwrap();
     }
+}
+
+/// A Failover consumer of subscription `s` on `topic`, and the first four
+/// of ten messages (m0..m9) that went as one batch.
+async fn four_of_one_batch(c: &Client, topic: &str) -> (Consumer, Vec<strobe_client::Message>) {
+    let mut k = consumer(c, topic, "s", SubType::Failover).await;
+    ten_in_one_batch(c, topic, "m").await;
     let mut got = Vec::new();
     for _ in 0..4 {
         got.push(k.recv_timeout(QUIET).await.unwrap().expect("a message"));
@@ -542,19 +547,7 @@ async fn batch_opening_a_ledger(
     }
     p.close().await.unwrap();
     unload(s, topic);
-    let b = c
-        .producer(topic)
-        .batching(Duration::from_millis(200), 10, 1 << 20)
-        .create()
-        .await
-        .unwrap();
-    let mut receipts = Vec::new();
-    for i in 0..10 {
-        receipts.push(b.send(format!("b{i}").into_bytes()).await.unwrap());
-    }
-    for r in receipts {
-        r.await.unwrap();
-    }
+    ten_in_one_batch(c, topic, "b").await;
     // The a's, unacknowledged, may come again after the unload's reconnect.
     let mut got: Vec<strobe_client::Message> = Vec::new();
     while got.last().is_none_or(|m| &m.payload[..] != b"b9") {
