@@ -400,14 +400,16 @@ impl TransactionCoordinator {
         let fence = self.leadership(n).await?;
         let mut cached = self.cached(t);
         if cached.is_none() {
-            // Unknown or ended here: refused before anything is written for it.
-            let (h, _) = self.read(t).await?;
+            // Unknown or ended here: refused before anything is written for it (and what was
+            // read serves the first attempt below).
+            let (h, version) = self.read(t).await?;
             if !may_add(h.state) {
                 return Err(TxnError::InvalidStatus(format!(
                     "transaction {t} is {}; nothing can be added to it",
                     h.state.pulsar_name()
                 )));
             }
+            cached = Some((h, version));
         }
         for topic in partitions {
             self.ensure_buffer_record(topic).await?;
