@@ -191,6 +191,8 @@ enum NamespacesCmd {
         #[arg(short, long)]
         bundle: String,
     },
+    #[command(flatten)]
+    Tenancy(crate::admin_tenancy::NamespaceTenancyCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -288,6 +290,8 @@ enum TopicsCmd {
         #[arg(short = 'n', long, default_value_t = 1)]
         count: u64,
     },
+    #[command(flatten)]
+    Tenancy(crate::admin_tenancy::TopicTenancyCmd),
 }
 
 /// `persistent://t/ns/x` or `t/ns/x` or `x` to the REST path `persistent/t/ns/x`.
@@ -550,6 +554,15 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 )?;
                 Output::Done(format!("split bundle {bundle} of {namespace}"))
             }
+            NamespacesCmd::Tenancy(cmd) => {
+                let (namespace, call) = crate::admin_tenancy::namespace_call(cmd)?;
+                let path = format!(
+                    "/admin/v2/namespaces/{}/{}",
+                    segs(&namespace),
+                    call.resource
+                );
+                tenancy_call(&http, &path, call, &namespace)?
+            }
         },
         A::Topics { cmd } => topics(&http, cmd)?,
         A::ScalableTopics { cmd } => match crate::admin_scalable::run(&http, cmd)? {
@@ -589,6 +602,11 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
     use TopicsCmd as T;
     let base = |t: &str| -> anyhow::Result<String> { Ok(format!("/admin/v2/{}", topic_path(t)?)) };
     Ok(match cmd {
+        T::Tenancy(cmd) => {
+            let (topic, call) = crate::admin_tenancy::topic_call(cmd)?;
+            let path = format!("{}/{}", base(&topic)?, call.resource);
+            tenancy_call(http, &path, call, &topic)?
+        }
         T::List { namespace } => http
             .get(&format!(
                 "/admin/v2/namespaces/{namespace}/topics?mode=ALL",
@@ -774,6 +792,24 @@ fn header(headers: &[(String, String)], name: &str) -> String {
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.clone())
         .unwrap_or_default()
+}
+
+/// Runs a tenancy verb's call on `path` (of `target`, for the message).
+fn tenancy_call(
+    http: &Http,
+    path: &str,
+    call: crate::admin_tenancy::Call,
+    target: &str,
+) -> anyhow::Result<Output> {
+    if call.method == "GET" {
+        let q = if call.applied { "?applied=true" } else { "" };
+        return Ok(http.get(&format!("{path}{q}"))?.into());
+    }
+    http.send(call.method, path, &call.body)?;
+    Ok(Output::Done(match call.method {
+        "DELETE" => format!("{} of {target} removed", call.resource),
+        _ => format!("{} of {target} set to {}", call.resource, call.body),
+    }))
 }
 
 enum Output {

@@ -21,6 +21,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 mod admin_cli;
 mod admin_http;
 mod admin_scalable;
+mod admin_tenancy;
 mod perf;
 mod perf_scalable;
 mod perf_txn;

@@ -101,3 +101,49 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TopicPath {
 pub(crate) struct ForceQuery {
     pub(crate) force: Option<bool>,
 }
+
+/// A namespace's policies (404 if it does not exist).
+pub(crate) fn policies(s: &Svc, t: &str, ns: &str) -> ApiResult<NamespacePolicies> {
+    s.namespace_policies(&format!("{t}/{ns}"))
+        .ok_or_else(|| ApiError(404, format!("namespace {t}/{ns} does not exist")))
+}
+
+/// Changes a namespace's policies with `f`: 204.
+pub(crate) async fn update(
+    s: &Svc,
+    t: &str,
+    ns: &str,
+    f: impl FnOnce(&mut NamespacePolicies),
+) -> ApiResult<Response> {
+    s.update_policies(&format!("{t}/{ns}"), f).await?;
+    Ok(no_content())
+}
+
+/// GET, POST and DELETE of one namespace policy field.
+macro_rules! policy_field {
+    ($get:ident, $set:ident, $remove:ident, $field:ident, $parse:expr) => {
+        async fn $get(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+        ) -> ApiResult<axum::Json<Value>> {
+            Ok(axum::Json(json!(policies(&s, &t, &ns)?.$field)))
+        }
+
+        async fn $set(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+            body: Bytes,
+        ) -> ApiResult<Response> {
+            let v = ($parse)(&body)?;
+            update(&s, &t, &ns, move |p| p.$field = Some(v)).await
+        }
+
+        async fn $remove(
+            State(s): State<Svc>,
+            Path((t, ns)): Path<(String, String)>,
+        ) -> ApiResult<Response> {
+            update(&s, &t, &ns, |p| p.$field = None).await
+        }
+    };
+}
+pub(crate) use policy_field;

@@ -76,6 +76,7 @@ pub fn router(service: Svc) -> Router {
         routes::clusters::routes(),
         routes::namespaces::routes(),
         routes::topics::routes(),
+        routes::tenancy::routes(),
         routes::subscriptions::routes(),
         routes::schemas::routes(),
         routes::lookup::routes(),

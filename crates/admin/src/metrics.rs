@@ -13,7 +13,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
 fn render(s: &BrokerService) -> String {
     let mut out = String::new();
     let cluster = &s.config.cluster_name;
-    let families: [(&str, &str, &str); 10] = [
+    let families: [(&str, &str, &str); 13] = [
         (
             "pulsar_in_messages_total",
             "counter",
@@ -60,6 +60,21 @@ fn render(s: &BrokerService) -> String {
             "gauge",
             "Entries not yet acknowledged, summed over subscriptions",
         ),
+        (
+            "pulsar_publish_rate_limit_times",
+            "counter",
+            "Times a producer's connection paused reading for the topic's publish rate",
+        ),
+        (
+            "strobe_dispatch_rate_limit_times",
+            "counter",
+            "Times a dispatcher of the topic paused for a topic or subscription dispatch rate",
+        ),
+        (
+            "strobe_subscribe_rate_limit_times",
+            "counter",
+            "Subscribes refused by the topic's subscribe rate",
+        ),
     ];
     let topics = s.loaded_topics();
     for (name, kind, help) in families {
@@ -78,6 +93,9 @@ fn render(s: &BrokerService) -> String {
                 "pulsar_storage_entries" => ls.entries,
                 "pulsar_subscriptions_count" => subs.len() as u64,
                 "pulsar_producers_count" => t.producer_names().len() as u64,
+                "pulsar_publish_rate_limit_times" => t.limits.publish_throttled.load(Relaxed),
+                "strobe_dispatch_rate_limit_times" => t.limits.dispatch_throttled.load(Relaxed),
+                "strobe_subscribe_rate_limit_times" => t.limits.subscribe_throttled.load(Relaxed),
                 _ => subs.iter().map(|s| s.cursor.backlog()).sum(),
             };
             let _ = writeln!(out, "{name}{{{}}} {v}", topic_labels(cluster, t));

@@ -14,6 +14,7 @@ mod cnx;
 pub mod compaction;
 pub mod enforce;
 mod error;
+pub mod limits;
 pub mod schemas;
 pub mod security;
 mod server;

@@ -152,6 +152,11 @@ pub struct Topic {
     state: Mutex<TopicState>,
     /// The transaction buffer (see `topic/txn.rs`).
     txn: Mutex<txn_buffer::TopicTxn>,
+    /// Rates and limits from the tenancy policies (see `crate::limits`).
+    pub limits: crate::limits::TopicLimits,
+    /// In a cluster: what this instance's transaction records check (its
+    /// bundle still served here).
+    owner_check: Mutex<Option<Arc<dyn crate::txn::OwnerCheck>>>,
 }
 
 /// Totals since the topic was loaded, for stats and metrics.
@@ -280,8 +285,25 @@ impl Topic {
             is_terminated: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(state),
             txn: Mutex::new(txn_buffer::TopicTxn::default()),
+            limits: crate::limits::TopicLimits::default(),
+            owner_check: Mutex::new(None),
         });
         Ok(topic)
+    }
+
+    /// Makes this instance's transaction records check `c` (a cluster's
+    /// topics, at load).
+    pub fn set_owner_check(&self, c: Arc<dyn crate::txn::OwnerCheck>) {
+        *self.owner_check.lock() = Some(c);
+    }
+
+    /// The checks this instance's transaction records are written with.
+    pub fn fence(&self) -> Result<Vec<strobe_metadata::Op>, BrokerError> {
+        let c = self.owner_check.lock().clone();
+        match c {
+            Some(c) => c.fence(),
+            None => Ok(Vec::new()),
+        }
     }
 
     pub fn set_message_ttl(&self, secs: u64) {
@@ -441,7 +463,34 @@ impl Topic {
         }
         // Non-persistent topics keep no subscription state: readers' cursors only.
         let durable = durable && self.name.is_persistent();
-        let existing = self.state.lock().subscriptions.get(name).cloned();
+        let limits = self.limits.get();
+        let existing = {
+            let st = self.state.lock();
+            let existing = st
+                .subscriptions
+                .get(name)
+                .filter(|h| !h.is_closed())
+                .cloned();
+            if let Some(max) = limits.max_consumers {
+                let consumers: usize = st.subscriptions.values().map(|s| s.consumer_count()).sum();
+                if consumers >= max as usize {
+                    return Err(BrokerError::ConsumerBusy(format!(
+                        "Topic reached max consumers limit: {} has {max}",
+                        self.name
+                    )));
+                }
+            }
+            if existing.is_none()
+                && let Some(max) = limits.max_subscriptions
+                && st.subscriptions.values().filter(|h| !h.is_closed()).count() >= max as usize
+            {
+                return Err(BrokerError::NotAllowed(format!(
+                    "Exceed the maximum number of subscriptions of the topic: {}",
+                    self.name
+                )));
+            }
+            existing
+        };
         let handle = match existing {
             Some(h) if !h.is_closed() => h,
             _ => {
@@ -736,6 +785,24 @@ impl Topic {
 
     /// Closes the topic: producers get CLOSE_PRODUCER, subscriptions close
     /// their consumers, and storage is flushed.
+    /// What the inactive-topic check looks at.
+    pub fn usage(&self) -> strobe_tenancy::inactive::Usage {
+        usage_of(&self.state.lock())
+    }
+
+    /// Closes the topic for deletion if it is still unused as `check`
+    /// judged it, atomically with the producers and consumers joining
+    /// (they find it closed and load it again, after the deletion).
+    pub fn close_if_unused(&self, mode: strobe_tenancy::InactiveTopicDeleteMode) -> bool {
+        let mut st = self.state.lock();
+        let usage = usage_of(&st);
+        if st.closed || strobe_tenancy::inactive::is_active(mode, &usage) {
+            return false;
+        }
+        st.closed = true;
+        true
+    }
+
     pub async fn close(&self) {
         if let Err(e) = self.snapshot_txn().await {
             warn!(topic = %self.name, error = %e, "transaction buffer snapshot failed");
@@ -764,5 +831,17 @@ impl Topic {
         if let Some(v) = view {
             v.close().await;
         }
+    }
+}
+
+/// Producers (waiting ones too), consumers, durable subscriptions and
+/// whether any of them has a backlog.
+fn usage_of(st: &TopicState) -> strobe_tenancy::inactive::Usage {
+    let live = || st.subscriptions.values().filter(|s| !s.is_closed());
+    strobe_tenancy::inactive::Usage {
+        producers: st.producers.len() + st.waiting.len(),
+        consumers: live().map(|s| s.consumer_count()).sum(),
+        subscriptions: live().filter(|s| s.durable).count(),
+        backlog: live().any(|s| s.durable && s.cursor.backlog() > 0),
     }
 }

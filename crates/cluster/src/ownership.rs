@@ -39,6 +39,19 @@ impl Cluster {
         matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting).then_some(h.fence)
     }
 
+    /// The version of this broker's record of `path` as it last wrote it,
+    /// while it serves the bundle: a metadata write about one of the
+    /// bundle's topics that checks it fails once the bundle began moving or
+    /// another broker took it (a transactional ack of a topic instance
+    /// about to close, stored after the next owner read the acks).
+    pub fn held_version(&self, path: &str) -> Option<u64> {
+        let owned = self.owned.lock();
+        let h = owned.get(path)?;
+        (self.session.is_alive_in(h.epoch)
+            && matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting))
+        .then_some(h.version)
+    }
+
     /// The paths of the bundles this broker serves (Owned or Splitting; not
     /// those it is handing over).
     pub fn owned_bundles(&self) -> Vec<String> {

@@ -191,6 +191,58 @@ pub struct BrokerConfig {
     /// Seconds between backlog quota checks (evictions, producer disconnects)
     /// (Pulsar: backlogQuotaCheckIntervalInSeconds).
     pub backlog_quota_check_interval_secs: u64,
+    /// Producers a topic takes at most; 0 = no limit (Pulsar: maxProducersPerTopic).
+    pub max_producers_per_topic: i32,
+    /// Consumers a topic takes at most, all subscriptions together; 0 = no
+    /// limit (Pulsar: maxConsumersPerTopic).
+    pub max_consumers_per_topic: i32,
+    /// Consumers a subscription takes at most; 0 = no limit (Pulsar:
+    /// maxConsumersPerSubscription).
+    pub max_consumers_per_subscription: i32,
+    /// Subscriptions a topic takes at most; 0 = no limit (Pulsar: maxSubscriptionsPerTopic).
+    pub max_subscriptions_per_topic: i32,
+    /// Topics a namespace holds at most, partitions counted one by one; 0 =
+    /// no limit (Pulsar: maxTopicsPerNamespace).
+    pub max_topics_per_namespace: i32,
+    /// Messages per second a topic takes from its producers; 0 = no limit
+    /// (Pulsar: maxPublishRatePerTopicInMessages).
+    pub max_publish_rate_per_topic_in_messages: i32,
+    /// Bytes per second a topic takes; 0 = no limit (Pulsar: maxPublishRatePerTopicInBytes).
+    pub max_publish_rate_per_topic_in_bytes: i64,
+    /// Messages per second a topic dispatches, all subscriptions together; 0
+    /// = no limit (Pulsar: dispatchThrottlingRatePerTopicInMsg).
+    pub dispatch_throttling_rate_per_topic_in_msg: i32,
+    /// Bytes per second a topic dispatches (Pulsar: dispatchThrottlingRatePerTopicInByte).
+    pub dispatch_throttling_rate_per_topic_in_byte: i64,
+    /// Messages per second a subscription dispatches (Pulsar:
+    /// dispatchThrottlingRatePerSubscriptionInMsg).
+    pub dispatch_throttling_rate_per_subscription_in_msg: i32,
+    /// Bytes per second a subscription dispatches (Pulsar:
+    /// dispatchThrottlingRatePerSubscriptionInByte).
+    pub dispatch_throttling_rate_per_subscription_in_byte: i64,
+    /// Dispatch message rates count the messages inside batches; off, an
+    /// entry (a batch) counts as one, as Pulsar does by default (Pulsar:
+    /// dispatchThrottlingOnBatchMessageEnabled).
+    pub dispatch_throttling_on_batch_message_enabled: bool,
+    /// Subscribes one consumer may make per period; 0 = no limit (Pulsar:
+    /// subscribeThrottlingRatePerConsumer).
+    pub subscribe_throttling_rate_per_consumer: i32,
+    /// That period, in seconds (Pulsar: subscribeRatePeriodPerConsumerInSecond).
+    pub subscribe_rate_period_per_consumer_in_second: i32,
+    /// Delete topics nothing uses (Pulsar: brokerDeleteInactiveTopicsEnabled).
+    pub broker_delete_inactive_topics_enabled: bool,
+    /// Seconds between inactive-topic checks (Pulsar: brokerDeleteInactiveTopicsFrequencySeconds).
+    pub broker_delete_inactive_topics_frequency_seconds: u64,
+    /// What "nothing uses" means (Pulsar: brokerDeleteInactiveTopicsMode):
+    /// "delete_when_no_subscriptions" or "delete_when_subscriptions_caught_up".
+    pub broker_delete_inactive_topics_mode: strobe_tenancy::InactiveTopicDeleteMode,
+    /// Seconds a topic stays inactive before it goes; unset: the check's
+    /// period (Pulsar: brokerDeleteInactiveTopicsMaxInactiveDurationSeconds).
+    pub broker_delete_inactive_topics_max_inactive_duration_seconds: Option<i32>,
+    /// Once every partition of a partitioned topic went as inactive, delete
+    /// the partitioned topic too (Pulsar:
+    /// brokerDeleteInactivePartitionedTopicMetadataEnabled).
+    pub broker_delete_inactive_partitioned_topic_metadata_enabled: bool,
     /// TLS port of the binary protocol; 0 = no TLS listener (Pulsar: brokerServicePortTls).
     pub broker_port_tls: u16,
     /// TLS port of the HTTP API; 0 = none (Pulsar: webServicePortTls).
@@ -366,6 +418,25 @@ impl Default for BrokerConfig {
             default_number_of_namespace_bundles: 4,
             stats_update_interval_secs: 15,
             backlog_quota_check_interval_secs: 60,
+            max_producers_per_topic: 0,
+            max_consumers_per_topic: 0,
+            max_consumers_per_subscription: 0,
+            max_subscriptions_per_topic: 0,
+            max_topics_per_namespace: 0,
+            max_publish_rate_per_topic_in_messages: 0,
+            max_publish_rate_per_topic_in_bytes: 0,
+            dispatch_throttling_rate_per_topic_in_msg: 0,
+            dispatch_throttling_rate_per_topic_in_byte: 0,
+            dispatch_throttling_rate_per_subscription_in_msg: 0,
+            dispatch_throttling_rate_per_subscription_in_byte: 0,
+            dispatch_throttling_on_batch_message_enabled: false,
+            subscribe_throttling_rate_per_consumer: 0,
+            subscribe_rate_period_per_consumer_in_second: 30,
+            broker_delete_inactive_topics_enabled: true,
+            broker_delete_inactive_topics_frequency_seconds: 60,
+            broker_delete_inactive_topics_mode: Default::default(),
+            broker_delete_inactive_topics_max_inactive_duration_seconds: None,
+            broker_delete_inactive_partitioned_topic_metadata_enabled: false,
             broker_port_tls: 0,
             http_port_tls: 0,
             tls_certificate_file: String::new(),
@@ -388,6 +459,50 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
+    /// The broker's level of the tenancy policies: what a topic enforces
+    /// when neither it nor its namespace says otherwise.
+    pub fn tenancy_level(&self) -> strobe_tenancy::BrokerLevel {
+        use strobe_tenancy::{DispatchRate, InactiveTopicPolicies, PublishRate, SubscribeRate};
+        let dispatch = |msg: i32, byte: i64| DispatchRate {
+            dispatch_throttling_rate_in_msg: msg,
+            dispatch_throttling_rate_in_byte: byte,
+            relative_to_publish_rate: false,
+            rate_period_in_second: 1,
+        };
+        strobe_tenancy::BrokerLevel {
+            publish_rate: PublishRate {
+                publish_throttling_rate_in_msg: self.max_publish_rate_per_topic_in_messages,
+                publish_throttling_rate_in_byte: self.max_publish_rate_per_topic_in_bytes,
+            },
+            dispatch_rate: dispatch(
+                self.dispatch_throttling_rate_per_topic_in_msg,
+                self.dispatch_throttling_rate_per_topic_in_byte,
+            ),
+            subscription_dispatch_rate: dispatch(
+                self.dispatch_throttling_rate_per_subscription_in_msg,
+                self.dispatch_throttling_rate_per_subscription_in_byte,
+            ),
+            subscribe_rate: SubscribeRate {
+                subscribe_throttling_rate_per_consumer: self.subscribe_throttling_rate_per_consumer,
+                rate_period_in_second: self.subscribe_rate_period_per_consumer_in_second,
+            },
+            max_producers_per_topic: self.max_producers_per_topic,
+            max_consumers_per_topic: self.max_consumers_per_topic,
+            max_consumers_per_subscription: self.max_consumers_per_subscription,
+            max_subscriptions_per_topic: self.max_subscriptions_per_topic,
+            inactive_topic_policies: InactiveTopicPolicies {
+                inactive_topic_delete_mode: self.broker_delete_inactive_topics_mode,
+                max_inactive_duration_seconds: self
+                    .broker_delete_inactive_topics_max_inactive_duration_seconds
+                    .unwrap_or(
+                        self.broker_delete_inactive_topics_frequency_seconds
+                            .min(i32::MAX as u64) as i32,
+                    ),
+                delete_while_inactive: self.broker_delete_inactive_topics_enabled,
+            },
+        }
+    }
+
     pub fn from_toml_str(text: &str, path: &Path) -> Result<BrokerConfig, ConfigError> {
         let cfg: BrokerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
@@ -419,6 +534,11 @@ impl BrokerConfig {
             return Err(ConfigError::Invalid(
                 "stats_update_interval_secs and backlog_quota_check_interval_secs must be at least 1"
                     .into(),
+            ));
+        }
+        if self.broker_delete_inactive_topics_frequency_seconds == 0 {
+            return Err(ConfigError::Invalid(
+                "broker_delete_inactive_topics_frequency_seconds must be at least 1".into(),
             ));
         }
         if !(1..=1024).contains(&self.default_number_of_namespace_bundles) {

@@ -57,7 +57,7 @@ pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::{MetadataError, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdOptions, EtcdStore};
-pub use once::{create_once, delete_once};
+pub use once::{create_once, delete_once, delete_once_checked};
 pub use session::{Session, SessionOptions, SessionState};
 pub use store::{
     EventKind, Expect, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan,

@@ -42,6 +42,29 @@ pub async fn delete_once(store: &dyn MetadataStore, path: &str, within: Duration
     .await
 }
 
+/// [`delete_once`] as one transaction with `checks` (a fence): a failed
+/// check is the caller's error; the key already gone is done.
+pub async fn delete_once_checked(
+    store: &dyn MetadataStore,
+    path: &str,
+    checks: &[crate::Op],
+    within: Duration,
+) -> Result<()> {
+    if checks.is_empty() {
+        return delete_once(store, path, within).await;
+    }
+    resend(path, "deleting", within, || async {
+        let mut ops = checks.to_vec();
+        ops.push(crate::Op::delete(path, None));
+        match store.txn(ops).await {
+            Ok(_) => Ok(()),
+            Err(MetadataError::NotFound(k)) if k == path => Ok(()),
+            Err(e) => Err(e),
+        }
+    })
+    .await
+}
+
 /// `op` again, with a growing pause, while it fails for a transport reason
 /// and `within` has not passed.
 async fn resend<T, F, Fut>(path: &str, doing: &str, within: Duration, mut op: F) -> Result<T>

@@ -13,6 +13,10 @@ pub const MANAGED_LEDGERS: &str = "/managed-ledgers";
 pub const SCHEMAS: &str = "/schemas";
 /// The health check's write.
 pub const HEALTH: &str = "/admin/health";
+/// Topic-level policies (Pulsar keeps them in a system topic; here they are
+/// documents like the namespaces'), one per topic, a partitioned topic's
+/// shared by its partitions.
+pub const TOPIC_POLICIES: &str = "/admin/topic-policies";
 
 pub fn tenant(tenant: &str) -> String {
     format!("{POLICIES}/{tenant}")
@@ -44,6 +48,11 @@ pub fn name_from_key(key: &str) -> Option<String> {
 
 pub fn partitioned_topic(t: &TopicName) -> String {
     format!("{PARTITIONED_TOPICS}/{}", topic_key(t))
+}
+
+/// A topic's own policies: a partition's are its partitioned topic's.
+pub fn topic_policies(t: &TopicName) -> String {
+    format!("{TOPIC_POLICIES}/{}", topic_key(&t.partitioned_parent()))
 }
 
 pub fn managed_ledger(t: &TopicName) -> String {

@@ -6,6 +6,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use strobe_tenancy::{
+    DispatchRate, InactiveTopicPolicies, NamespaceLevel, PublishRate, SubscribeRate,
+};
 
 use crate::error::ResourcesError;
 
@@ -50,6 +53,69 @@ pub struct NamespacePolicies {
         skip_serializing_if = "Option::is_none"
     )]
     pub scalable_topic_auto_scale_policy: Option<strobe_layout::AutoScalePolicyOverride>,
+    /// Publish rates by cluster name (Pulsar's `publishMaxMessageRate`).
+    #[serde(
+        rename = "publishMaxMessageRate",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub publish_max_message_rate: BTreeMap<String, PublishRate>,
+    /// Dispatch rates of each topic, by cluster name.
+    #[serde(
+        rename = "topicDispatchRate",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub topic_dispatch_rate: BTreeMap<String, DispatchRate>,
+    /// The deprecated name of `topicDispatchRate`, still read.
+    #[serde(
+        rename = "clusterDispatchRate",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub cluster_dispatch_rate: BTreeMap<String, DispatchRate>,
+    /// Dispatch rates of each subscription, by cluster name.
+    #[serde(
+        rename = "subscriptionDispatchRate",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub subscription_dispatch_rate: BTreeMap<String, DispatchRate>,
+    /// Subscribe rates per consumer, by cluster name.
+    #[serde(
+        rename = "clusterSubscribeRate",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub cluster_subscribe_rate: BTreeMap<String, SubscribeRate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_producers_per_topic: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_consumers_per_topic: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_consumers_per_subscription: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_subscriptions_per_topic: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_topics_per_namespace: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inactive_topic_policies: Option<InactiveTopicPolicies>,
+}
+
+impl NamespacePolicies {
+    /// What this namespace says to the topics of `cluster`.
+    pub fn level(&self, cluster: &str) -> NamespaceLevel {
+        NamespaceLevel {
+            publish_rate: self.publish_max_message_rate.get(cluster).copied(),
+            dispatch_rate: self
+                .topic_dispatch_rate
+                .get(cluster)
+                .or_else(|| self.cluster_dispatch_rate.get(cluster))
+                .copied(),
+            subscription_dispatch_rate: self.subscription_dispatch_rate.get(cluster).copied(),
+            subscribe_rate: self.cluster_subscribe_rate.get(cluster).copied(),
+            max_producers_per_topic: self.max_producers_per_topic,
+            max_consumers_per_topic: self.max_consumers_per_topic,
+            max_consumers_per_subscription: self.max_consumers_per_subscription,
+            max_subscriptions_per_topic: self.max_subscriptions_per_topic,
+            inactive_topic_policies: self.inactive_topic_policies,
+        }
+    }
 }
 
 /// Pulsar's `AuthPolicies`: permissions by role on the namespace, on single

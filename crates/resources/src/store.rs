@@ -17,6 +17,7 @@ use tracing::{error, info};
 use crate::error::ResourcesError;
 use crate::paths;
 use crate::policies::{NamespacePolicies, TenantInfo};
+use strobe_tenancy::TopicPolicies;
 
 /// What the metadata store records of a persistent topic (`/managed-ledgers/...`).
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -103,9 +104,15 @@ pub struct Resources {
     namespaces: Arc<Mutex<BTreeMap<String, NamespacePolicies>>>,
     /// Partition counts of partitioned topics, by full name.
     partitioned: Arc<Mutex<BTreeMap<String, u32>>>,
+    /// Topics' own policies, by full name (a partitioned topic's, not its
+    /// partitions').
+    topic_policies: Arc<Mutex<BTreeMap<String, TopicPolicies>>>,
     /// The store revision of this broker's newest write to each cached prefix
-    /// (namespaces, partitioned topics).
-    written: [Arc<AtomicU64>; 2],
+    /// (namespaces, partitioned topics, topic policies).
+    written: [Arc<AtomicU64>; 3],
+    /// Bumped whenever a cache changes (a write here or another broker's
+    /// seen by the watch), for what applies policies to loaded topics.
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
     /// The watches feeding the two caches (dropping them stops the followers).
     _follow: Vec<PrefixCache>,
 }
@@ -133,38 +140,65 @@ impl Resources {
         }
         let namespaces = Arc::new(Mutex::new(BTreeMap::new()));
         let partitioned = Arc::new(Mutex::new(BTreeMap::new()));
-        let written = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+        let topic_policies = Arc::new(Mutex::new(BTreeMap::new()));
+        let written = [
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+        ];
+        let changes = Arc::new(tokio::sync::watch::Sender::new(0u64));
         let policies_root = format!("{}/", paths::POLICIES);
         let policies = PrefixCache::start(store.clone(), &policies_root).await?;
         let parts_root = format!("{}/", paths::PARTITIONED_TOPICS);
         let parts = PrefixCache::start(store.clone(), &parts_root).await?;
+        let topics_root = format!("{}/", paths::TOPIC_POLICIES);
+        let topics = PrefixCache::start(store.clone(), &topics_root).await?;
         *namespaces.lock() = namespaces_in(&policies.snapshot(), &policies_root);
         *partitioned.lock() = partitioned_in(&parts.snapshot(), &parts_root);
+        *topic_policies.lock() = topic_policies_in(&topics.snapshot(), &topics_root);
         follow(
             policies.subscribe(),
             written[0].clone(),
             namespaces.clone(),
+            changes.clone(),
             move |s| namespaces_in(s, &policies_root),
         );
         follow(
             parts.subscribe(),
             written[1].clone(),
             partitioned.clone(),
+            changes.clone(),
             move |s| partitioned_in(s, &parts_root),
+        );
+        follow(
+            topics.subscribe(),
+            written[2].clone(),
+            topic_policies.clone(),
+            changes.clone(),
+            move |s| topic_policies_in(s, &topics_root),
         );
         Ok(Resources {
             store,
             namespaces,
             partitioned,
+            topic_policies,
             written,
-            _follow: vec![policies, parts],
+            changes,
+            _follow: vec![policies, parts, topics],
         })
     }
 
     /// Notes the revision of a write to a cached prefix (0: namespaces, 1:
-    /// partitioned topics).
+    /// partitioned topics, 2: topic policies).
     fn wrote(&self, cache: usize, revision: u64) {
         self.written[cache].fetch_max(revision, Ordering::SeqCst);
+        self.changes.send_modify(|g| *g += 1);
+    }
+
+    /// Changes to the cached policies (namespaces, topics): the value is a
+    /// counter, bumped after each change is in the cache.
+    pub fn policy_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Deletes `path` and notes the delete's revision.
@@ -360,6 +394,78 @@ impl Resources {
     pub async fn delete_namespace(&self, ns: &str) -> Result<(), ResourcesError> {
         self.delete_cached(0, &paths::namespace(ns)).await?;
         self.namespaces.lock().remove(ns);
+        Ok(())
+    }
+
+    // --- topic policies -----------------------------------------------------
+
+    /// A topic's own policies (a partition's are its partitioned topic's).
+    pub fn topic_policies(&self, topic: &TopicName) -> Option<TopicPolicies> {
+        self.topic_policies
+            .lock()
+            .get(&topic.partitioned_parent().to_string())
+            .cloned()
+    }
+
+    /// Changes a topic's own policies with `f` over what the store has now
+    /// (a concurrent change is a 409, never a lost update); policies left
+    /// empty are deleted.
+    pub async fn update_topic_policies(
+        &self,
+        topic: &TopicName,
+        f: impl FnOnce(&mut TopicPolicies),
+    ) -> Result<TopicPolicies, ResourcesError> {
+        let topic = topic.partitioned_parent();
+        let path = paths::topic_policies(&topic);
+        let current = self.get::<TopicPolicies>(&path).await?;
+        let mut p = current
+            .as_ref()
+            .map(|c| c.value.clone())
+            .unwrap_or_default();
+        f(&mut p);
+        let expect = match &current {
+            Some(c) => Expect::Version(c.version),
+            None => Expect::Absent,
+        };
+        let op = if p.is_empty() {
+            if current.is_none() {
+                return Ok(p);
+            }
+            Op::delete(&path, current.as_ref().map(|c| c.version))
+        } else {
+            Op::put_if(path.clone(), encode(&p), expect)
+        };
+        let r = match self.store.txn(vec![op]).await {
+            Ok(r) => r,
+            Err(MetadataError::BadVersion { .. })
+            | Err(MetadataError::AlreadyExists(_))
+            | Err(MetadataError::NotFound(_)) => {
+                return Err(ResourcesError::Conflict(format!(
+                    "Concurrent modification of topic {topic}'s policies; try again"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        {
+            let mut map = self.topic_policies.lock();
+            if p.is_empty() {
+                map.remove(&topic.to_string());
+            } else {
+                map.insert(topic.to_string(), p.clone());
+            }
+        }
+        self.wrote(2, r.revision);
+        Ok(p)
+    }
+
+    /// Forgets a deleted topic's own policies.
+    pub async fn delete_topic_policies(&self, topic: &TopicName) -> Result<(), ResourcesError> {
+        let topic = topic.partitioned_parent();
+        match self.delete_cached(2, &paths::topic_policies(&topic)).await {
+            Ok(()) | Err(ResourcesError::Metadata(MetadataError::NotFound(_))) => {}
+            Err(e) => return Err(e),
+        }
+        self.topic_policies.lock().remove(&topic.to_string());
         Ok(())
     }
 
@@ -575,13 +681,31 @@ fn partitioned_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, u32> {
     out
 }
 
+/// Topics' own policies in a snapshot of `/admin/topic-policies/`.
+fn topic_policies_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, TopicPolicies> {
+    let mut out = BTreeMap::new();
+    for (key, v) in &snap.entries {
+        let Some(name) = paths::name_from_key(&key[root.len()..]) else {
+            continue;
+        };
+        match decode::<TopicPolicies>(key, &v.value) {
+            Ok(p) => {
+                out.insert(name, p);
+            }
+            Err(e) => error!(error = %e, "topic policies left out"),
+        }
+    }
+    out
+}
+
 /// Rebuilds `map` from every new snapshot that is not older than this
-/// broker's newest write (an older one would undo that write until the next).
-/// Ends when the cache is dropped.
+/// broker's newest write (an older one would undo that write until the next),
+/// and says so on `changes`. Ends when the cache is dropped.
 fn follow<T: Send + 'static>(
     mut rx: tokio::sync::watch::Receiver<Arc<CacheSnapshot>>,
     written: Arc<AtomicU64>,
     map: Arc<Mutex<T>>,
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
     derive: impl Fn(&CacheSnapshot) -> T + Send + 'static,
 ) {
     tokio::spawn(async move {
@@ -591,6 +715,7 @@ fn follow<T: Send + 'static>(
                 continue;
             }
             *map.lock() = derive(&snap);
+            changes.send_modify(|g| *g += 1);
         }
         tracing::debug!("a metadata cache stopped following the store");
     });

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use strobe_metadata::{EventKind, Expect, MetadataError, MetadataStore};
+use strobe_metadata::{EventKind, Expect, MetadataError, MetadataStore, Op};
 use strobe_model::TxnId;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -154,13 +154,32 @@ pub async fn decision(store: &dyn MetadataStore, t: TxnId) -> Result<Option<TxnS
 /// short because a subscription waits for it (the next check retries).
 const RESEND_WITHIN: Duration = Duration::from_secs(3);
 
-pub async fn applied(store: &dyn MetadataStore, t: TxnId, p: &Participant) -> Result<()> {
-    Ok(strobe_metadata::delete_once(store, &paths::part_path(t, p), RESEND_WITHIN).await?)
+///
+/// `fence`: checks the write must pass (the participant's topic still owned
+/// here, in a cluster): a topic instance that lost its bundle says nothing
+/// about the transaction, whoever owns the topic now does.
+pub async fn applied(
+    store: &dyn MetadataStore,
+    t: TxnId,
+    p: &Participant,
+    fence: &[Op],
+) -> Result<()> {
+    Ok(
+        strobe_metadata::delete_once_checked(store, &paths::part_path(t, p), fence, RESEND_WITHIN)
+            .await?,
+    )
 }
 
 /// The topic's buffer snapshot, if the topic was ever written in a transaction.
 pub async fn load_buffer(store: &dyn MetadataStore, topic: &str) -> Result<Option<BufferSnapshot>> {
-    let path = paths::buffer_path(topic);
+    get_json(store, paths::buffer_path(topic)).await
+}
+
+/// The JSON document at `path`, if any.
+async fn get_json<T: serde::de::DeserializeOwned>(
+    store: &dyn MetadataStore,
+    path: String,
+) -> Result<Option<T>> {
     match store.get(&path).await? {
         None => Ok(None),
         Some(v) => Ok(Some(serde_json::from_slice(&v.value).map_err(|e| {
@@ -214,30 +233,46 @@ pub async fn load_pending_acks(
     Ok(out)
 }
 
+/// Stores a subscription's pending acks of `t`, if `fence` holds (see
+/// [`applied`]): stored by a topic instance that lost its bundle, after the
+/// next owner read the records, they were acks no owner knew of, and the
+/// commit that the client was then allowed lost them.
 pub async fn save_pending_acks(
     store: &dyn MetadataStore,
     topic: &str,
     subscription: &str,
     t: TxnId,
     acks: &TxnAcks,
+    fence: &[Op],
 ) -> Result<()> {
     let bytes = serde_json::to_vec(acks).expect("acks serialize");
-    store
-        .put(
-            &paths::pending_ack_path(topic, subscription, t),
-            &bytes,
-            Expect::Any,
-        )
-        .await?;
+    let mut ops = fence.to_vec();
+    ops.push(Op::put(
+        paths::pending_ack_path(topic, subscription, t),
+        bytes,
+    ));
+    store.txn(ops).await?;
     Ok(())
 }
 
+/// Deletes a subscription's pending acks of `t` (applied), if `fence` holds.
 pub async fn delete_pending_acks(
     store: &dyn MetadataStore,
     topic: &str,
     subscription: &str,
     t: TxnId,
+    fence: &[Op],
 ) -> Result<()> {
     let path = paths::pending_ack_path(topic, subscription, t);
-    Ok(strobe_metadata::delete_once(store, &path, RESEND_WITHIN).await?)
+    Ok(strobe_metadata::delete_once_checked(store, &path, fence, RESEND_WITHIN).await?)
+}
+
+/// The pending acks of `t` stored for a subscription, if any.
+pub async fn pending_acks_of(
+    store: &dyn MetadataStore,
+    topic: &str,
+    subscription: &str,
+    t: TxnId,
+) -> Result<Option<TxnAcks>> {
+    get_json(store, paths::pending_ack_path(topic, subscription, t)).await
 }

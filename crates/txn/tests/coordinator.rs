@@ -144,7 +144,7 @@ async fn lifecycle(store: Arc<dyn MetadataStore>) {
         },
     ];
     for p in &who {
-        participant::applied(&*store, t, p).await.unwrap();
+        participant::applied(&*store, t, p, &[]).await.unwrap();
     }
     assert!(tc.wait_participants(t, &who, Duration::from_secs(1)).await);
 
@@ -387,4 +387,93 @@ async fn local_participants_are_told_directly_and_the_header_is_forgotten() {
     ));
     let h = tc.header(t).await.unwrap().expect("kept in memory");
     assert_eq!((h.state, h.partitions), (TxnState::Committed, vec![topic]));
+}
+
+/// Finding 27 (seed 105): a subscription's pending acks written by a topic
+/// instance whose bundle had moved on (a transactional ack stored after the
+/// next owner read the records) were never applied by the commit. The
+/// records are written, and deleted, only while the fence holds.
+#[tokio::test]
+async fn participant_records_are_written_only_under_their_fence() {
+    use strobe_metadata::{Expect, Op};
+    let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+    let bundle = "/namespace/t/ns/0x00000000_0xffffffff";
+    let v = store
+        .put(bundle, b"mine", Expect::Absent)
+        .await
+        .unwrap()
+        .version;
+    let fence = vec![Op::check(bundle, Expect::Version(v))];
+    let (topic, sub) = ("persistent://t/ns/x", "s");
+    let t = TxnId {
+        most_sig_bits: 1,
+        least_sig_bits: 7,
+    };
+    let acks = strobe_txn::pending_ack::TxnAcks::default();
+    participant::save_pending_acks(&*store, topic, sub, t, &acks, &fence)
+        .await
+        .unwrap();
+    assert!(
+        participant::pending_acks_of(&*store, topic, sub, t)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // The bundle moves on: another owner's record.
+    store.put(bundle, b"theirs", Expect::Any).await.unwrap();
+    let late = TxnId {
+        most_sig_bits: 1,
+        least_sig_bits: 8,
+    };
+    assert!(
+        participant::save_pending_acks(&*store, topic, sub, late, &acks, &fence)
+            .await
+            .is_err()
+    );
+    assert!(
+        participant::pending_acks_of(&*store, topic, sub, late)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        participant::delete_pending_acks(&*store, topic, sub, t, &fence)
+            .await
+            .is_err()
+    );
+    assert!(
+        participant::pending_acks_of(&*store, topic, sub, t)
+            .await
+            .unwrap()
+            .is_some(),
+        "the record stays for the owner to apply"
+    );
+    let me = Participant::Subscription {
+        topic: topic.into(),
+        subscription: sub.into(),
+    };
+    store
+        .put(&strobe_txn::paths::part_path(t, &me), b"", Expect::Any)
+        .await
+        .unwrap();
+    assert!(participant::applied(&*store, t, &me, &fence).await.is_err());
+    assert!(
+        store
+            .get(&strobe_txn::paths::part_path(t, &me))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // Unfenced (standalone), they go.
+    participant::delete_pending_acks(&*store, topic, sub, t, &[])
+        .await
+        .unwrap();
+    participant::applied(&*store, t, &me, &[]).await.unwrap();
+    assert!(
+        participant::pending_acks_of(&*store, topic, sub, t)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

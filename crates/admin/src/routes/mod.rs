@@ -10,5 +10,6 @@ pub(crate) mod scalable;
 pub(crate) mod schemas;
 pub(crate) mod segments;
 pub(crate) mod subscriptions;
+pub(crate) mod tenancy;
 pub(crate) mod topics;
 pub(crate) mod transactions;

@@ -169,44 +169,6 @@ async fn namespace_topics(
     Ok(axum::Json(s.topics_of_namespace(&name, p, np).await?))
 }
 
-async fn update(
-    s: &Svc,
-    t: &str,
-    ns: &str,
-    f: impl FnOnce(&mut NamespacePolicies),
-) -> ApiResult<Response> {
-    s.update_policies(&format!("{t}/{ns}"), f).await?;
-    Ok(no_content())
-}
-
-/// GET, POST and DELETE of one namespace policy field.
-macro_rules! policy_field {
-    ($get:ident, $set:ident, $remove:ident, $field:ident, $parse:expr) => {
-        async fn $get(
-            State(s): State<Svc>,
-            Path((t, ns)): Path<(String, String)>,
-        ) -> ApiResult<axum::Json<Value>> {
-            Ok(axum::Json(json!(policies(&s, &t, &ns)?.$field)))
-        }
-
-        async fn $set(
-            State(s): State<Svc>,
-            Path((t, ns)): Path<(String, String)>,
-            body: Bytes,
-        ) -> ApiResult<Response> {
-            let v = ($parse)(&body)?;
-            update(&s, &t, &ns, move |p| p.$field = Some(v)).await
-        }
-
-        async fn $remove(
-            State(s): State<Svc>,
-            Path((t, ns)): Path<(String, String)>,
-        ) -> ApiResult<Response> {
-            update(&s, &t, &ns, |p| p.$field = None).await
-        }
-    };
-}
-
 policy_field!(
     get_dedup,
     set_dedup,
@@ -349,11 +311,6 @@ policy_flag!(
     "schemaValidationEnforced",
     false
 );
-
-fn policies(s: &Svc, t: &str, ns: &str) -> ApiResult<NamespacePolicies> {
-    s.namespace_policies(&format!("{t}/{ns}"))
-        .ok_or_else(|| ApiError(404, format!("namespace {t}/{ns} does not exist")))
-}
 
 // --- backlog quotas, permissions, bundles ------------------------------------
 

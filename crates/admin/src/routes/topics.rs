@@ -78,6 +78,7 @@ async fn create_topic(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiRe
     if s.partitioned_metadata(&name, false).await? > 0 || s.loaded_topic(&name).is_some() {
         return Err(ApiError(409, format!("topic {name} already exists")));
     }
+    s.check_topic_count(name.namespace(), 1, true).await?;
     s.topic(&name, true).await?;
     Ok(no_content())
 }
@@ -209,6 +210,7 @@ async fn create_partitions(
     if n == 0 {
         return Err(bad("the number of partitions must be at least 1"));
     }
+    s.check_topic_count(name.namespace(), n, true).await?;
     s.create_partitioned(&name, n).await.map_err(|e| match e {
         BrokerError::NotAllowed(m) if m.contains("already exists") => ApiError(409, m),
         other => other.into(),

@@ -112,6 +112,17 @@ impl ServerCnx {
             .clone()
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| format!("consumer-{}-{}", self.id, c.consumer_id));
+        // Pulsar's subscribe rate: per client host, consumer name and id.
+        let key = strobe_tenancy::subscribe::ConsumerKey {
+            host: self.peer.ip().to_string(),
+            consumer_name: name.clone(),
+            consumer_id: c.consumer_id,
+        };
+        if !topic.limits.try_subscribe(&key) {
+            return Err(BrokerError::NotAllowed(
+                "Subscribe limited by subscribe rate limit per consumer.".into(),
+            ));
+        }
         let closed_by_broker = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let spec = ConsumerSpec {
             conn_id: self.id,

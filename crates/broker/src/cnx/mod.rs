@@ -162,6 +162,8 @@ pub(crate) async fn serve<R, W>(
         let writer = tokio::spawn(writer::write_loop(write, rx));
         let mut cnx = ServerCnx {
             id: service.next_conn_id(),
+            peer,
+            paused_until: parking_lot::Mutex::new(None),
             service: service.clone(),
             tx,
             state: State::AwaitingConnect,
@@ -196,6 +198,11 @@ enum State {
 
 struct ServerCnx {
     id: u64,
+    /// The client's address (the subscribe rate is per client host).
+    peer: SocketAddr,
+    /// A publish rate paused this connection's reads until then (a mutex:
+    /// SENDs are stored through `&self`).
+    paused_until: parking_lot::Mutex<Option<std::time::Instant>>,
     service: Arc<BrokerService>,
     tx: mpsc::Sender<OutFrame>,
     state: State,
@@ -238,8 +245,14 @@ impl ServerCnx {
         let refresh_every = Duration::from_secs(cfg.auth_refresh_check_secs);
         let mut refresh = tokio::time::interval_at(Instant::now() + refresh_every, refresh_every);
         loop {
+            let paused = *self.paused_until.lock();
             tokio::select! {
                 _ = shutdown.cancelled() => return "broker shutting down",
+                _ = tokio::time::sleep_until(paused.unwrap_or_else(std::time::Instant::now).into()), if paused.is_some() => {
+                    *self.paused_until.lock() = None;
+                    // Nothing was read while paused, on purpose.
+                    heard_since_tick = true;
+                }
                 _ = refresh.tick() => {
                     if let Some(reason) = self.check_credentials().await {
                         return reason;
@@ -249,7 +262,7 @@ impl ServerCnx {
                     return "no CONNECT within the handshake timeout";
                 }
                 _ = ticker.tick() => {
-                    if heard_since_tick {
+                    if heard_since_tick || paused.is_some() {
                         heard_since_tick = false;
                         ping_outstanding = false;
                     } else if ping_outstanding {
@@ -259,7 +272,7 @@ impl ServerCnx {
                         self.send(commands::ping()).await;
                     }
                 }
-                frame = frames.next() => {
+                frame = frames.next(), if paused.is_none() => {
                     heard_since_tick = true;
                     let mut item = frame;
                     loop {
@@ -287,6 +300,13 @@ impl ServerCnx {
                 }
             }
         }
+    }
+
+    /// Reads nothing more until `until` (a publish rate's pause); the
+    /// latest of overlapping pauses wins.
+    fn pause_reads(&self, until: std::time::Instant) {
+        let mut p = self.paused_until.lock();
+        *p = Some(p.map_or(until, |cur| cur.max(until)));
     }
 
     async fn send(&self, command: Command) {

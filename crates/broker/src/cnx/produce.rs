@@ -313,9 +313,13 @@ impl ServerCnx {
                         txn,
                     );
                     if r.is_ok() {
-                        p.topic
-                            .counters
-                            .add_in(u64::from(c.num_messages.unwrap_or(1).max(1) as u32), len);
+                        let msgs = u64::from(c.num_messages.unwrap_or(1).max(1) as u32);
+                        p.topic.counters.add_in(msgs, len);
+                        if p.topic.limits.publish_limited()
+                            && let Some(until) = p.topic.limits.charge_publish(msgs, len)
+                        {
+                            self.pause_reads(until);
+                        }
                     }
                     r
                 }

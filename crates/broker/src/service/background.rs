@@ -37,9 +37,27 @@ impl BrokerService {
         // Terminated segments that their subscriptions have read to the end.
         let mut drained = tokio::time::interval(std::time::Duration::from_secs(1));
         drained.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Policies changed here or on another broker: loaded topics follow.
+        let mut policy_changes = self.resources.policy_changes();
+        let mut following = true;
+        // Inactive topics (Pulsar: brokerDeleteInactiveTopicsFrequencySeconds).
+        let mut inactive = tokio::time::interval(std::time::Duration::from_secs(
+            self.config.broker_delete_inactive_topics_frequency_seconds,
+        ));
+        inactive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        inactive.tick().await;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
+                r = policy_changes.changed(), if following => {
+                    if r.is_err() {
+                        // The caches stopped (the broker is shutting down).
+                        following = false;
+                        continue;
+                    }
+                    self.apply_policies().await;
+                }
+                _ = inactive.tick() => self.delete_inactive_topics().await,
                 _ = ownership.tick(), if self.cluster().is_some() => {
                     self.check_ownership().await;
                 }
@@ -49,6 +67,8 @@ impl BrokerService {
                 _ = stats.tick() => {
                     for t in self.loaded_topics() {
                         t.counters.update_rates();
+                        let r = *t.counters.rates.lock();
+                        t.limits.follow_publish_rate(r.msg_in, r.bytes_in);
                     }
                     let now_ms = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)

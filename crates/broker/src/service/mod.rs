@@ -17,6 +17,7 @@ mod keyed;
 pub mod lookup;
 mod namespaces;
 pub mod segments;
+mod tenancy;
 mod topics;
 mod transfer;
 
@@ -322,6 +323,9 @@ impl BrokerService {
             max_read_entries: self.config.dispatcher_max_read_batch,
             max_unacked_messages: self.config.max_unacked_messages_per_consumer,
             key_shared_consistent_hashing: self.config.key_shared_use_consistent_hashing,
+            dispatch_throttling_on_batch_messages: self
+                .config
+                .dispatch_throttling_on_batch_message_enabled,
         }
     }
 
@@ -511,6 +515,9 @@ impl BrokerService {
                     "topic {name} does not exist"
                 )));
             }
+            if !authorized {
+                self.check_topic_count(name.namespace(), 1, false).await?;
+            }
             self.resources.record_topic(name).await?;
             info!(topic = %name, "created topic");
         }
@@ -539,6 +546,13 @@ impl BrokerService {
         }
         topic.set_message_ttl(self.message_ttl_secs(name.namespace()));
         topic.set_backlog_quota(quotas_of(&policies));
+        topic.limits.set(self.limits_for(name));
+        if self.cluster.is_some() {
+            topic.set_owner_check(Arc::new(BundleCheck {
+                service: self.me.clone(),
+                topic: name.clone(),
+            }));
+        }
         if let Some(t) = meta.terminated {
             topic.restore_terminated(t.position());
         }
@@ -629,5 +643,36 @@ impl BrokerService {
         for t in topics {
             t.close().await;
         }
+    }
+}
+
+/// A cluster topic's transaction records are written only while this broker
+/// serves its bundle at the version it last wrote (see
+/// [`crate::txn::OwnerCheck`]); the bundle is looked up at each write, since
+/// a split keeps the topic loaded under a new bundle.
+#[derive(Debug)]
+struct BundleCheck {
+    service: std::sync::Weak<BrokerService>,
+    topic: TopicName,
+}
+
+impl crate::txn::OwnerCheck for BundleCheck {
+    fn fence(&self) -> Result<Vec<strobe_metadata::Op>, BrokerError> {
+        let not_here = || {
+            BrokerError::ServiceNotReady(format!(
+                "topic {} is moving to another broker; try again",
+                self.topic
+            ))
+        };
+        let service = self.service.upgrade().ok_or_else(not_here)?;
+        let Some(c) = service.cluster() else {
+            return Ok(Vec::new());
+        };
+        let path = service.bundle_path(&self.topic)?;
+        let version = c.held_version(&path).ok_or_else(not_here)?;
+        Ok(vec![strobe_metadata::Op::check(
+            path,
+            strobe_metadata::Expect::Version(version),
+        )])
     }
 }

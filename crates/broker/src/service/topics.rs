@@ -79,6 +79,8 @@ impl BrokerService {
             && self.config.auto_topic_creation_type == "partitioned"
             && topic.domain() == Domain::Persistent;
         if create && auto_partitioned && !self.topic_exists(topic).await? {
+            self.check_topic_count(topic.namespace(), self.config.default_num_partitions, false)
+                .await?;
             self.create_partitioned(topic, self.config.default_num_partitions)
                 .await?;
             return Ok(self.config.default_num_partitions);
@@ -200,6 +202,9 @@ impl BrokerService {
         ledger.trim().await?;
         ledger.close().await?;
         self.resources.delete_topic_record(name).await?;
+        if name.partition().is_none() {
+            self.resources.delete_topic_policies(name).await?;
+        }
         info!(topic = %name, "topic deleted");
         Ok(())
     }
@@ -233,6 +238,7 @@ impl BrokerService {
             }
         }
         self.resources.delete_partitioned(name).await?;
+        self.resources.delete_topic_policies(name).await?;
         info!(topic = %name, partitions = n, "partitioned topic deleted");
         Ok(())
     }

@@ -88,6 +88,10 @@ pub(crate) struct Subscription {
     /// subscription of a topic, and a delete for each was a metadata write per subscription
     /// per transaction.)
     pub(super) records_left: std::collections::HashSet<strobe_model::TxnId>,
+    /// The subscription's own dispatch rate (`throttle.rs`).
+    pub(super) sub_dispatch: strobe_tenancy::RateLimiter,
+    /// Paused by a dispatch rate until then.
+    pub(super) throttled_until: Option<tokio::time::Instant>,
 }
 
 impl Subscription {
@@ -135,6 +139,8 @@ impl Subscription {
             pending: Default::default(),
             cumulative_by: None,
             records_left: Default::default(),
+            sub_dispatch: Default::default(),
+            throttled_until: None,
         };
         tokio::spawn(
             async move {
@@ -182,6 +188,11 @@ impl Subscription {
                     if r.is_err() {
                         ledger_open = false;
                     }
+                }
+                _ = tokio::time::sleep_until(self.throttled_until.unwrap_or_else(tokio::time::Instant::now)),
+                    if self.throttled_until.is_some() =>
+                {
+                    self.throttled_until = None;
                 }
                 _ = sleep_until_ms(next_due.unwrap_or(0)), if next_due.is_some() => {
                     let due = self.delayed.take_due(now_ms());
@@ -356,6 +367,14 @@ impl Subscription {
                     self.name
                 )));
             }
+        }
+        if let Some(max) = self.topic.limits().get().max_consumers_per_subscription
+            && self.consumers.len() >= max as usize
+        {
+            return Err(BrokerError::ConsumerBusy(format!(
+                "Subscription reached max consumers limit: {} has {max}",
+                self.name
+            )));
         }
         if self
             .consumers

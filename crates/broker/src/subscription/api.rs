@@ -45,6 +45,13 @@ pub trait TopicView: Send + Sync + 'static {
     fn txn_context(&self) -> Option<Arc<crate::txn::TxnContext>> {
         None
     }
+    /// The topic's tenancy limits and dispatch bucket.
+    fn limits(&self) -> &crate::limits::TopicLimits;
+    /// The checks the subscription's transaction records are written with
+    /// (see [`crate::txn::OwnerCheck`]).
+    fn fence(&self) -> Result<Vec<strobe_metadata::Op>, BrokerError> {
+        Ok(Vec::new())
+    }
 }
 
 /// How a subscription reads and dispatches, from the broker's settings.
@@ -56,6 +63,8 @@ pub struct DispatchSettings {
     pub max_unacked_messages: u32,
     /// Key_Shared AUTO_SPLIT uses consistent hashing (else hash ranges).
     pub key_shared_consistent_hashing: bool,
+    /// Dispatch message rates count the messages in a batch (else entries).
+    pub dispatch_throttling_on_batch_messages: bool,
 }
 
 /// Where a reader starts, from SUBSCRIBE.start_message_id.

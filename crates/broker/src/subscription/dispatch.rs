@@ -35,6 +35,9 @@ pub(super) fn key_hash(kind: &Kind, meta: &MessageMetadata) -> u32 {
 impl Subscription {
     /// Sends as many entries as the consumers' permits allow.
     pub(super) async fn dispatch(&mut self) -> Result<(), BrokerError> {
+        if self.dispatch_throttled() {
+            return Ok(());
+        }
         match self.kind {
             Kind::Idle => Ok(()),
             Kind::KeyShared { .. } => self.dispatch_key_shared().await,
@@ -83,6 +86,10 @@ impl Subscription {
                 }
                 return Ok(());
             }
+            let allowed = self.dispatch_allowance();
+            if allowed == Some(0) {
+                return Ok(());
+            }
             let next_replay = self.kind.replay().and_then(|r| r.iter().next().copied());
             if let Some(p) = next_replay {
                 if let Some(r) = self.kind.replay_mut() {
@@ -111,7 +118,10 @@ impl Subscription {
             }
             let entries = match self.compacted_read().await? {
                 Some(e) => e,
-                None => self.read_next(self.read_budget()).await?,
+                None => {
+                    let budget = self.read_budget().min(allowed.unwrap_or(usize::MAX));
+                    self.read_next(budget).await?
+                }
             };
             tracing::trace!(read = entries.len(), from = %self.cursor.read_position(), "read");
             if entries.is_empty() {
@@ -202,6 +212,10 @@ impl Subscription {
     /// (its replay queue or new entries) and who gets each entry.
     async fn dispatch_key_shared(&mut self) -> Result<(), BrokerError> {
         loop {
+            let allowed = self.dispatch_allowance();
+            if allowed == Some(0) {
+                return Ok(());
+            }
             let permits = self.ks_permits();
             let Some(ks) = self.kind.key_shared() else {
                 return Ok(());
@@ -231,7 +245,8 @@ impl Subscription {
                     }
                 }
                 NextRead::Normal { max_entries } => {
-                    let entries = self.read_next(max_entries).await?;
+                    let max = max_entries.min(allowed.unwrap_or(usize::MAX));
+                    let entries = self.read_next(max).await?;
                     if entries.is_empty() {
                         return Ok(());
                     }
@@ -332,6 +347,7 @@ impl Subscription {
         let m = f64::from(n.max(1));
         self.avg_msgs_per_entry = Some(self.avg_msgs_per_entry.map_or(m, |a| 0.9 * a + 0.1 * m));
         self.topic.count_out(u64::from(n), e.data.len() as u64);
+        self.charge_dispatch(n, e.data.len() as u64);
         true
     }
 }

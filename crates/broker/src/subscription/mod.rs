@@ -21,6 +21,7 @@ mod dispatch;
 mod filter;
 mod handle;
 mod kind;
+mod throttle;
 mod turns;
 mod txn;
 

@@ -109,6 +109,13 @@ impl Subscription {
         if entries.is_empty() {
             return answer(reply, Ok(()));
         }
+        // Checked first: an instance whose topic is moving takes no ack
+        // (the next owner, having read the records already, would never
+        // learn of it, and the commit would lose it).
+        let fence = match self.topic.fence() {
+            Ok(f) => f,
+            Err(e) => return answer(reply, Err(e)),
+        };
         let cursor = self.cursor.clone();
         if let Err(why) = self
             .pending
@@ -153,8 +160,9 @@ impl Subscription {
         let record = self.pending.of(t).cloned().unwrap_or_default();
         let sub = self.name.clone();
         tokio::spawn(async move {
-            let r = participant::save_pending_acks(&*ctx.store, &topic, &sub, t, &record).await;
-            answer(reply, r.map_err(BrokerError::Txn));
+            let r =
+                participant::save_pending_acks(&*ctx.store, &topic, &sub, t, &record, &fence).await;
+            answer(reply, r.map_err(|e| fenced(e, &topic)));
         });
     }
 
@@ -170,18 +178,39 @@ impl Subscription {
             return Ok(());
         };
         let topic = self.topic.name().to_string();
+        // An instance whose topic is moving applies nothing: its owner does.
+        let fence = self.topic.fence()?;
         // Read, not taken: a commit's acks stay pending (hiding their
         // messages) until the cursor has them durably, so an attempt that
         // fails part-way is made again whole on the next check. Taken
         // first, a commit whose cursor flush failed had its record deleted
         // by the retry; the subscription, loaded again elsewhere from the
         // cursor without those acks, delivered the batch a second time.
-        let Some(acks) = self.pending.of(t).cloned() else {
+        let held = self.pending.of(t).cloned();
+        // A registered participant that holds nothing in memory asks the
+        // store before saying it is done: a record there that this instance
+        // never loaded (stored by an instance elsewhere) is applied like a
+        // loaded one. Said done without it, the coordinator let the header
+        // go, and the next owner, finding the record and no header, took a
+        // committed transaction's acks for aborted and delivered them again
+        // (the fault campaign's seed 105: a batch transformed twice).
+        let stored = match (&held, listed && !self.records_left.contains(&t)) {
+            (None, true) => {
+                participant::pending_acks_of(&*ctx.store, &topic, &self.name, t).await?
+            }
+            _ => None,
+        };
+        let Some(acks) = held.or_else(|| {
+            stored.inspect(|a| {
+                self.pending.restore(t, a.clone());
+            })
+        }) else {
             // Given back by an earlier attempt (an abort) whose record
             // deletion failed: the record goes now, or every load would
             // restore it (and its abort rewind the subscription again).
             if self.records_left.contains(&t) {
-                participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await?;
+                participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t, &fence)
+                    .await?;
                 self.records_left.remove(&t);
             }
             if listed {
@@ -189,7 +218,7 @@ impl Subscription {
                     topic,
                     subscription: self.name.clone(),
                 };
-                participant::applied(&*ctx.store, t, &me).await?;
+                participant::applied(&*ctx.store, t, &me, &fence).await?;
             }
             return Ok(());
         };
@@ -237,15 +266,19 @@ impl Subscription {
                 self.give_back(vec![Position::new(l, e)]);
             }
         }
-        if let Err(e) = participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t).await {
+        if let Err(e) =
+            participant::delete_pending_acks(&*ctx.store, &topic, &self.name, t, &fence).await
+        {
             self.records_left.insert(t);
-            return Err(e.into());
+            return Err(fenced(e, &topic));
         }
         let me = Participant::Subscription {
-            topic,
+            topic: topic.clone(),
             subscription: self.name.clone(),
         };
-        participant::applied(&*ctx.store, t, &me).await?;
+        participant::applied(&*ctx.store, t, &me, &fence)
+            .await
+            .map_err(|e| fenced(e, &topic))?;
         Ok(())
     }
 
@@ -313,5 +346,19 @@ impl Subscription {
                 }
             }
         }
+    }
+}
+
+/// A participant's write refused by its fence (the topic's bundle moved
+/// on) is the client's `ServiceNotReady`: the topic is elsewhere now.
+fn fenced(e: strobe_txn::TxnError, topic: &str) -> BrokerError {
+    match e {
+        strobe_txn::TxnError::Metadata(
+            strobe_metadata::MetadataError::BadVersion { ref key, .. }
+            | strobe_metadata::MetadataError::NotFound(ref key),
+        ) if key.starts_with("/namespace/") => BrokerError::ServiceNotReady(format!(
+            "topic {topic} moved to another broker; try again"
+        )),
+        other => other.into(),
     }
 }

@@ -31,6 +31,14 @@ impl Topic {
                 self.name
             )));
         }
+        if let Some(max) = self.limits.get().max_producers
+            && st.producers.len() >= max as usize
+        {
+            return Err(BrokerError::ProducerBusy(format!(
+                "Topic reached max producers limit: {} has {max}",
+                self.name
+            )));
+        }
         if st.producers.values().any(|p| p.name == req.name) {
             return Err(BrokerError::ProducerBusy(format!(
                 "producer with name '{}' is already connected to topic {}",

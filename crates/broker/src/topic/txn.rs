@@ -249,9 +249,14 @@ impl Topic {
             // after that it stays, and so does the header, which is collected only once every
             // such record is gone: a leak in the store, never a wrong outcome.
             let (store, me) = (ctx.store.clone(), Participant::Partition(name.clone()));
+            // Moving elsewhere, this instance leaves the record to the next owner.
+            let fence = self.fence();
             tokio::spawn(async move {
+                let Ok(fence) = fence else {
+                    return;
+                };
                 let mut left = 20;
-                while let Err(e) = participant::applied(&*store, t, &me).await {
+                while let Err(e) = participant::applied(&*store, t, &me, &fence).await {
                     left -= 1;
                     if left == 0 {
                         warn!(txn_id = %t, error = %e, "the partition's record of a transaction stays");

@@ -55,4 +55,12 @@ impl TopicView for Topic {
     fn txn_context(&self) -> Option<Arc<crate::txn::TxnContext>> {
         self.txn.lock().ctx.clone()
     }
+
+    fn limits(&self) -> &crate::limits::TopicLimits {
+        &self.limits
+    }
+
+    fn fence(&self) -> Result<Vec<strobe_metadata::Op>, crate::BrokerError> {
+        Topic::fence(self)
+    }
 }

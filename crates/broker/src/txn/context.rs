@@ -117,6 +117,15 @@ impl TxnContext {
     }
 }
 
+/// What a topic instance's writes about transactions must check in the
+/// metadata store (see [`strobe_txn::participant::save_pending_acks`]): in a
+/// cluster, that this broker still serves the topic's bundle; standalone,
+/// nothing.
+pub trait OwnerCheck: Send + Sync + std::fmt::Debug {
+    /// The checks, or why this instance may write nothing now.
+    fn fence(&self) -> Result<Vec<strobe_metadata::Op>, crate::BrokerError>;
+}
+
 /// The broker's transaction services.
 #[derive(Debug)]
 pub struct TxnService {
