@@ -175,6 +175,37 @@ def wait_until(pred, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def test_a_policy_set_through_one_broker_applies_on_the_owner_within_a_second(cluster):
+    """Issue 44: tenancy policies are documents every broker follows by
+    watch. A namespace's producer limit set through a broker that does not
+    own the topic refuses the owner's next producer within a second."""
+    ns = unique("tenancy")
+    status, body, _ = cluster.brokers[0].http("PUT", f"/admin/v2/namespaces/public/{ns}")
+    assert status in (200, 204), body
+    topic = f"persistent://public/{ns}/t"
+    client = pulsar.Client(all_urls(cluster), operation_timeout_seconds=15)
+    try:
+        first = client.create_producer(topic)
+        owner = cluster.owner(topic)
+        other = next(b for b in cluster.brokers if b is not owner)
+        status, body, _ = other.http("POST", f"/admin/v2/namespaces/public/{ns}/maxProducersPerTopic", 1)
+        assert status == 204, body
+        set_at = time.monotonic()
+        refused_after = None
+        while time.monotonic() - set_at < 5:
+            try:
+                client.create_producer(topic).close()
+            except pulsar.ProducerBusy:
+                refused_after = time.monotonic() - set_at
+                break
+            time.sleep(0.02)
+        print(f"limit applied on the owner {refused_after} s after it was set elsewhere")
+        assert refused_after is not None and refused_after < 1.0, refused_after
+        first.close()
+    finally:
+        client.close()
+
+
 def test_kill9_of_an_owner_loses_nothing_acknowledged(fresh_cluster):
     c = fresh_cluster
     topic = f"persistent://public/default/{unique('kill9')}"

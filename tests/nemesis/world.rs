@@ -139,8 +139,11 @@ impl World {
         let how = Spawn {
             metadata: format!("etcd:{}", etcd.join(",")),
             storage: format!("s3://{}/strobe", self.bucket),
+            // Inactive topics are not deleted: the output of the transformers has no
+            // durable subscription, and the checker reads every log back long after
+            // the workload's producers went (Pulsar's default would delete it).
             toml: format!(
-                "advertised_listeners = \"internal:pulsar://127.0.0.1:{}\"\n",
+                "advertised_listeners = \"internal:pulsar://127.0.0.1:{}\"\nbroker_delete_inactive_topics_enabled = false\n",
                 l.clients.port
             ),
             env: [
