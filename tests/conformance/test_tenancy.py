@@ -29,7 +29,7 @@ def publish_for(client, topic, seconds, counts, stop, batch=100):
         batching_enabled=True,
         batching_max_messages=batch,
         batching_max_publish_delay_ms=5,
-        max_pending_messages=2000,
+        max_pending_messages=300,
         block_if_queue_full=True,
     )
 
@@ -258,3 +258,60 @@ def test_inactive_topics_go_on_time_and_a_backlog_keeps_one(fresh_strobe):
         assert "persistent://public/gc/subscribed" not in listed(), "caught up too, so it went"
     finally:
         client.close()
+
+
+def test_a_consumer_that_subscribes_too_often_is_refused(strobe):
+    make_namespace(strobe, "churn")
+    assert call(strobe, "POST", "/admin/v2/namespaces/public/churn/subscribeRate",
+                {"subscribeThrottlingRatePerConsumer": 2, "ratePeriodInSecond": 30})[0] == 204
+    topic = "persistent://public/churn/t"
+    client = pulsar.Client(strobe.url, operation_timeout_seconds=5)
+    try:
+        for _ in range(2):
+            client.subscribe(topic, "s", consumer_name="looping").close()
+        with pytest.raises(pulsar.NotAllowedError):
+            client.subscribe(topic, "s", consumer_name="looping")
+        # Another consumer is not charged for it.
+        client.subscribe(topic, "s", consumer_name="other").close()
+        _, metrics = call(strobe, "GET", "/metrics")
+        line = [l for l in metrics.splitlines()
+                if l.startswith("strobe_subscribe_rate_limit_times") and "churn" in l]
+        assert line and float(line[0].split()[-1]) >= 1, line
+    finally:
+        client.close()
+
+
+def test_strobe_admin_sets_reads_and_removes_the_policies(strobe):
+    import json
+    import os
+    import subprocess
+
+    def admin(*args):
+        r = subprocess.run([os.environ["STROBE_BIN"], "admin", "--url", f"http://127.0.0.1:{strobe.http_port}",
+                            "--json", *args], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout) if r.stdout.strip() else None
+
+    make_namespace(strobe, "cli")
+    admin("namespaces", "set-publish-rate", "public/cli", "--msg-publish-rate", "500")
+    assert admin("namespaces", "get-publish-rate", "public/cli") == {
+        "publishThrottlingRateInMsg": 500, "publishThrottlingRateInByte": -1}
+    admin("namespaces", "set-max-consumers-per-subscription", "public/cli", "-c", "4")
+    assert admin("namespaces", "get-max-consumers-per-subscription", "public/cli") == 4
+    admin("namespaces", "set-inactive-topic-policies", "public/cli", "--enable-delete-while-inactive",
+          "--max-inactive-duration", "5m", "--delete-mode", "delete_when_subscriptions_caught_up")
+    assert admin("namespaces", "get-inactive-topic-policies", "public/cli") == {
+        "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+        "maxInactiveDurationSeconds": 300, "deleteWhileInactive": True}
+    admin("namespaces", "remove-publish-rate", "public/cli")
+    assert admin("namespaces", "get-publish-rate", "public/cli") is None
+    client = pulsar.Client(strobe.url)
+    try:
+        client.create_producer("persistent://public/cli/t").close()
+    finally:
+        client.close()
+    admin("topics", "set-dispatch-rate", "public/cli/t", "--msg-dispatch-rate", "100")
+    assert admin("topics", "get-dispatch-rate", "public/cli/t")["dispatchThrottlingRateInMsg"] == 100
+    assert admin("topics", "get-max-producers", "public/cli/t", "--applied") == 0
+    admin("topics", "remove-dispatch-rate", "public/cli/t")
+    assert admin("topics", "get-dispatch-rate", "public/cli/t") is None

@@ -1,7 +1,8 @@
 //! The subscribe rate (Pulsar's `SubscribeRateLimiter`): how often one
-//! consumer — its client host, consumer name and consumer id — may
-//! subscribe to a topic, so a client stuck in a subscribe/close loop cannot
-//! keep a topic's owner busy.
+//! consumer — its client host and consumer name — may subscribe to a topic,
+//! so a client stuck in a subscribe/close loop cannot keep a topic's owner
+//! busy. Pulsar's key also holds the consumer id, which a client renews at
+//! every subscribe: a loop of new consumers escaped it.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -13,7 +14,6 @@ use crate::rate::{Rate, TokenBucket};
 pub struct ConsumerKey {
     pub host: String,
     pub consumer_name: String,
-    pub consumer_id: u64,
 }
 
 /// Buckets by consumer; at most `capacity` of them, so a flood of distinct
@@ -82,8 +82,7 @@ mod tests {
     fn key(id: u64) -> ConsumerKey {
         ConsumerKey {
             host: "10.0.0.1".into(),
-            consumer_name: "c".into(),
-            consumer_id: id,
+            consumer_name: format!("c{id}"),
         }
     }
 

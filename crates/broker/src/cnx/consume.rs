@@ -112,11 +112,10 @@ impl ServerCnx {
             .clone()
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| format!("consumer-{}-{}", self.id, c.consumer_id));
-        // Pulsar's subscribe rate: per client host, consumer name and id.
+        // The subscribe rate: per client host and consumer name.
         let key = strobe_tenancy::subscribe::ConsumerKey {
             host: self.peer.ip().to_string(),
             consumer_name: name.clone(),
-            consumer_id: c.consumer_id,
         };
         if !topic.limits.try_subscribe(&key) {
             return Err(BrokerError::NotAllowed(
