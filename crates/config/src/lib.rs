@@ -13,6 +13,7 @@ pub use strobe_cluster::AdvertisedListener;
 
 mod error;
 mod listeners;
+mod tenancy;
 
 pub use error::ConfigError;
 pub use listeners::parse_advertised_listeners;
@@ -459,50 +460,6 @@ impl Default for BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// The broker's level of the tenancy policies: what a topic enforces
-    /// when neither it nor its namespace says otherwise.
-    pub fn tenancy_level(&self) -> strobe_tenancy::BrokerLevel {
-        use strobe_tenancy::{DispatchRate, InactiveTopicPolicies, PublishRate, SubscribeRate};
-        let dispatch = |msg: i32, byte: i64| DispatchRate {
-            dispatch_throttling_rate_in_msg: msg,
-            dispatch_throttling_rate_in_byte: byte,
-            relative_to_publish_rate: false,
-            rate_period_in_second: 1,
-        };
-        strobe_tenancy::BrokerLevel {
-            publish_rate: PublishRate {
-                publish_throttling_rate_in_msg: self.max_publish_rate_per_topic_in_messages,
-                publish_throttling_rate_in_byte: self.max_publish_rate_per_topic_in_bytes,
-            },
-            dispatch_rate: dispatch(
-                self.dispatch_throttling_rate_per_topic_in_msg,
-                self.dispatch_throttling_rate_per_topic_in_byte,
-            ),
-            subscription_dispatch_rate: dispatch(
-                self.dispatch_throttling_rate_per_subscription_in_msg,
-                self.dispatch_throttling_rate_per_subscription_in_byte,
-            ),
-            subscribe_rate: SubscribeRate {
-                subscribe_throttling_rate_per_consumer: self.subscribe_throttling_rate_per_consumer,
-                rate_period_in_second: self.subscribe_rate_period_per_consumer_in_second,
-            },
-            max_producers_per_topic: self.max_producers_per_topic,
-            max_consumers_per_topic: self.max_consumers_per_topic,
-            max_consumers_per_subscription: self.max_consumers_per_subscription,
-            max_subscriptions_per_topic: self.max_subscriptions_per_topic,
-            inactive_topic_policies: InactiveTopicPolicies {
-                inactive_topic_delete_mode: self.broker_delete_inactive_topics_mode,
-                max_inactive_duration_seconds: self
-                    .broker_delete_inactive_topics_max_inactive_duration_seconds
-                    .unwrap_or(
-                        self.broker_delete_inactive_topics_frequency_seconds
-                            .min(i32::MAX as u64) as i32,
-                    ),
-                delete_while_inactive: self.broker_delete_inactive_topics_enabled,
-            },
-        }
-    }
-
     pub fn from_toml_str(text: &str, path: &Path) -> Result<BrokerConfig, ConfigError> {
         let cfg: BrokerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
@@ -863,78 +820,6 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("page_cache_budget_mb"), "{err}");
-    }
-}
-
-#[cfg(test)]
-mod listener_tests {
-    use super::*;
-
-    fn cfg(text: &str) -> Result<BrokerConfig, ConfigError> {
-        BrokerConfig::from_toml_str(text, Path::new("x.toml"))
-    }
-
-    #[test]
-    fn listeners_parse_and_pick_the_internal_one() {
-        let c = cfg(r#"advertised_listeners = "internal:pulsar://b1:6650, internal:pulsar+ssl://b1:6651,external:pulsar://localhost:6652"
-"#)
-        .unwrap();
-        let ls = c.listeners().unwrap();
-        assert_eq!(ls.len(), 2);
-        assert_eq!(
-            ls[0].broker_service_url_tls.as_deref(),
-            Some("pulsar+ssl://b1:6651")
-        );
-        assert_eq!(ls[1].name, "external");
-        assert_eq!(c.broker_service_url(1), "pulsar://b1:6650");
-        assert_eq!(
-            c.broker_service_url_tls(1).as_deref(),
-            Some("pulsar+ssl://b1:6651")
-        );
-        let c = cfg(
-            r#"advertised_listeners = "internal:pulsar://b1:6650,external:pulsar://localhost:6652"
-internal_listener_name = "external"
-"#,
-        )
-        .unwrap();
-        assert_eq!(c.broker_service_url(1), "pulsar://localhost:6652");
-        assert_eq!(c.broker_service_url_tls(1), None);
-        // Without listeners: the advertised address.
-        assert_eq!(
-            cfg("").unwrap().broker_service_url(7),
-            "pulsar://localhost:7"
-        );
-    }
-
-    #[test]
-    fn bad_listeners_are_refused() {
-        for (text, needle) in [
-            (r#"advertised_listeners = "internal""#, "name:url"),
-            (
-                r#"advertised_listeners = "internal:http://a:1""#,
-                "pulsar://",
-            ),
-            (
-                r#"advertised_listeners = "internal:pulsar://a""#,
-                "host:port",
-            ),
-            (
-                r#"advertised_listeners = "a b:pulsar://a:1""#,
-                "listener name",
-            ),
-            (
-                r#"advertised_listeners = "x:pulsar://a:1,x:pulsar://b:1""#,
-                "two pulsar:// URLs",
-            ),
-            (r#"internal_listener_name = "x""#, "internal_listener_name"),
-            (
-                "advertised_listeners = \"x:pulsar+ssl://a:1\"",
-                "needs a pulsar:// URL",
-            ),
-        ] {
-            let err = cfg(&format!("{text}\n")).unwrap_err().to_string();
-            assert!(err.contains(needle), "{text}: {err}");
-        }
     }
 }
 
