@@ -12,6 +12,8 @@ use serde::Deserialize;
 pub use strobe_cluster::AdvertisedListener;
 
 mod error;
+#[cfg(test)]
+mod listener_tests;
 mod listeners;
 mod tenancy;
 
