@@ -110,8 +110,8 @@ pub struct Resources {
     /// The store revision of this broker's newest write to each cached prefix
     /// (namespaces, partitioned topics, topic policies).
     written: [Arc<AtomicU64>; 3],
-    /// Bumped whenever a cache changes (a write here or another broker's
-    /// seen by the watch), for what applies policies to loaded topics.
+    /// Bumped whenever a policy cache changes (a write here or another
+    /// broker's seen by the watch), for what applies policies to loaded topics.
     changes: Arc<tokio::sync::watch::Sender<u64>>,
     /// The watches feeding the two caches (dropping them stops the followers).
     _follow: Vec<PrefixCache>,
@@ -160,21 +160,21 @@ impl Resources {
             policies.subscribe(),
             written[0].clone(),
             namespaces.clone(),
-            changes.clone(),
+            Some(changes.clone()),
             move |s| namespaces_in(s, &policies_root),
         );
         follow(
             parts.subscribe(),
             written[1].clone(),
             partitioned.clone(),
-            changes.clone(),
+            None,
             move |s| partitioned_in(s, &parts_root),
         );
         follow(
             topics.subscribe(),
             written[2].clone(),
             topic_policies.clone(),
-            changes.clone(),
+            Some(changes.clone()),
             move |s| topic_policies_in(s, &topics_root),
         );
         Ok(Resources {
@@ -192,7 +192,9 @@ impl Resources {
     /// partitioned topics, 2: topic policies).
     fn wrote(&self, cache: usize, revision: u64) {
         self.written[cache].fetch_max(revision, Ordering::SeqCst);
-        self.changes.send_modify(|g| *g += 1);
+        if cache != 1 {
+            self.changes.send_modify(|g| *g += 1);
+        }
     }
 
     /// Changes to the cached policies (namespaces, topics): the value is a
@@ -700,12 +702,14 @@ fn topic_policies_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, Topic
 
 /// Rebuilds `map` from every new snapshot that is not older than this
 /// broker's newest write (an older one would undo that write until the next),
-/// and says so on `changes`. Ends when the cache is dropped.
+/// and says so on `changes` (the policy caches: loaded topics re-apply their
+/// policies; not the partition counts, or every partitioned topic created
+/// would walk every loaded topic). Ends when the cache is dropped.
 fn follow<T: Send + 'static>(
     mut rx: tokio::sync::watch::Receiver<Arc<CacheSnapshot>>,
     written: Arc<AtomicU64>,
     map: Arc<Mutex<T>>,
-    changes: Arc<tokio::sync::watch::Sender<u64>>,
+    changes: Option<Arc<tokio::sync::watch::Sender<u64>>>,
     derive: impl Fn(&CacheSnapshot) -> T + Send + 'static,
 ) {
     tokio::spawn(async move {
@@ -715,7 +719,9 @@ fn follow<T: Send + 'static>(
                 continue;
             }
             *map.lock() = derive(&snap);
-            changes.send_modify(|g| *g += 1);
+            if let Some(c) = &changes {
+                c.send_modify(|g| *g += 1);
+            }
         }
         tracing::debug!("a metadata cache stopped following the store");
     });
