@@ -666,38 +666,39 @@ fn namespaces_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, Namespace
     out
 }
 
-/// The partition counts in a snapshot of `/admin/partitioned-topics/`.
-fn partitioned_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, u32> {
+/// The documents under `root` in a snapshot, by the full name of the topic
+/// each key names; one that does not decode is logged as `what` and left out.
+fn by_topic<T: DeserializeOwned>(
+    snap: &CacheSnapshot,
+    root: &str,
+    what: &str,
+) -> BTreeMap<String, T> {
     let mut out = BTreeMap::new();
     for (key, v) in &snap.entries {
         let Some(name) = paths::name_from_key(&key[root.len()..]) else {
             continue;
         };
-        match decode::<PartitionedTopicMeta>(key, &v.value) {
-            Ok(m) => {
-                out.insert(name, m.partitions);
+        match decode::<T>(key, &v.value) {
+            Ok(d) => {
+                out.insert(name, d);
             }
-            Err(e) => error!(error = %e, "partitioned topic left out"),
+            Err(e) => error!(error = %e, "{what} left out"),
         }
     }
     out
 }
 
+/// The partition counts in a snapshot of `/admin/partitioned-topics/`.
+fn partitioned_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, u32> {
+    by_topic::<PartitionedTopicMeta>(snap, root, "partitioned topic")
+        .into_iter()
+        .map(|(name, m)| (name, m.partitions))
+        .collect()
+}
+
 /// Topics' own policies in a snapshot of `/admin/topic-policies/`.
 fn topic_policies_in(snap: &CacheSnapshot, root: &str) -> BTreeMap<String, TopicPolicies> {
-    let mut out = BTreeMap::new();
-    for (key, v) in &snap.entries {
-        let Some(name) = paths::name_from_key(&key[root.len()..]) else {
-            continue;
-        };
-        match decode::<TopicPolicies>(key, &v.value) {
-            Ok(p) => {
-                out.insert(name, p);
-            }
-            Err(e) => error!(error = %e, "topic policies left out"),
-        }
-    }
-    out
+    by_topic(snap, root, "topic policies")
 }
 
 /// Rebuilds `map` from every new snapshot that is not older than this

@@ -224,7 +224,17 @@ impl BrokerService {
             )));
         }
         let p = self.resources.update_topic_policies(name, f).await?;
-        self.apply_policies().await;
+        // This topic's instances here at once (the call returns with the
+        // policy in force); the watch brings it to the other brokers.
+        let parent = name.partitioned_parent();
+        let ns = self
+            .namespace_policies(name.namespace())
+            .unwrap_or_default();
+        for t in self.loaded_topics() {
+            if t.name.partitioned_parent() == parent {
+                t.limits.set(self.limits_with(&t.name, &ns));
+            }
+        }
         Ok(p)
     }
 }
