@@ -1,6 +1,5 @@
 //! Durability of the embedded backend: what survives a restart, and what must not.
 
-use std::io::Write;
 use std::time::Duration;
 
 use strobe_metadata::{EmbeddedOptions, EmbeddedStore, Expect, MetadataError, MetadataStore, Op};
@@ -64,6 +63,22 @@ async fn ephemeral_keys_do_not_survive_the_process() {
     assert_eq!(s.get("/owner").await.unwrap().unwrap().stat, st);
 }
 
+/// The log's records: the file up to its zero-filled space (the log is written into space
+/// allocated ahead of it).
+fn log_text(wal: &std::path::Path) -> String {
+    let bytes = std::fs::read(wal).unwrap();
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    String::from_utf8(bytes[..end].to_vec()).unwrap()
+}
+
+/// Writes `bytes` where the log's records end, as an append would.
+fn write_at_log_end(wal: &std::path::Path, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let at = log_text(wal).len() as u64;
+    let f = std::fs::OpenOptions::new().write(true).open(wal).unwrap();
+    f.write_all_at(bytes, at).unwrap();
+}
+
 #[tokio::test]
 async fn torn_tail_is_dropped_but_inner_corruption_is_reported() {
     let dir = tempfile::tempdir().unwrap();
@@ -74,10 +89,7 @@ async fn torn_tail_is_dropped_but_inner_corruption_is_reported() {
     }
     // A crash in the middle of an append leaves half a record.
     let wal = dir.path().join("wal");
-    let mut f = std::fs::OpenOptions::new().append(true).open(&wal).unwrap();
-    f.write_all(b"deadbeef {\"rev\":3,\"muts\":[{\"p\":{\"k\":\"/c\",")
-        .unwrap();
-    drop(f);
+    write_at_log_end(&wal, b"deadbeef {\"rev\":3,\"muts\":[{\"p\":{\"k\":\"/c\",");
     {
         let s = EmbeddedStore::open(dir.path(), opts()).unwrap();
         assert_eq!(s.get("/b").await.unwrap().unwrap().value, b"2");
@@ -86,10 +98,14 @@ async fn torn_tail_is_dropped_but_inner_corruption_is_reported() {
         s.put("/d", b"4", Expect::Absent).await.unwrap();
     }
     // Damage a record that is followed by a good one: that is corruption, not a torn write.
-    let text = std::fs::read_to_string(&wal).unwrap();
-    assert_eq!(text.lines().count(), 2);
+    // The two new records, written over the torn one (its tail is left behind them).
+    let text = log_text(&wal);
+    assert!(text.starts_with(|c: char| c.is_ascii_hexdigit()), "{text}");
+    assert!(text.lines().nth(1).unwrap().contains("\"/d\""), "{text}");
     let damaged = text.replacen("\"/c\"", "\"/x\"", 1);
-    std::fs::write(&wal, damaged).unwrap();
+    let mut bytes = std::fs::read(&wal).unwrap();
+    bytes[..damaged.len()].copy_from_slice(damaged.as_bytes());
+    std::fs::write(&wal, bytes).unwrap();
     match EmbeddedStore::open(dir.path(), opts()) {
         Err(MetadataError::Corrupt { reason, .. }) => {
             assert!(reason.contains("checksum"), "{reason}")
@@ -105,6 +121,7 @@ async fn snapshots_compact_the_log() {
         snapshot_every: 5,
         ..opts()
     };
+    let wal = dir.path().join("wal");
     {
         let s = EmbeddedStore::open(dir.path(), o.clone()).unwrap();
         for i in 0..23u32 {
@@ -118,21 +135,71 @@ async fn snapshots_compact_the_log() {
         }
         s.delete("/k/0", None).await.unwrap();
     }
-    let wal_lines = std::fs::read_to_string(dir.path().join("wal"))
-        .unwrap()
-        .lines()
-        .count();
     // A snapshot comes after `snapshot_every` records and at least as many as there are keys
-    // (7 here).
-    assert!(
-        wal_lines < 7,
-        "log truncated at snapshots ({wal_lines} lines)"
-    );
+    // (7 here); the log starts again at its beginning, in the same space.
+    let allocated = std::fs::metadata(&wal).unwrap().len();
+    assert_eq!(allocated, 16 << 20, "the log's space is reused");
     let s = EmbeddedStore::open(dir.path(), o).unwrap();
     assert_eq!(s.get("/k/0").await.unwrap(), None);
     assert_eq!(s.get("/k/1").await.unwrap().unwrap().value, b"22");
     assert_eq!(s.list_children("/k").await.unwrap().len(), 6);
     assert_eq!(s.revision(), 24);
+}
+
+/// After a snapshot the log is written over its earlier generation's records: a crash leaves
+/// the new records, maybe a torn one, then old ones. Recovery takes the new records and no
+/// old one (an old record applied again would undo a newer write).
+#[tokio::test]
+async fn old_records_left_in_the_reused_log_are_not_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = EmbeddedOptions {
+        snapshot_every: 8,
+        ..opts()
+    };
+    let wal = dir.path().join("wal");
+    {
+        let s = EmbeddedStore::open(dir.path(), o.clone()).unwrap();
+        // Long records first (a generation that reaches far), then short ones over them.
+        let long = vec![b'v'; 4000];
+        for i in 0..7u32 {
+            s.put(&format!("/k/{i}"), &long, Expect::Any).await.unwrap();
+        }
+        for i in 0..10u32 {
+            s.put("/k/0", i.to_string().as_bytes(), Expect::Any)
+                .await
+                .unwrap();
+        }
+        s.delete("/k/1", None).await.unwrap();
+    }
+    let text = log_text(&wal);
+    assert!(
+        text.lines().count() >= 4,
+        "the new generation's records are followed by old ones: {text:.200}"
+    );
+    {
+        let s = EmbeddedStore::open(dir.path(), o.clone()).unwrap();
+        assert_eq!(s.get("/k/0").await.unwrap().unwrap().value, b"9");
+        assert_eq!(s.get("/k/1").await.unwrap(), None);
+        assert_eq!(s.get("/k/2").await.unwrap().unwrap().value.len(), 4000);
+        assert_eq!(s.revision(), 18);
+    }
+    // Recovery snapshotted: the next records go over the start of the log again. One of them
+    // torn by a crash, in the middle of the old records.
+    {
+        let s = EmbeddedStore::open(dir.path(), o.clone()).unwrap();
+        s.put("/k/0", b"9", Expect::Any).await.unwrap();
+    }
+    let text = log_text(&wal);
+    let first = text.lines().next().unwrap().len() + 1;
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&wal).unwrap();
+        f.write_all_at(b"0badc0de {\"rev\":", first as u64).unwrap();
+    }
+    let s = EmbeddedStore::open(dir.path(), o).unwrap();
+    assert_eq!(s.get("/k/0").await.unwrap().unwrap().value, b"9");
+    assert_eq!(s.get("/k/1").await.unwrap(), None);
+    assert_eq!(s.revision(), 19);
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -103,6 +104,10 @@ pub(super) fn recover(dir: &Path) -> Result<State> {
     wal.read_to_end(&mut bytes)?;
     let mut pos = 0;
     while pos < bytes.len() {
+        if bytes[pos] == 0 {
+            // The zero-filled space ahead of the log (see `append`): nothing was written here.
+            break;
+        }
         let end = bytes[pos..]
             .iter()
             .position(|b| *b == b'\n')
@@ -112,6 +117,10 @@ pub(super) fn recover(dir: &Path) -> Result<State> {
             .and_then(|end| decode_line::<Record>(&bytes[pos..end]));
         match parsed {
             Ok(rec) => {
+                // Lines at or below the snapshot's revision are in it already: the log of an
+                // earlier generation, left behind where this one has not written yet (the
+                // space is reused, see `reset`), or records the snapshot took in before the
+                // log was reset.
                 if rec.rev > st.rev {
                     if rec.rev != st.rev + 1 {
                         return Err(MetadataError::Corrupt {
@@ -129,14 +138,18 @@ pub(super) fn recover(dir: &Path) -> Result<State> {
                 pos = end.unwrap_or(bytes.len()) + 1;
             }
             Err(reason) => {
-                let last = end.is_none_or(|end| end + 1 >= bytes.len());
-                if !last {
+                // A torn append from a crash was never acknowledged: it ends the log, and what
+                // follows it is the zero-filled space or an earlier generation's lines. A
+                // record that should come after it means a damaged line inside the log.
+                if let Some(rev) = newer_record_after(&bytes, end, st.rev) {
                     return Err(MetadataError::Corrupt {
                         path: wal_path.display().to_string(),
-                        reason: format!("bad record at byte {pos}: {reason}"),
+                        reason: format!(
+                            "bad record at byte {pos} (revision {} expected, {rev} follows it): {reason}",
+                            st.rev + 1
+                        ),
                     });
                 }
-                // A torn final append from a crash: it was never acknowledged; drop it.
                 tracing::warn!(path = %wal_path.display(), pos, "dropping a torn final log record");
                 break;
             }
@@ -150,14 +163,24 @@ pub(super) fn recover(dir: &Path) -> Result<State> {
     st.compacted = st.rev;
     let wal = OpenOptions::new()
         .create(true)
-        .append(true)
+        .truncate(false)
+        .write(true)
         .open(&wal_path)?;
-    st.disk = Some(Disk {
+    let cap = wal.metadata()?.len();
+    let mut disk = Disk {
         dir: dir.to_path_buf(),
         wal,
+        len: 0,
+        cap,
         wal_records: 0,
         _lock: lock,
-    });
+    };
+    if disk.cap < WAL_STEP {
+        zero_fill(&disk.wal, disk.cap, WAL_STEP)?;
+        disk.wal.sync_all()?;
+        disk.cap = WAL_STEP;
+    }
+    st.disk = Some(disk);
     // Make the recovered state (without ephemeral keys, without a torn tail) the new base.
     write_snapshot(&mut st)?;
     Ok(st)
@@ -226,10 +249,76 @@ pub(super) fn write_snapshot(st: &mut State) -> Result<()> {
     File::open(&disk.dir)?.sync_all()?;
     // Records up to `rev` are in the snapshot now; replay skips them even if this truncation
     // does not reach the disk.
-    disk.wal.set_len(0)?;
-    disk.wal.sync_all()?;
-    disk.wal_records = 0;
+    reset(disk)
+}
+
+/// The log's space is allocated and zero-filled ahead of its records, in steps of this much:
+/// an fdatasync that overwrites allocated blocks need not commit a new file size to the
+/// filesystem's journal (that commit was most of a metadata write's time under load; see
+/// docs/transactions.md).
+pub(super) const WAL_STEP: u64 = 16 << 20;
+
+/// A log grown past this gives its space back at the next snapshot (down to one step).
+pub(super) const WAL_KEEP: u64 = 256 << 20;
+
+/// Appends `bytes` (whole records) to the log and makes them durable.
+pub(super) fn append(disk: &mut Disk, bytes: &[u8]) -> std::io::Result<()> {
+    let end = disk.len + bytes.len() as u64;
+    if end > disk.cap {
+        // Made durable by the fdatasync below, with the new size and the records.
+        let cap = end.div_ceil(WAL_STEP) * WAL_STEP;
+        zero_fill(&disk.wal, disk.cap, cap)?;
+        disk.cap = cap;
+    }
+    disk.wal.write_all_at(bytes, disk.len)?;
+    disk.wal.sync_data()?;
+    disk.len = end;
     Ok(())
+}
+
+/// Starts the log again from its beginning (everything in it is in the snapshot now). The
+/// space is kept, and the old records in it too: recovery skips lines the snapshot holds,
+/// and the first line that does not decode ends the log.
+fn reset(disk: &mut Disk) -> Result<()> {
+    disk.len = 0;
+    disk.wal_records = 0;
+    if disk.cap > WAL_KEEP {
+        disk.wal.set_len(WAL_STEP)?;
+        disk.wal.sync_all()?;
+        disk.cap = WAL_STEP;
+    }
+    Ok(())
+}
+
+fn zero_fill(f: &File, from: u64, to: u64) -> std::io::Result<()> {
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(zeros.len() as u64) as usize;
+        f.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// The revision of a record after the bad line ending at `end` that belongs after `rev`, if
+/// any (see `recover`).
+fn newer_record_after(bytes: &[u8], end: Option<usize>, rev: u64) -> Option<u64> {
+    let mut pos = end? + 1;
+    while pos < bytes.len() && bytes[pos] != 0 {
+        let end = bytes[pos..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map(|i| pos + i);
+        if let Some(e) = end
+            && let Ok(rec) = decode_line::<Record>(&bytes[pos..e])
+            && rec.rev > rev
+        {
+            return Some(rec.rev);
+        }
+        pos = end? + 1;
+    }
+    None
 }
 
 pub(super) fn encode_line<T: Serialize>(value: &T) -> Result<Vec<u8>> {

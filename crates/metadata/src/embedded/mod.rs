@@ -3,10 +3,12 @@
 //! Durability: every committed transaction is one line of the write-ahead log (`wal`), written
 //! and fsynced *before* it is applied to memory, so nothing a caller or a watcher has seen can be
 //! lost on `kill -9`. Each line is `<crc32 hex> <json>\n`; a torn last line (crash mid-append) is
-//! cut off at recovery, a bad line anywhere else is reported as corruption. Every
-//! [`EmbeddedOptions::snapshot_every`] records, and at least as many as there are keys, the
-//! state is written to `snapshot` (temp file, fsync, rename, fsync the directory) and the log is
-//! truncated.
+//! cut off at recovery, a bad line followed by a record that belongs after it is reported as
+//! corruption. The log is written into space allocated and zero-filled ahead of it (an
+//! overwrite's fdatasync is cheaper). Every [`EmbeddedOptions::snapshot_every`] records, and at
+//! least as many as there are keys, the state is written to `snapshot` (temp file, fsync,
+//! rename, fsync the directory) and the log starts again at its beginning, over its old records
+//! (recovery skips what the snapshot holds).
 //!
 //! Ephemeral keys are bound to this process: leases live in memory only, and recovery drops every
 //! key that was bound to a lease (and writes a fresh snapshot, so the drop is itself durable).
@@ -18,7 +20,6 @@ mod disk;
 mod state;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -268,10 +269,7 @@ impl Inner {
         if !lines.is_empty()
             && let Some(disk) = st.disk.as_mut()
         {
-            let res = disk
-                .wal
-                .write_all(&lines)
-                .and_then(|_| disk.wal.sync_data());
+            let res = disk::append(disk, &lines);
             if let Err(e) = res {
                 st.failed = Some(e.to_string());
                 for (w, _) in accepted {
@@ -348,7 +346,7 @@ fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<Tx
     let rev = st.rev + 1;
     if let Some(disk) = st.disk.as_mut() {
         let line = encode_line(&Record { rev, muts })?;
-        let res = disk.wal.write_all(&line).and_then(|_| disk.wal.sync_data());
+        let res = disk::append(disk, &line);
         if let Err(e) = res {
             st.failed = Some(e.to_string());
             return Err(e.into());

@@ -93,6 +93,11 @@ impl State {
 pub(super) struct Disk {
     pub(super) dir: PathBuf,
     pub(super) wal: File,
+    /// Where the log's records end (the space after it is zero-filled or an earlier
+    /// generation's records, see `disk::append`).
+    pub(super) len: u64,
+    /// The space allocated for the log.
+    pub(super) cap: u64,
     pub(super) wal_records: usize,
     pub(super) _lock: File,
 }
