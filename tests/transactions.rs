@@ -605,3 +605,108 @@ async fn a_cumulative_ack_inside_a_batch_at_a_ledgers_first_entry_covers_the_led
     let mut k = consumer(&c, topic, "s", SubType::Failover).await;
     assert_eq!(drain(&mut k).await, ["b4", "b5", "b6", "b7", "b8", "b9"]);
 }
+
+/// A kill -9 under transactional load (standalone answers ADD_PARTITION_TO_TXN before its
+/// registration is written, and the sends wait for it): every transaction whose commit was
+/// answered is delivered whole after the restart, each one is all or nothing across its two
+/// topics, one never committed delivers nothing, and nothing comes twice.
+#[tokio::test]
+async fn a_kill_9_under_transactional_load_keeps_every_transaction_whole() {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::{Arc, Mutex};
+    let mut s = Strobe::start();
+    let (a, b) = (
+        "persistent://public/default/txn-load-a",
+        "persistent://public/default/txn-load-b",
+    );
+    let ttl = Duration::from_secs(3);
+    // What the client was told: transaction -> committed (true) or not (false: never
+    // committed, or its commit failed or went unanswered).
+    let told: Arc<Mutex<HashMap<String, bool>>> = Arc::default();
+    {
+        let c = client(&s).await;
+        let (pa, pb) = (
+            Arc::new(producer(&c, a).await),
+            Arc::new(producer(&c, b).await),
+        );
+        // Each topic's first transaction registers it synchronously; the rest are early.
+        let warm = c.new_transaction(ttl).await.unwrap();
+        warm.send(&pa, "warm").await.unwrap().await.unwrap();
+        warm.send(&pb, "warm").await.unwrap().await.unwrap();
+        warm.commit().await.unwrap();
+        told.lock().unwrap().insert("warm".into(), true);
+        let mut loops = Vec::new();
+        for w in 0..8 {
+            let (c, pa, pb, told) = (c.clone(), pa.clone(), pb.clone(), told.clone());
+            loops.push(tokio::spawn(async move {
+                for i in 0.. {
+                    let id = format!("{w}-{i}");
+                    told.lock().unwrap().insert(id.clone(), false);
+                    let r = async {
+                        let txn = c.new_transaction(ttl).await?;
+                        let fa = txn.send(&pa, id.clone()).await?;
+                        let fb = txn.send(&pb, id.clone()).await?;
+                        fa.await?;
+                        fb.await?;
+                        txn.commit().await
+                    }
+                    .await;
+                    match r {
+                        Ok(()) => {
+                            told.lock().unwrap().insert(id, true);
+                        }
+                        Err(_) => return,
+                    }
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        s.signal("KILL");
+        for l in loops {
+            let _ = tokio::time::timeout(Duration::from_secs(30), l).await;
+        }
+    }
+    s.restart();
+    // Transactions left open time out (3 s) and abort; the topics then deliver the rest.
+    let c = client(&s).await;
+    let mut got: Vec<Vec<String>> = Vec::new();
+    for topic in [a, b] {
+        let mut k = consumer(&c, topic, "check", SubType::Exclusive).await;
+        let mut out = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match k.recv_timeout(Duration::from_secs(6)).await.unwrap() {
+                Some(m) => {
+                    out.push(String::from_utf8_lossy(&m.payload).into_owned());
+                    k.ack(&m).unwrap();
+                }
+                None => break,
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{topic} never went quiet"
+            );
+        }
+        got.push(out);
+    }
+    let told = told.lock().unwrap().clone();
+    let committed: HashSet<&String> = told.iter().filter(|(_, c)| **c).map(|(k, _)| k).collect();
+    assert!(
+        committed.len() > 20,
+        "too little load before the kill: {}",
+        committed.len()
+    );
+    for (topic, out) in [a, b].iter().zip(&got) {
+        let set: HashSet<&String> = out.iter().collect();
+        assert_eq!(set.len(), out.len(), "{topic}: a message came twice");
+        for id in &committed {
+            assert!(set.contains(id), "{topic}: committed transaction {id} lost");
+        }
+        for id in &set {
+            assert!(told.contains_key(*id), "{topic}: {id} was never sent");
+        }
+    }
+    let (in_a, in_b): (HashSet<&String>, HashSet<&String>) =
+        (got[0].iter().collect(), got[1].iter().collect());
+    assert_eq!(in_a, in_b, "a transaction delivered on one topic only");
+}

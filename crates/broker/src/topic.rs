@@ -106,6 +106,9 @@ pub(crate) use txn_buffer::txn_of;
 pub enum Published {
     /// Resolves to the stored position once it is durable.
     Stored(AppendFuture),
+    /// A transaction's entry on a topic whose registration in it is still being written
+    /// (see `TxnService::add_partitions`): answered once both are durable.
+    Registering(AppendFuture, crate::txn::Registration),
     /// A sequence id at or below the producer's highest stored: not stored
     /// again.
     Duplicate,
@@ -376,7 +379,13 @@ impl Topic {
         }
         match txn {
             None => Ok(Published::Stored(self.ledger.append_with_crc(section, crc))),
-            Some(t) => Ok(Published::Stored(self.append_txn(t, section, crc))),
+            Some(t) => {
+                let fut = self.append_txn(t, section, crc);
+                Ok(match self.txn_registration(t) {
+                    Some(r) => Published::Registering(fut, r),
+                    None => Published::Stored(fut),
+                })
+            }
         }
     }
 

@@ -122,6 +122,9 @@ pub struct TransactionCoordinator {
     counters: Vec<TcCounters>,
     /// Topics known to have a buffer record (so the topic replays its log for transactions).
     buffers_known: parking_lot::Mutex<HashSet<String>>,
+    /// Open transactions that lost a participant's registration after it was answered (see
+    /// [`Self::refuse_commit`]): they can only be aborted.
+    refused: parking_lot::Mutex<HashSet<TxnId>>,
     _tasks: parking_lot::Mutex<Option<DropGuard>>,
 }
 
@@ -175,6 +178,7 @@ impl TransactionCoordinator {
             local: parking_lot::RwLock::new(None),
             counters: (0..n).map(|_| TcCounters::default()).collect(),
             buffers_known: Default::default(),
+            refused: Default::default(),
             _tasks: parking_lot::Mutex::new(None),
         });
         let cancel = CancellationToken::new();
@@ -357,6 +361,32 @@ impl TransactionCoordinator {
         Ok(t)
     }
 
+    /// Whether this broker leads `t`'s partition and holds `t` open (not decided).
+    pub fn knows_open(&self, t: TxnId) -> bool {
+        self.leads(t.most_sig_bits)
+            && self
+                .open
+                .get(t.most_sig_bits as usize)
+                .is_some_and(|o| o.lock().contains_key(&t.least_sig_bits))
+    }
+
+    /// Whether `topic` is known to have its buffer record (see `ensure_buffer_record`).
+    pub fn buffer_recorded(&self, topic: &str) -> bool {
+        self.buffers_known.lock().contains(topic)
+    }
+
+    /// A participant of `t` was answered before its registration was written, and the write
+    /// failed: the participant's sends were refused, so `t` must not commit without it. Its
+    /// END_TXN(COMMIT) is refused from now on (the client aborts, or the timeout does).
+    pub fn refuse_commit(&self, t: TxnId) {
+        let mut r = self.refused.lock();
+        if r.len() >= FORGET_QUEUE {
+            // Bounded: these are rare (a failing store), and the oldest have timed out.
+            r.clear();
+        }
+        r.insert(t);
+    }
+
     /// The header of an open `t` as last written here, and its version.
     fn cached(&self, t: TxnId) -> Option<(TxnHeader, u64)> {
         self.open
@@ -506,6 +536,12 @@ impl TransactionCoordinator {
     /// The ones this broker serves are told directly ([`LocalParticipants`]) and answer once
     /// applied; for the others it waits until their records of the transaction are gone.
     pub async fn end_txn(&self, t: TxnId, action: EndAction) -> Result<()> {
+        if matches!(action, EndAction::Commit) && self.refused.lock().contains(&t) {
+            return Err(TxnError::InvalidStatus(format!(
+                "transaction {t} lost a participant's registration (the metadata store failed \
+                 under it); it can only be aborted"
+            )));
+        }
         let Decided {
             state,
             who,
@@ -619,6 +655,7 @@ impl TransactionCoordinator {
                 EndDecision::Write(state) if version == 0 => {
                     // Never written: no participant to tell, nothing to record.
                     self.open[n as usize].lock().remove(&t.least_sig_bits);
+                    self.refused.lock().remove(&t);
                     let next = h.decided(state, now_ms(), timed_out);
                     self.ended[n as usize].lock().insert(t.least_sig_bits, next);
                     self.count_decision(n, state, timed_out);
@@ -645,6 +682,7 @@ impl TransactionCoordinator {
                     match self.writes.txn(ops).await {
                         Ok(resp) => {
                             self.open[n as usize].lock().remove(&t.least_sig_bits);
+                            self.refused.lock().remove(&t);
                             self.count_decision(n, state, timed_out);
                             debug!(txn_id = %t, state = state.pulsar_name(), "transaction decided");
                             let version = match resp.results.get(1) {

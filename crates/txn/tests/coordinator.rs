@@ -333,6 +333,29 @@ async fn a_transaction_is_written_with_its_first_participant() {
     );
 }
 
+/// A participant answered before its registration was written, whose write then failed
+/// (`refuse_commit`): its sends were refused, so the transaction may only abort.
+#[tokio::test]
+async fn a_transaction_that_lost_a_registration_can_only_abort() {
+    let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+    let tc = coordinator(store.clone(), "b1", 1, quick()).await;
+    tc.connect(0).await.unwrap();
+    let t = tc.new_txn(0, 60_000).await.unwrap();
+    assert!(tc.knows_open(t));
+    tc.refuse_commit(t);
+    assert!(matches!(
+        tc.end_txn(t, EndAction::Commit).await,
+        Err(TxnError::InvalidStatus(_))
+    ));
+    assert!(tc.knows_open(t), "a refused commit decides nothing");
+    tc.end_txn(t, EndAction::Abort).await.unwrap();
+    assert!(!tc.knows_open(t));
+    assert_eq!(tc.stats()[0].aborted, 1);
+    // Others are not affected.
+    let u = tc.new_txn(0, 60_000).await.unwrap();
+    tc.end_txn(u, EndAction::Commit).await.unwrap();
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -9,8 +9,11 @@ use strobe_wire::{OutFrame, commands};
 use tokio::sync::mpsc;
 use tracing::warn;
 
+use strobe_ledger::AppendFuture;
+
 use crate::BrokerError;
 use crate::topic::{Published, Topic};
+use crate::txn::Registration;
 
 /// Sends not yet answered per producer before the connection's reader waits
 /// (plus at most one run of SENDs stored before the first wait: see
@@ -45,6 +48,32 @@ pub(super) struct PendingSend {
     pub(super) queued_at: std::time::Instant,
 }
 
+/// Waits until a stored entry is durable, and, in a transaction, its topic's registration in
+/// it (see `TxnService::add_partitions`).
+async fn durable(
+    fut: AppendFuture,
+    registration: Option<Registration>,
+) -> Result<strobe_ledger::Position, BrokerError> {
+    let Some(mut registration) = registration else {
+        return Ok(fut.await?);
+    };
+    let (appended, registered) = tokio::join!(fut, async move {
+        matches!(
+            registration.wait_for(Option::is_some).await.map(|v| *v),
+            Ok(Some(true))
+        )
+    });
+    let pos = appended?;
+    if !registered {
+        return Err(BrokerError::Txn(strobe_txn::TxnError::InvalidStatus(
+            "the transaction coordinator could not record this topic in the transaction; \
+             it can only be aborted"
+                .into(),
+        )));
+    }
+    Ok(pos)
+}
+
 /// Answers one producer's sends in the order they arrived, each once it is durable.
 pub(super) async fn producer_task(
     topic: Arc<Topic>,
@@ -59,30 +88,36 @@ pub(super) async fn producer_task(
         // handed to another broker waits for its publishes to be published
         // before it closes the producers, so no receipt follows the close.
         let mut outcome = None;
-        let reply = match p.outcome {
-            Ok(Published::Stored(fut)) => match fut.await {
-                Ok(pos) => {
-                    topic.counters.write_latency.record(p.queued_at.elapsed());
-                    outcome = Some(true);
-                    commands::send_receipt(
-                        producer_id,
-                        p.sequence_id,
-                        p.highest_sequence_id,
-                        commands::message_id(pos.ledger_id, pos.entry_id),
-                    )
+        let (published, registration) = match p.outcome {
+            Ok(Published::Registering(fut, r)) => (Ok(Published::Stored(fut)), Some(r)),
+            o => (o, None),
+        };
+        let reply = match published {
+            // (Registering was taken apart above.)
+            Ok(Published::Stored(fut) | Published::Registering(fut, _)) => {
+                match durable(fut, registration).await {
+                    Ok(pos) => {
+                        topic.counters.write_latency.record(p.queued_at.elapsed());
+                        outcome = Some(true);
+                        commands::send_receipt(
+                            producer_id,
+                            p.sequence_id,
+                            p.highest_sequence_id,
+                            commands::message_id(pos.ledger_id, pos.entry_id),
+                        )
+                    }
+                    Err(e) => {
+                        outcome = Some(false);
+                        warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
+                        commands::send_error(
+                            producer_id,
+                            p.sequence_id,
+                            e.server_error(),
+                            e.to_string(),
+                        )
+                    }
                 }
-                Err(e) => {
-                    outcome = Some(false);
-                    let e = BrokerError::from(e);
-                    warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
-                    commands::send_error(
-                        producer_id,
-                        p.sequence_id,
-                        e.server_error(),
-                        e.to_string(),
-                    )
-                }
-            },
+            }
             Ok(Published::Duplicate) => {
                 duplicate(producer_id, p.sequence_id, p.highest_sequence_id)
             }

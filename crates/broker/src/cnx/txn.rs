@@ -111,11 +111,7 @@ impl ServerCnx {
                 (Ok(s), Some(t)) => {
                     let topics = normalize_topics(&c.partitions);
                     match topics {
-                        Ok(topics) => s
-                            .coordinator
-                            .add_participants(t, &topics, &[])
-                            .await
-                            .map_err(BrokerError::from),
+                        Ok(topics) => s.add_partitions(t, &topics).await,
                         Err(e) => Err(e),
                     }
                 }

@@ -124,6 +124,12 @@ impl Topic {
         self.txn.lock().buffer.is_aborted(t)
     }
 
+    /// This topic's registration in `t`, while it is still being written.
+    pub(super) fn txn_registration(&self, t: TxnId) -> Option<crate::txn::Registration> {
+        let ctx = self.txn.lock().ctx.clone()?;
+        ctx.registration(t, &self.name.to_string())
+    }
+
     /// Refuses a transactional send the buffer cannot take (before anything is counted).
     pub(super) fn txn_may_append(&self, t: TxnId) -> Result<(), BrokerError> {
         let tx = self.txn.lock();

@@ -90,6 +90,7 @@ impl TxnService {
         Ok(Arc::new(TxnService {
             ctx,
             coordinator,
+            answer_before_written: service.cluster().is_none(),
             _watch: watch,
         }))
     }
@@ -177,6 +178,9 @@ pub(crate) async fn reconcile(service: &Arc<BrokerService>, ctx: &Arc<TxnContext
         // No header: it never existed (the client sent with an id no coordinator gave out), or
         // it was collected after every registered participant applied it. Either way nothing
         // will ever commit it here.
+        // Unless this broker's coordinator is still writing it (standalone, see
+        // `TxnService::add_partitions`): then the next check decides.
+        Ok(None) if ctx.registering(t) => {}
         Ok(None) => {
             apply(service, ctx, t, TxnState::Aborted, None).await;
         }

@@ -11,7 +11,7 @@ use strobe_metadata::{Batcher, MetadataStore};
 use strobe_model::TxnId;
 use strobe_txn::TransactionCoordinator;
 use strobe_txn::participant::{DecisionEvent, DecisionWatch};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// What topics need to take part in transactions.
 #[derive(Debug)]
@@ -25,7 +25,17 @@ pub struct TxnContext {
     pub(crate) receiver: Mutex<Option<mpsc::Receiver<DecisionEvent>>>,
     /// Outcomes told directly by this broker's coordinator (the newest [`PUSHED_KEPT`]).
     pushed: Mutex<(HashSet<TxnId>, std::collections::VecDeque<TxnId>)>,
+    /// Topics whose ADD_PARTITION_TO_TXN was answered while this broker's coordinator was
+    /// still writing it (see [`TxnService::add_partitions`]), per transaction.
+    registering: Mutex<HashMap<TxnId, Vec<(String, Registration)>>>,
 }
+
+/// A participant's registration being written: `None` until the write ends, then whether
+/// it landed.
+pub type Registration = watch::Receiver<Option<bool>>;
+
+/// Registrations answered ahead of their write, at most (beyond, ADDs wait for theirs).
+const REGISTERING_MAX: usize = 65_536;
 
 /// How many directly told outcomes are remembered (the watch reports each soon after).
 const PUSHED_KEPT: usize = 16_384;
@@ -49,7 +59,53 @@ impl TxnContext {
             events,
             receiver: Mutex::new(Some(rx)),
             pushed: Default::default(),
+            registering: Default::default(),
         })
+    }
+
+    /// Notes `topics` as registering in `t` (see [`TxnService::add_partitions`]); `None` when
+    /// too many are.
+    fn begin_registration(
+        &self,
+        t: TxnId,
+        topics: &[String],
+    ) -> Option<watch::Sender<Option<bool>>> {
+        let mut r = self.registering.lock();
+        if r.len() >= REGISTERING_MAX {
+            return None;
+        }
+        let (tx, rx) = watch::channel(None);
+        let e = r.entry(t).or_default();
+        e.extend(topics.iter().map(|n| (n.clone(), rx.clone())));
+        Some(tx)
+    }
+
+    /// The registration's write ended (`landed` or not).
+    fn end_registration(&self, t: TxnId, tx: watch::Sender<Option<bool>>, landed: bool) {
+        let _ = tx.send(Some(landed));
+        let mut r = self.registering.lock();
+        if let Some(e) = r.get_mut(&t) {
+            e.retain(|(_, rx)| rx.borrow().is_none());
+            if e.is_empty() {
+                r.remove(&t);
+            }
+        }
+    }
+
+    /// `topic`'s registration in `t` if it is still being written: a send of `t` there is
+    /// answered only once it landed.
+    pub fn registration(&self, t: TxnId, topic: &str) -> Option<Registration> {
+        let r = self.registering.lock();
+        r.get(&t)?
+            .iter()
+            .find(|(n, rx)| n == topic && rx.borrow().is_none())
+            .map(|(_, rx)| rx.clone())
+    }
+
+    /// Whether a registration in `t` is being written here: its header may not be written
+    /// yet, and its absence means nothing.
+    pub(crate) fn registering(&self, t: TxnId) -> bool {
+        self.registering.lock().contains_key(&t)
     }
 
     /// Asks for `t`'s header to be read and a decided outcome applied (a participant restored
@@ -131,6 +187,104 @@ pub trait OwnerCheck: Send + Sync + std::fmt::Debug {
 pub struct TxnService {
     pub ctx: Arc<TxnContext>,
     pub coordinator: Arc<TransactionCoordinator>,
+    /// ADD_PARTITION_TO_TXN may answer before its write lands (standalone only, see
+    /// [`Self::add_partitions`]).
+    pub(crate) answer_before_written: bool,
     /// Keeps the decision watch running.
     pub(crate) _watch: DecisionWatch,
+}
+
+impl TxnService {
+    /// ADD_PARTITION_TO_TXN. On a standalone broker, for a transaction its coordinator holds
+    /// open, the answer does not wait for the registration's metadata write (a third of a
+    /// transaction's time): the transaction's sends on those topics are answered only once
+    /// it landed (`Published::Registering`), a write that fails fails them and leaves the
+    /// transaction only abortable, and until it ends a participant does not take the header's
+    /// absence for an abort. A topic's first transaction waits (its buffer record is written
+    /// with it). Only standalone: there the coordinator, the topics and every
+    /// reader of the header share one process and its fate, so no other broker can load a
+    /// topic and read the header while the write is in flight.
+    pub async fn add_partitions(
+        &self,
+        t: TxnId,
+        topics: &[String],
+    ) -> Result<(), crate::BrokerError> {
+        if self.answer_before_written
+            && self.coordinator.knows_open(t)
+            // A topic's first transaction waits for its buffer record: without it, a restart
+            // would not replay the topic's log for transactions, and an entry of one that
+            // never committed would be delivered.
+            && topics.iter().all(|n| self.coordinator.buffer_recorded(n))
+            && let Some(tx) = self.ctx.begin_registration(t, topics)
+        {
+            let (ctx, coordinator, topics) =
+                (self.ctx.clone(), self.coordinator.clone(), topics.to_vec());
+            tokio::spawn(async move {
+                let r = coordinator.add_participants(t, &topics, &[]).await;
+                if let Err(e) = &r {
+                    tracing::warn!(txn_id = %t, error = %e, "registering a transaction's topics failed after the answer; it can only abort");
+                    coordinator.refuse_commit(t);
+                }
+                ctx.end_registration(t, tx, r.is_ok());
+                if r.is_err() {
+                    // The topics hold entries of a transaction that cannot commit now: they
+                    // read the header again (absent: aborted).
+                    ctx.check(t);
+                }
+            });
+            return Ok(());
+        }
+        self.coordinator
+            .add_participants(t, topics, &[])
+            .await
+            .map_err(crate::BrokerError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registration answered ahead of its write: the sends on its topics find it until the
+    /// write ends, then learn how it ended; the transaction counts as registering until every
+    /// one of its registrations ended.
+    #[tokio::test]
+    async fn registrations_are_found_until_their_write_ends() {
+        let ctx = TxnContext::new(Arc::new(strobe_metadata::EmbeddedStore::in_memory()));
+        let t = TxnId {
+            most_sig_bits: 1,
+            least_sig_bits: 7,
+        };
+        let (a, b, c) = (
+            "persistent://p/n/a",
+            "persistent://p/n/b",
+            "persistent://p/n/c",
+        );
+        let first = ctx
+            .begin_registration(t, &[a.to_string(), b.to_string()])
+            .unwrap();
+        let second = ctx.begin_registration(t, &[c.to_string()]).unwrap();
+        assert!(ctx.registering(t));
+        let mut on_a = ctx.registration(t, a).expect("a is registering");
+        assert!(ctx.registration(t, "persistent://p/n/other").is_none());
+        assert!(
+            ctx.registration(
+                TxnId {
+                    least_sig_bits: 8,
+                    ..t
+                },
+                a
+            )
+            .is_none()
+        );
+
+        ctx.end_registration(t, first, false);
+        assert_eq!(*on_a.wait_for(Option::is_some).await.unwrap(), Some(false));
+        assert!(ctx.registration(t, a).is_none() && ctx.registration(t, b).is_none());
+        assert!(ctx.registering(t), "c is still being written");
+        let mut on_c = ctx.registration(t, c).unwrap();
+        ctx.end_registration(t, second, true);
+        assert_eq!(*on_c.wait_for(Option::is_some).await.unwrap(), Some(true));
+        assert!(!ctx.registering(t));
+    }
 }

@@ -18,4 +18,4 @@ pub use admin::{
     pending_ack_of, txn_metadata,
 };
 pub use apply::start;
-pub use context::{OwnerCheck, TxnContext, TxnService};
+pub use context::{OwnerCheck, Registration, TxnContext, TxnService};
