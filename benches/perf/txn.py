@@ -137,13 +137,15 @@ def measured(url, http_ports, loops, topic):
     global WORKERS
     WORKERS = loops
     before = [scrape(h) for h in http_ports]
-    txn = perf(url, "--topic", topic).strip().splitlines()[-1]
+    out = perf(url, "--topic", topic).strip().splitlines()
+    txn = out[-1]
+    phases = next((line for line in out if line.startswith("phases")), "")
     after = [scrape(h) for h in http_ports]
     plain = perf(url, "--plain", "--topic", topic + "-plain").strip().splitlines()[-1]
     writes = sum(a[0] - b[0] for a, b in zip(after, before))
     committed = sum(a[1] - b[1] for a, b in zip(after, before))
     per = writes / committed if committed else float("nan")
-    print(f"  {loops} loops:\n    txn   {txn}\n    plain {plain}\n    metadata writes per committed "
+    print(f"  {loops} loops:\n    txn   {txn}\n          {phases}\n    plain {plain}\n    metadata writes per committed "
           f"transaction: {per:.2f} ({writes:.0f} writes, {committed:.0f} committed)", flush=True)
 
 
