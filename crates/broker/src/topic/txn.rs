@@ -189,13 +189,15 @@ impl Topic {
 
     /// Applies `t`'s outcome here: the marker in the log (if the buffer holds `t`), then every
     /// subscription's pending acks; each participant says it is done once its part is durable.
-    /// `listed`: this topic's participants registered with the coordinator.
+    /// `listed`: this topic's participants registered with the coordinator. `told_directly`:
+    /// by this broker's coordinator, which waits for nobody's record (see below).
     pub async fn end_txn(
         &self,
         ctx: &Arc<TxnContext>,
         t: TxnId,
         commit: bool,
         listed: &[Participant],
+        told_directly: bool,
     ) -> Result<(), BrokerError> {
         let name = self.name.to_string();
         let (holds, done, first) = {
@@ -261,6 +263,13 @@ impl Topic {
                 let Ok(fence) = fence else {
                     return;
                 };
+                if told_directly {
+                    // Nobody waits for this record (the coordinator that told it here got the
+                    // answer in process): deleted on a tick common to every such record, the
+                    // store writes them as a few transactions, one flush, rather than a flush
+                    // each competing with the flushes commits wait for.
+                    on_common_tick(DEFERRED_RECORDS_EVERY).await;
+                }
                 let mut left = 20;
                 while let Err(e) = participant::applied(&*store, t, &me, &fence).await {
                     left -= 1;
@@ -302,4 +311,18 @@ impl Topic {
         }
         Ok(r?)
     }
+}
+
+/// How often the records of outcomes told directly are deleted (see `Topic::end_txn`).
+const DEFERRED_RECORDS_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Sleeps until the next multiple of `every` since a process-wide epoch: tasks that wait for
+/// the same tick wake together.
+async fn on_common_tick(every: std::time::Duration) {
+    static EPOCH: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(tokio::time::Instant::now);
+    let period = every.as_nanos().max(1);
+    let ticks = epoch.elapsed().as_nanos() / period + 1;
+    let at = epoch + std::time::Duration::from_nanos((ticks * period) as u64);
+    tokio::time::sleep_until(at).await;
 }

@@ -78,7 +78,7 @@ impl TxnService {
                     tokio::spawn(async move {
                         match decided {
                             Some((state, who)) => {
-                                apply(&service, &ctx, t, state, Some(who)).await;
+                                apply(&service, &ctx, t, state, Some(who), false).await;
                             }
                             None => reconcile(&service, &ctx, t).await,
                         }
@@ -173,7 +173,7 @@ pub(crate) async fn reconcile(service: &Arc<BrokerService>, ctx: &Arc<TxnContext
     match participant::decision(&*ctx.store, t).await {
         Ok(Some(TxnState::Open)) => {}
         Ok(Some(state)) => {
-            apply(service, ctx, t, state, None).await;
+            apply(service, ctx, t, state, None, false).await;
         }
         // No header: it never existed (the client sent with an id no coordinator gave out), or
         // it was collected after every registered participant applied it. Either way nothing
@@ -182,7 +182,7 @@ pub(crate) async fn reconcile(service: &Arc<BrokerService>, ctx: &Arc<TxnContext
         // `TxnService::add_partitions`): then the next check decides.
         Ok(None) if ctx.registering(t) => {}
         Ok(None) => {
-            apply(service, ctx, t, TxnState::Aborted, None).await;
+            apply(service, ctx, t, TxnState::Aborted, None, false).await;
         }
         Err(e) => debug!(txn_id = %t, error = %e, "could not read the transaction's header"),
     }
@@ -197,6 +197,7 @@ async fn apply(
     t: TxnId,
     state: TxnState,
     listed: Option<Vec<Participant>>,
+    told_directly: bool,
 ) -> Vec<Participant> {
     let commit = state == TxnState::Committed;
     let mut names: HashMap<String, Vec<Participant>> = ctx
@@ -238,7 +239,7 @@ async fn apply(
             ctx.release(t, &name);
             continue;
         };
-        match topic.end_txn(ctx, t, commit, &listed).await {
+        match topic.end_txn(ctx, t, commit, &listed, told_directly).await {
             Ok(()) => {
                 // Only subscriptions the topic has applied it (one it does not have yet, or
                 // no longer, applied nothing).
@@ -271,7 +272,7 @@ impl LocalParticipants for Local {
             return Vec::new();
         };
         self.ctx.pushed(t);
-        apply(&service, &self.ctx, t, state, Some(who)).await
+        apply(&service, &self.ctx, t, state, Some(who), true).await
     }
 
     fn deciding(&self, t: TxnId, here: bool) {
