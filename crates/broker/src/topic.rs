@@ -104,11 +104,10 @@ pub(crate) use txn_buffer::txn_of;
 /// The outcome of a publish.
 #[derive(Debug)]
 pub enum Published {
-    /// Resolves to the stored position once it is durable.
-    Stored(AppendFuture),
-    /// A transaction's entry on a topic whose registration in it is still being written
-    /// (see `TxnService::add_partitions`): answered once both are durable.
-    Registering(AppendFuture, crate::txn::Registration),
+    /// Resolves to the stored position once it is durable; a transaction's entry on a topic
+    /// whose registration in it is still being written (see `TxnService::add_partitions`) is
+    /// answered once that is durable too.
+    Stored(AppendFuture, Option<crate::txn::Registration>),
     /// A sequence id at or below the producer's highest stored: not stored
     /// again.
     Duplicate,
@@ -378,13 +377,13 @@ impl Topic {
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
         match txn {
-            None => Ok(Published::Stored(self.ledger.append_with_crc(section, crc))),
+            None => Ok(Published::Stored(
+                self.ledger.append_with_crc(section, crc),
+                None,
+            )),
             Some(t) => {
-                let fut = self.append_txn(t, section, crc);
-                Ok(match self.txn_registration(t) {
-                    Some(r) => Published::Registering(fut, r),
-                    None => Published::Stored(fut),
-                })
+                let (fut, registration) = self.append_txn(t, section, crc);
+                Ok(Published::Stored(fut, registration))
             }
         }
     }

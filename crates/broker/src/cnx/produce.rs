@@ -266,7 +266,7 @@ impl ServerCnx {
     /// waits on, and the sequence id deduplication took as pushed), as for
     /// a failed append. The client resends it after reconnecting.
     fn abandon(&self, c: &proto::CommandSend, p: PendingSend) {
-        if let Ok(Published::Stored(_) | Published::Registering(..)) = p.outcome
+        if let Ok(Published::Stored(..)) = p.outcome
             && let Some(producer) = self.producers.get(&c.producer_id)
         {
             producer

@@ -88,36 +88,29 @@ pub(super) async fn producer_task(
         // handed to another broker waits for its publishes to be published
         // before it closes the producers, so no receipt follows the close.
         let mut outcome = None;
-        let (published, registration) = match p.outcome {
-            Ok(Published::Registering(fut, r)) => (Ok(Published::Stored(fut)), Some(r)),
-            o => (o, None),
-        };
-        let reply = match published {
-            // (Registering was taken apart above.)
-            Ok(Published::Stored(fut) | Published::Registering(fut, _)) => {
-                match durable(fut, registration).await {
-                    Ok(pos) => {
-                        topic.counters.write_latency.record(p.queued_at.elapsed());
-                        outcome = Some(true);
-                        commands::send_receipt(
-                            producer_id,
-                            p.sequence_id,
-                            p.highest_sequence_id,
-                            commands::message_id(pos.ledger_id, pos.entry_id),
-                        )
-                    }
-                    Err(e) => {
-                        outcome = Some(false);
-                        warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
-                        commands::send_error(
-                            producer_id,
-                            p.sequence_id,
-                            e.server_error(),
-                            e.to_string(),
-                        )
-                    }
+        let reply = match p.outcome {
+            Ok(Published::Stored(fut, registration)) => match durable(fut, registration).await {
+                Ok(pos) => {
+                    topic.counters.write_latency.record(p.queued_at.elapsed());
+                    outcome = Some(true);
+                    commands::send_receipt(
+                        producer_id,
+                        p.sequence_id,
+                        p.highest_sequence_id,
+                        commands::message_id(pos.ledger_id, pos.entry_id),
+                    )
                 }
-            }
+                Err(e) => {
+                    outcome = Some(false);
+                    warn!(error = %e, sequence_id = p.sequence_id, "publish failed");
+                    commands::send_error(
+                        producer_id,
+                        p.sequence_id,
+                        e.server_error(),
+                        e.to_string(),
+                    )
+                }
+            },
             Ok(Published::Duplicate) => {
                 duplicate(producer_id, p.sequence_id, p.highest_sequence_id)
             }

@@ -124,12 +124,6 @@ impl Topic {
         self.txn.lock().buffer.is_aborted(t)
     }
 
-    /// This topic's registration in `t`, while it is still being written.
-    pub(super) fn txn_registration(&self, t: TxnId) -> Option<crate::txn::Registration> {
-        let ctx = self.txn.lock().ctx.clone()?;
-        ctx.registration(t, &self.name.to_string())
-    }
-
     /// Refuses a transactional send the buffer cannot take (before anything is counted).
     pub(super) fn txn_may_append(&self, t: TxnId) -> Result<(), BrokerError> {
         let tx = self.txn.lock();
@@ -150,11 +144,18 @@ impl Topic {
     }
 
     /// Appends a transactional entry (called under the publish lock, after
-    /// [`Topic::txn_may_append`]): the first entry of a transaction moves the hold.
-    pub(super) fn append_txn(&self, t: TxnId, section: Bytes, crc: u32) -> AppendFuture {
+    /// [`Topic::txn_may_append`]): the first entry of a transaction moves the hold. With it,
+    /// this topic's registration in `t` if that is still being written.
+    pub(super) fn append_txn(
+        &self,
+        t: TxnId,
+        section: Bytes,
+        crc: u32,
+    ) -> (AppendFuture, Option<crate::txn::Registration>) {
         let mut tx = self.txn.lock();
+        let registration = tx.ctx.as_ref().and_then(|c| c.registration(t, &self.name));
         if tx.buffer.is_ongoing(t) {
-            return self.ledger.append_with_crc(section, crc);
+            return (self.ledger.append_with_crc(section, crc), registration);
         }
         let (pos, fut) = self.ledger.append_holding(section, crc);
         if let Some(p) = pos {
@@ -184,7 +185,7 @@ impl Topic {
                 });
             }
         }
-        fut
+        (fut, registration)
     }
 
     /// Applies `t`'s outcome here: the marker in the log (if the buffer holds `t`), then every

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use strobe_metadata::{Batcher, MetadataStore};
-use strobe_model::TxnId;
+use strobe_model::{TopicName, TxnId};
 use strobe_txn::TransactionCoordinator;
 use strobe_txn::participant::{DecisionEvent, DecisionWatch};
 use tokio::sync::{mpsc, watch};
@@ -94,11 +94,14 @@ impl TxnContext {
 
     /// `topic`'s registration in `t` if it is still being written: a send of `t` there is
     /// answered only once it landed.
-    pub fn registration(&self, t: TxnId, topic: &str) -> Option<Registration> {
+    pub fn registration(&self, t: TxnId, topic: &TopicName) -> Option<Registration> {
         let r = self.registering.lock();
-        r.get(&t)?
+        // Named only once `t` is found: this is on every transactional send's path.
+        let pending = r.get(&t)?;
+        let topic = topic.to_string();
+        pending
             .iter()
-            .find(|(n, rx)| n == topic && rx.borrow().is_none())
+            .find(|(n, rx)| *n == topic && rx.borrow().is_none())
             .map(|(_, rx)| rx.clone())
     }
 
@@ -198,7 +201,7 @@ impl TxnService {
     /// ADD_PARTITION_TO_TXN. On a standalone broker, for a transaction its coordinator holds
     /// open, the answer does not wait for the registration's metadata write (a third of a
     /// transaction's time): the transaction's sends on those topics are answered only once
-    /// it landed (`Published::Registering`), a write that fails fails them and leaves the
+    /// it landed (`Published::Stored`), a write that fails fails them and leaves the
     /// transaction only abortable, and until it ends a participant does not take the header's
     /// absence for an abort. A topic's first transaction waits (its buffer record is written
     /// with it). Only standalone: there the coordinator, the topics and every
@@ -265,24 +268,23 @@ mod tests {
             .unwrap();
         let second = ctx.begin_registration(t, &[c.to_string()]).unwrap();
         assert!(ctx.registering(t));
-        let mut on_a = ctx.registration(t, a).expect("a is registering");
-        assert!(ctx.registration(t, "persistent://p/n/other").is_none());
+        let name = |n: &str| TopicName::parse(n).unwrap();
+        let mut on_a = ctx.registration(t, &name(a)).expect("a is registering");
         assert!(
-            ctx.registration(
-                TxnId {
-                    least_sig_bits: 8,
-                    ..t
-                },
-                a
-            )
-            .is_none()
+            ctx.registration(t, &name("persistent://p/n/other"))
+                .is_none()
         );
+        let other_txn = TxnId {
+            least_sig_bits: 8,
+            ..t
+        };
+        assert!(ctx.registration(other_txn, &name(a)).is_none());
 
         ctx.end_registration(t, first, false);
         assert_eq!(*on_a.wait_for(Option::is_some).await.unwrap(), Some(false));
-        assert!(ctx.registration(t, a).is_none() && ctx.registration(t, b).is_none());
+        assert!(ctx.registration(t, &name(a)).is_none() && ctx.registration(t, &name(b)).is_none());
         assert!(ctx.registering(t), "c is still being written");
-        let mut on_c = ctx.registration(t, c).unwrap();
+        let mut on_c = ctx.registration(t, &name(c)).unwrap();
         ctx.end_registration(t, second, true);
         assert_eq!(*on_c.wait_for(Option::is_some).await.unwrap(), Some(true));
         assert!(!ctx.registering(t));

@@ -89,6 +89,9 @@ pub struct PartitionStats {
 /// Headers waiting to be forgotten, at most (beyond, the periodic collection deletes them).
 const FORGET_QUEUE: usize = 1 << 20;
 
+/// Transactions refused their commit (see `refuse_commit`), at most.
+const REFUSED_MAX: usize = 65_536;
+
 /// The operations a metadata transaction may hold here (etcd's default `--max-txn-ops`).
 const MAX_TXN_OPS: usize = 128;
 
@@ -382,7 +385,7 @@ impl TransactionCoordinator {
     /// END_TXN(COMMIT) is refused from now on (the client aborts, or the timeout does).
     pub fn refuse_commit(&self, t: TxnId) {
         let mut r = self.refused.lock();
-        if r.len() >= FORGET_QUEUE {
+        if r.len() >= REFUSED_MAX {
             // Bounded: these are rare (a failing store), and the oldest have timed out.
             r.clear();
         }
