@@ -24,6 +24,38 @@ async fn leaders(c: &Client) -> Vec<Option<String>> {
     c.tc_leaders().await.expect("tc leaders")
 }
 
+/// Two brokers on an etcd: A may lead every coordinator partition, B only partition 0 (A,
+/// started first, leads them all, so decisions are made on A), and a topic B owns.
+async fn coordinator_on_a_topic_on_b(
+    dir: &std::path::Path,
+    prefix: &str,
+) -> (Etcd, Member, Member, Client, String) {
+    let etcd = Etcd::start(dir);
+    let a = Member::start("a", &etcd, dir);
+    let b = Member::start_with(
+        "b",
+        &etcd,
+        dir,
+        "transaction_coordinator_partitions = \"0\"\n",
+    );
+    let c = client(&format!(
+        "pulsar://{},{}",
+        a.url().trim_start_matches("pulsar://"),
+        b.url().trim_start_matches("pulsar://")
+    ))
+    .await;
+    for i in 0..64 {
+        let t = format!("persistent://public/default/{prefix}-{i}");
+        let p = c.producer(&t).create().await.unwrap();
+        let owner = c.lookup_url(&t).await.unwrap();
+        drop(p);
+        if owner == b.url() {
+            return (etcd, a, b, c, t);
+        }
+    }
+    panic!("no topic landed on b");
+}
+
 /// The race found in review of Pulsar's implementation: a follower pushes a snapshot from a cache
 /// the leader's death just invalidated and never pushes again. Here the client's watch is on C; A
 /// leads partition N and is killed; within the session TTL + 2 s the latest snapshot names N's new
@@ -89,34 +121,7 @@ async fn the_watch_follows_a_killed_coordinator_leader() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_participant_down_during_the_commit_converges_after_takeover() {
     let dir = tempfile::tempdir().unwrap();
-    let etcd = Etcd::start(dir.path());
-    // A leads every coordinator partition (B may lead none): the decision is made on A.
-    let a = Member::start("a", &etcd, dir.path());
-    let mut b = Member::start_with(
-        "b",
-        &etcd,
-        dir.path(),
-        "transaction_coordinator_partitions = \"0\"\n",
-    );
-    let c = client(&format!(
-        "pulsar://{},{}",
-        a.url().trim_start_matches("pulsar://"),
-        b.url().trim_start_matches("pulsar://")
-    ))
-    .await;
-    // A topic B owns.
-    let mut topic = String::new();
-    for i in 0..64 {
-        let t = format!("persistent://public/default/down-commit-{i}");
-        let p = c.producer(&t).create().await.unwrap();
-        let owner = c.lookup_url(&t).await.unwrap();
-        drop(p);
-        if owner == b.url() {
-            topic = t;
-            break;
-        }
-    }
-    assert!(!topic.is_empty(), "no topic landed on b");
+    let (_etcd, a, mut b, c, topic) = coordinator_on_a_topic_on_b(dir.path(), "down-commit").await;
     let p = c.producer(&topic).no_batching().create().await.unwrap();
     let txn = loop {
         let t = c.new_transaction(Duration::from_secs(120)).await.unwrap();
@@ -156,6 +161,66 @@ async fn a_participant_down_during_the_commit_converges_after_takeover() {
         }
     }
     assert_eq!(got, ["t0", "t1", "t2", "t3", "t4"]);
+    drop(a);
+}
+
+/// A coordinator on A tells B, which owns the topic, each outcome by push (Pulsar's
+/// END_TXN_ON_PARTITION) rather than through B's record deletion in etcd and a watch: B counts
+/// every pushed commit and abort, and what a commit made visible is delivered when it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcomes_are_pushed_to_a_participant_on_another_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_etcd, a, b, c, topic) = coordinator_on_a_topic_on_b(dir.path(), "pushed").await;
+    let p = c.producer(&topic).no_batching().create().await.unwrap();
+    let mut k = c
+        .consumer(&topic, "s")
+        .sub_type(SubType::Exclusive)
+        .subscribe()
+        .await
+        .unwrap();
+    let pushed = || -> u64 {
+        let (_, metrics) = b.http("GET", "/metrics", "").expect("b's metrics");
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("strobe_txn_outcomes_pushed_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let before = pushed();
+    let mut ended = 0;
+    while ended < 10 {
+        let txn = c.new_transaction(Duration::from_secs(60)).await.unwrap();
+        if txn.id().0 == 0 {
+            txn.abort().await.unwrap(); // partition 0 may be B's own
+            continue;
+        }
+        let body = format!("m{ended}");
+        txn.send(&p, body.clone().into_bytes())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        if ended == 5 {
+            txn.abort().await.unwrap();
+        } else {
+            txn.commit().await.unwrap();
+            let m = k
+                .recv_timeout(Duration::from_secs(2))
+                .await
+                .unwrap()
+                .expect("visible once the commit returned");
+            assert_eq!(String::from_utf8_lossy(&m.payload), body);
+            k.ack(&m).unwrap();
+        }
+        ended += 1;
+    }
+    assert_eq!(pushed() - before, 10, "every outcome pushed to b");
+    assert!(
+        k.recv_timeout(Duration::from_millis(500))
+            .await
+            .unwrap()
+            .is_none()
+    );
     drop(a);
 }
 

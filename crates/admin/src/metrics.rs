@@ -269,6 +269,13 @@ fn txn_metrics(out: &mut String, s: &BrokerService) {
             let _ = writeln!(out, "{name}{{{l}}} {}", value(p));
         }
     }
+    let name = "strobe_txn_outcomes_pushed_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Outcomes other brokers' coordinators pushed to participants here\n# TYPE {name} counter\n{name}{{{}}} {}",
+        labels(&[("cluster", cluster)]),
+        txn.ctx.pushed_in.load(std::sync::atomic::Ordering::Relaxed)
+    );
     // Topics that took part in a transaction since they loaded (not every topic: the
     // families would double the series of a broker that never sees one).
     let topics: Vec<(Arc<Topic>, TxnBufferStats)> = s

@@ -1,6 +1,7 @@
 //! What a coordinator knows of transactions it decided: the outcome and participants of a
 //! decision ([`Decided`]), the newest decided headers kept in memory ([`Ended`]), and the
-//! participants of its own broker, told outcomes directly ([`LocalParticipants`]).
+//! participants of its own broker, told outcomes directly, and of others, told by push
+//! ([`LocalParticipants`]).
 
 use std::collections::HashMap;
 
@@ -20,6 +21,13 @@ pub trait LocalParticipants: Send + Sync + 'static {
     /// `t` is being decided here (`true`), or its decision failed (`false`): the outcome will
     /// come through [`Self::apply`], not (also) through the decision watch.
     fn deciding(&self, _t: TxnId, _here: bool) {}
+
+    /// Tells `t`'s outcome to the brokers serving those of `who` that are elsewhere (Pulsar's
+    /// `END_TXN_ON_PARTITION` / `END_TXN_ON_SUBSCRIPTION`); returns the ones that answered
+    /// they applied it durably. The rest are waited for through their records.
+    async fn push(&self, _t: TxnId, _state: TxnState, _who: Vec<Participant>) -> Vec<Participant> {
+        Vec::new()
+    }
 }
 
 /// What deciding a transaction found: its outcome, its participants, and the version of its

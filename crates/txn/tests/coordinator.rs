@@ -412,6 +412,67 @@ async fn local_participants_are_told_directly_and_the_header_is_forgotten() {
     assert_eq!((h.state, h.partitions), (TxnState::Committed, vec![topic]));
 }
 
+/// Participants served elsewhere, whose brokers answer a push (`answer`) or not.
+struct Elsewhere {
+    answer: bool,
+    pushed: std::sync::Mutex<Vec<(TxnId, TxnState, Vec<Participant>)>>,
+}
+
+#[async_trait::async_trait]
+impl strobe_txn::LocalParticipants for Elsewhere {
+    async fn apply(&self, _: TxnId, _: TxnState, _: Vec<Participant>) -> Vec<Participant> {
+        Vec::new()
+    }
+
+    async fn push(&self, t: TxnId, state: TxnState, who: Vec<Participant>) -> Vec<Participant> {
+        self.pushed.lock().unwrap().push((t, state, who.clone()));
+        if self.answer { who } else { Vec::new() }
+    }
+}
+
+/// END_TXN pushes the outcome to the participants served elsewhere and answers once their
+/// brokers said they applied it, without waiting for their records; a participant whose broker
+/// does not answer is waited for through its record (here never deleted: up to `end_wait`).
+#[tokio::test]
+async fn remote_participants_are_told_by_push() {
+    for answer in [true, false] {
+        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+        let mut cfg = quick();
+        cfg.end_wait = Duration::from_millis(1500);
+        let tc = coordinator(store.clone(), "b1", 1, cfg).await;
+        let remote = Arc::new(Elsewhere {
+            answer,
+            pushed: Default::default(),
+        });
+        tc.set_local(remote.clone());
+        tc.connect(0).await.unwrap();
+        let topic = "persistent://public/default/t".to_string();
+        let sub = SubRef {
+            topic: topic.clone(),
+            subscription: "s".into(),
+        };
+        let t = tc.new_txn(0, 60_000).await.unwrap();
+        tc.add_participants(t, std::slice::from_ref(&topic), std::slice::from_ref(&sub))
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        tc.end_txn(t, EndAction::Commit).await.unwrap();
+        let took = started.elapsed();
+        let pushed = remote.pushed.lock().unwrap().clone();
+        assert_eq!(pushed.len(), 1, "{pushed:?}");
+        assert_eq!((pushed[0].0, pushed[0].1), (t, TxnState::Committed));
+        assert_eq!(pushed[0].2.len(), 2, "both participants: {pushed:?}");
+        if answer {
+            assert!(took < Duration::from_millis(500), "waited {took:?}");
+        } else {
+            assert!(
+                took >= Duration::from_millis(1400),
+                "did not wait: {took:?}"
+            );
+        }
+    }
+}
+
 /// Finding 27 (seed 105): a subscription's pending acks written by a topic
 /// instance whose bundle had moved on (a transactional ack stored after the
 /// next owner read the records) were never applied by the commit. The

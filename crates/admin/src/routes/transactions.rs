@@ -12,6 +12,10 @@ pub(crate) fn routes() -> Router<Svc> {
     Router::new()
         .route("/admin/v3/transactions/coordinatorStats", get(coordinator_stats))
         .route(
+            strobe_broker::txn::PUSH_PATH,
+            axum::routing::post(end_on_participants),
+        )
+        .route(
             "/admin/v3/transactions/transactionMetadata/{most}/{least}",
             get(transaction_metadata),
         )
@@ -166,4 +170,16 @@ async fn in_pending_ack_stats(
             .map(|e| format!("{}:{}", e.ledger, e.entry))
             .collect::<Vec<_>>(),
     })))
+}
+
+/// A decided outcome another broker's coordinator pushes to the participants served here
+/// (Pulsar's `END_TXN_ON_PARTITION` / `END_TXN_ON_SUBSCRIPTION`; see `strobe_broker::txn`'s
+/// `push.rs`): answers the participants that applied it durably.
+async fn end_on_participants(
+    State(s): State<Svc>,
+    axum::Json(push): axum::Json<strobe_broker::txn::OutcomePush>,
+) -> ApiResult<axum::Json<Vec<String>>> {
+    Ok(axum::Json(
+        strobe_broker::txn::apply_pushed(&s, push).await?,
+    ))
 }

@@ -526,7 +526,7 @@ impl std::fmt::Debug for BrokerSegments {
 }
 
 /// One HTTP client for every broker-to-broker call a controller makes.
-fn http() -> &'static Client<HttpConnector, Full<Bytes>> {
+pub(crate) fn http() -> &'static Client<HttpConnector, Full<Bytes>> {
     static CLIENT: OnceLock<Client<HttpConnector, Full<Bytes>>> = OnceLock::new();
     CLIENT.get_or_init(|| Client::builder(TokioExecutor::new()).build_http())
 }

@@ -15,6 +15,7 @@ use strobe_txn::{CoordinatorConfig, LocalParticipants, TransactionCoordinator, T
 use tracing::{debug, warn};
 
 use super::context::{TxnContext, TxnService};
+use super::push::OutcomePush;
 use crate::BrokerError;
 use crate::service::BrokerService;
 
@@ -191,7 +192,7 @@ pub(crate) async fn reconcile(service: &Arc<BrokerService>, ctx: &Arc<TxnContext
 /// Applies `t`'s outcome to every loaded topic holding it or registered as its participant
 /// (`listed`: the participants the header names; `None`: read the ones left from the store).
 /// Returns the participants that applied it.
-async fn apply(
+pub(super) async fn apply(
     service: &Arc<BrokerService>,
     ctx: &Arc<TxnContext>,
     t: TxnId,
@@ -282,4 +283,45 @@ impl LocalParticipants for Local {
             self.ctx.unpushed(t);
         }
     }
+
+    async fn push(&self, t: TxnId, state: TxnState, who: Vec<Participant>) -> Vec<Participant> {
+        let Some(service) = self.service.upgrade() else {
+            return Vec::new();
+        };
+        super::push::push(&service, t, state, who).await
+    }
+}
+
+/// Applies a pushed outcome to the participants loaded here; answers the ones that applied it
+/// durably, as [`OutcomePush::participants`] names them.
+pub async fn apply_pushed(
+    service: &Arc<BrokerService>,
+    push: OutcomePush,
+) -> Result<Vec<String>, BrokerError> {
+    let txn = service.txn().ok_or_else(|| {
+        BrokerError::NotAllowed("transactions are not enabled on this broker".into())
+    })?;
+    let t = TxnId {
+        most_sig_bits: push.txn_id_most_bits,
+        least_sig_bits: push.txn_id_least_bits,
+    };
+    let who: Vec<Participant> = push
+        .participants
+        .iter()
+        .map(|s| {
+            Participant::parse(s)
+                .ok_or_else(|| BrokerError::InvalidTopicName(format!("not a participant: {s}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let state = match push.committed {
+        true => TxnState::Committed,
+        false => TxnState::Aborted,
+    };
+    txn.ctx
+        .pushed_in
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Noted as told directly: the decision watch's report of it is not applied again.
+    txn.ctx.pushed(t);
+    let done = apply(service, &txn.ctx, t, state, Some(who), true).await;
+    Ok(done.iter().map(Participant::segment).collect())
 }

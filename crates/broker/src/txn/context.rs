@@ -23,8 +23,11 @@ pub struct TxnContext {
     /// Into the loop that applies outcomes (decisions from the watch, and checks asked here).
     pub(crate) events: mpsc::Sender<DecisionEvent>,
     pub(crate) receiver: Mutex<Option<mpsc::Receiver<DecisionEvent>>>,
-    /// Outcomes told directly by this broker's coordinator (the newest [`PUSHED_KEPT`]).
+    /// Outcomes told directly, by this broker's coordinator or by push (the newest
+    /// [`PUSHED_KEPT`]).
     pushed: Mutex<(HashSet<TxnId>, std::collections::VecDeque<TxnId>)>,
+    /// Outcomes other brokers' coordinators pushed here (see `push.rs`).
+    pub pushed_in: std::sync::atomic::AtomicU64,
     /// Topics whose ADD_PARTITION_TO_TXN was answered while this broker's coordinator was
     /// still writing it (see [`TxnService::add_partitions`]), per transaction.
     registering: Mutex<HashMap<TxnId, Vec<(String, Registration)>>>,
@@ -59,6 +62,7 @@ impl TxnContext {
             events,
             receiver: Mutex::new(Some(rx)),
             pushed: Default::default(),
+            pushed_in: Default::default(),
             registering: Default::default(),
         })
     }

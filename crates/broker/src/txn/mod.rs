@@ -12,10 +12,12 @@
 mod admin;
 mod apply;
 mod context;
+mod push;
 
 pub use admin::{
     CoordinatorSummary, TC_ASSIGN_TOPIC, assign_lookup, assign_partitions, coordinator_stats,
     pending_ack_of, txn_metadata,
 };
-pub use apply::start;
+pub use apply::{apply_pushed, start};
 pub use context::{OwnerCheck, Registration, TxnContext, TxnService};
+pub use push::{OutcomePush, PUSH_PATH};

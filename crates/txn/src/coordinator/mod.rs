@@ -539,7 +539,8 @@ impl TransactionCoordinator {
     /// END_TXN: decides (or finds decided) the outcome, then waits, at most `end_wait`, for the
     /// participants to apply it, so that what a commit made visible is visible when it returns.
     /// The ones this broker serves are told directly ([`LocalParticipants`]) and answer once
-    /// applied; for the others it waits until their records of the transaction are gone.
+    /// applied; the others' brokers are told by push and answer the same way; for any that
+    /// did not answer so, it waits until their records of the transaction are gone.
     pub async fn end_txn(&self, t: TxnId, action: EndAction) -> Result<()> {
         if matches!(action, EndAction::Commit) && self.refused.lock().contains(&t) {
             return Err(TxnError::InvalidStatus(format!(
@@ -559,7 +560,13 @@ impl TransactionCoordinator {
         let left: Vec<Participant> = match local {
             Some(local) => {
                 let done = local.apply(t, state, who.clone()).await;
-                who.into_iter().filter(|p| !done.contains(p)).collect()
+                let left: Vec<Participant> =
+                    who.into_iter().filter(|p| !done.contains(p)).collect();
+                let pushed = match left.is_empty() {
+                    true => Vec::new(),
+                    false => local.push(t, state, left.clone()).await,
+                };
+                left.into_iter().filter(|p| !pushed.contains(p)).collect()
             }
             None => who,
         };
@@ -779,7 +786,12 @@ impl TransactionCoordinator {
                         let local = self.local.read().clone();
                         if let Some(local) = local.filter(|_| !who.is_empty()) {
                             tokio::spawn(async move {
-                                local.apply(t, state, who).await;
+                                let done = local.apply(t, state, who.clone()).await;
+                                let left: Vec<Participant> =
+                                    who.into_iter().filter(|p| !done.contains(p)).collect();
+                                if !left.is_empty() {
+                                    local.push(t, state, left).await;
+                                }
                             });
                         }
                     }
