@@ -146,6 +146,19 @@ struct BrokerArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    if matches!(
+        cli.command,
+        CommandLine::Standalone(_) | CommandLine::Broker(_) | CommandLine::Perf(_)
+    ) {
+        // A descriptor per connection and per open segment: the soft limit (often 1,024)
+        // would end a broker long before its hard one does.
+        match strobe_broker::accept::raise_files_limit() {
+            Ok((before, soft, hard)) => {
+                info!(before, soft, hard, "open files limit (soft raised to hard)")
+            }
+            Err(e) => tracing::warn!(error = %e, "reading or raising the open files limit failed"),
+        }
+    }
     let result = match cli.command {
         CommandLine::Standalone(args) => standalone_config(args).and_then(run_standalone),
         CommandLine::Broker(args) => cluster_broker(args),

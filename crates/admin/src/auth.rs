@@ -101,17 +101,19 @@ async fn accept_loop(
     let permits = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     // Owning the handshakes here means they are aborted with this task.
     let mut handshakes = JoinSet::new();
+    let mut errors = strobe_broker::accept::AcceptErrors::new("HTTPS");
     loop {
         while handshakes.try_join_next().is_some() {}
         let Ok(permit) = permits.clone().acquire_owned().await else {
             return;
         };
         let (stream, addr) = match listener.accept().await {
-            Ok(s) => s,
+            Ok(s) => {
+                errors.accepted();
+                s
+            }
             Err(e) => {
-                // Typically out of file descriptors: back off instead of spinning.
-                warn!(error = %e, "HTTPS accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(errors.failed(&e)).await;
                 continue;
             }
         };

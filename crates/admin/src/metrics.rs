@@ -453,6 +453,9 @@ fn process_metrics(out: &mut String) {
             fds.count()
         );
     }
+    if let Ok((soft, _)) = strobe_broker::accept::files_limit() {
+        let _ = writeln!(out, "# TYPE process_max_fds gauge\nprocess_max_fds {soft}");
+    }
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         let _ = writeln!(
             out,

@@ -10,6 +10,7 @@
 //! `topic` and `subscription`, with `txn`'s context and `enforce` beneath
 //! them (`tests/module_cycles.py` keeps every import one-way).
 
+pub mod accept;
 mod cnx;
 pub mod compaction;
 pub mod enforce;

@@ -249,18 +249,27 @@ async fn accept_loop(
 ) {
     let max = service.config.max_connections;
     info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), tls = tls.is_some(), "accepting Pulsar connections");
+    let mut errors = crate::accept::AcceptErrors::new(if tls.is_some() {
+        "Pulsar TLS"
+    } else {
+        "Pulsar"
+    });
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
             r = listener.accept() => r,
         };
         let (stream, peer) = match accepted {
-            Ok(s) => s,
+            Ok(s) => {
+                errors.accepted();
+                s
+            }
             Err(e) => {
-                // Usually EMFILE or a connection reset before accept; keep serving.
-                warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
+                let pause = errors.failed(&e);
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(pause) => continue,
+                }
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
