@@ -83,6 +83,46 @@ impl AcceptErrors {
     }
 }
 
+/// A topic that failed to load: the client is told (a retryable error: it tries again with
+/// its backoff); the log says so too, at WARN, or for want of descriptors at ERROR once per
+/// 10 s for all topics (every client's retry would be a line).
+pub fn log_load_failure(topic: &strobe_model::TopicName, e: &crate::BrokerError) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_MS: AtomicU64 = AtomicU64::new(0);
+    static SINCE: AtomicU64 = AtomicU64::new(0);
+    match e {
+        crate::BrokerError::TopicNotFound(_) | crate::BrokerError::NotAllowed(_) => {}
+        e if out_of_descriptors(&e.to_string()) => {
+            let failed = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let last = LAST_MS.load(Ordering::Relaxed);
+            if now.saturating_sub(last) >= LOG_EVERY.as_millis() as u64
+                && LAST_MS
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                SINCE.store(0, Ordering::Relaxed);
+                error!(
+                    %topic,
+                    error = %e,
+                    failed,
+                    open_files = open_files(),
+                    "topics cannot load: out of file descriptors (raise the open-files limit, or unload topics); their clients are told and retry"
+                );
+            }
+        }
+        e => tracing::warn!(%topic, error = %e, "loading the topic failed"),
+    }
+}
+
+/// Whether an error's text is the OS's "out of file descriptors" (EMFILE, ENFILE), as
+/// `io::Error` words it.
+fn out_of_descriptors(text: &str) -> bool {
+    text.contains("(os error 24)") || text.contains("(os error 23)")
+}
+
 /// Descriptors this process has open (Linux; 0 where /proc is not there).
 pub fn open_files() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())

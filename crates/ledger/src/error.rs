@@ -65,4 +65,13 @@ impl LedgerError {
             message: err.to_string(),
         }
     }
+
+    /// Whether this is the process or the system out of file descriptors (EMFILE, ENFILE):
+    /// a condition that passes when descriptors are closed, not a device that failed.
+    /// (`io::Error` names an OS error "... (os error N)" in its message, the only trace of
+    /// it an `Io` keeps.)
+    pub fn is_out_of_descriptors(&self) -> bool {
+        matches!(self, LedgerError::Io { message, .. }
+            if message.ends_with("(os error 24)") || message.ends_with("(os error 23)"))
+    }
 }

@@ -403,10 +403,17 @@ impl BrokerService {
             None => self.fence_for(name).await?,
         };
         let started = std::time::Instant::now();
-        let topic = if name.is_persistent() {
-            self.load_persistent(name, create, fence).await?
+        let loaded = if name.is_persistent() {
+            self.load_persistent(name, create, fence).await
         } else {
-            self.load_non_persistent(name, create, fence).await?
+            self.load_non_persistent(name, create, fence).await
+        };
+        let topic = match loaded {
+            Ok(t) => t,
+            Err(e) => {
+                crate::accept::log_load_failure(name, &e);
+                return Err(e);
+            }
         };
         // The bundle may have moved while the topic loaded (a transfer's
         // snapshot of the loaded topics missed this one): served under its

@@ -19,15 +19,9 @@ pub fn journal_path(sh: &BackendShared, seq: u64) -> PathBuf {
 /// into place), else a new file. The directory is synced so the name survives.
 pub fn open_journal(sh: &BackendShared, seq: u64) -> Result<JournalFile> {
     let path = journal_path(sh, seq);
-    if let Some(spare) = sh.take_pool_file() {
-        std::fs::rename(&spare, &path).map_err(|e| LedgerError::io("rename", &spare, e))?;
-    } else if sh.cfg.preallocate {
-        // Journal files are used faster than checkpoints recycle them and
-        // the checkpoint thread zero-fills new ones.
-        tracing::warn!(
-            seq,
-            "no preallocated journal file was ready; this one grows as it is written"
-        );
+    let spare = sh.take_pool_file();
+    if let Some(spare) = &spare {
+        std::fs::rename(spare, &path).map_err(|e| LedgerError::io("rename", spare, e))?;
     }
     let file = OpenOptions::new()
         .read(true)
@@ -36,6 +30,14 @@ pub fn open_journal(sh: &BackendShared, seq: u64) -> Result<JournalFile> {
         .truncate(false)
         .open(&path)
         .map_err(|e| LedgerError::io("open", &path, e))?;
+    if spare.is_none() && sh.cfg.preallocate {
+        // Journal files are used faster than checkpoints recycle them and
+        // the checkpoint thread zero-fills new ones.
+        tracing::warn!(
+            seq,
+            "no preallocated journal file was ready; this one grows as it is written"
+        );
+    }
     sync_dir(&sh.journal_dir)?;
     Ok(JournalFile {
         seq,

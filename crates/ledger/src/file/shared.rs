@@ -278,6 +278,9 @@ pub struct Flusher {
     pub(super) dirty: HashMap<u32, Arc<TopicShared>>,
     pub(super) last_sync: Instant,
     pub(super) last_rotate: Instant,
+    /// The next journal file could not be opened for want of descriptors: the current one
+    /// grows, and the next try waits until then (see `Flusher::rotate`).
+    pub(super) roll_retry_at: Option<Instant>,
     /// Journal bytes in files rotated out since the last checkpoint request.
     pub(super) ckpt_bytes: u64,
     pub(super) last_ckpt: Instant,

@@ -34,6 +34,7 @@ impl Flusher {
             dirty: HashMap::new(),
             last_sync: Instant::now(),
             last_rotate: Instant::now(),
+            roll_retry_at: None,
             ckpt_bytes: 0,
             last_ckpt: Instant::now(),
             unsynced: false,

@@ -25,6 +25,9 @@ use crate::file::shared::{BackendShared, DirectSync, Flusher, FramedRecord, Writ
 use crate::file::topic::{Req, TopicFiles, TopicShared};
 use crate::{LedgerError, Result, SyncMode};
 
+/// How long a journal that could not roll for want of descriptors waits before it tries again.
+const ROLL_RETRY: Duration = Duration::from_secs(1);
+
 impl Flusher {
     pub(super) fn sync(&mut self) -> Result<()> {
         let t0 = Instant::now();
@@ -51,8 +54,31 @@ impl Flusher {
         if self.unsynced && self.sh.cfg.sync != SyncMode::Never {
             self.sync()?;
         }
+        if self.roll_retry_at.is_some_and(|t| Instant::now() < t) {
+            return Ok(());
+        }
         let t0 = Instant::now();
-        let next = open_journal(&self.sh, self.jf.seq + 1)?;
+        let next = match open_journal(&self.sh, self.jf.seq + 1) {
+            Ok(next) => next,
+            // Out of descriptors: the current file grows past its size until one is free
+            // (recovery reads a journal file of any length). Failing here stopped every write
+            // of the backend for good, for a condition that passes.
+            Err(e) if e.is_out_of_descriptors() => {
+                if self.roll_retry_at.is_none() {
+                    tracing::error!(
+                        seq = self.jf.seq + 1,
+                        error = %e,
+                        "cannot open the next journal file; the current one grows until a file descriptor is free"
+                    );
+                }
+                self.roll_retry_at = Some(Instant::now() + ROLL_RETRY);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if self.roll_retry_at.take().is_some() {
+            tracing::info!(seq = next.seq, "the journal rolls again");
+        }
         let took = t0.elapsed();
         if took >= SLOW_IO {
             // Appends wait behind it: the rename and the directory fsync can
