@@ -446,13 +446,11 @@ fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>
 /// Resident memory, CPU time and open files, read from /proc (Linux), and the
 /// runtime's live tasks: what a soak compares before and after (tests/soak/).
 fn process_metrics(out: &mut String) {
-    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-        let _ = writeln!(
-            out,
-            "# TYPE process_open_fds gauge\nprocess_open_fds {}",
-            fds.count()
-        );
-    }
+    let _ = writeln!(
+        out,
+        "# TYPE process_open_fds gauge\nprocess_open_fds {}",
+        strobe_broker::accept::open_files()
+    );
     if let Ok((soft, _)) = strobe_broker::accept::files_limit() {
         let _ = writeln!(out, "# TYPE process_max_fds gauge\nprocess_max_fds {soft}");
     }
