@@ -146,20 +146,7 @@ async fn a_participant_down_during_the_commit_converges_after_takeover() {
     );
     b.signal("CONT");
     b.kill9();
-    let mut k = c
-        .consumer(&topic, "after")
-        .sub_type(SubType::Exclusive)
-        .initial_position(InitialPosition::Earliest)
-        .subscribe()
-        .await
-        .unwrap();
-    let mut got = Vec::new();
-    while let Some(m) = k.recv_timeout(Duration::from_secs(15)).await.unwrap() {
-        got.push(String::from_utf8_lossy(&m.payload).into_owned());
-        if got.len() == 5 {
-            break;
-        }
-    }
+    let got = common::read_from_earliest(&c, &topic, "after", Duration::from_secs(15), 5).await;
     assert_eq!(got, ["t0", "t1", "t2", "t3", "t4"]);
     drop(a);
 }

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{RawClient, Strobe};
-use strobe_client::{Client, InitialPosition, SubType};
+use strobe_client::Client;
 use strobe_wire::proto::ServerError;
 use strobe_wire::{Command as Cmd, commands};
 
@@ -111,17 +111,8 @@ async fn a_broker_out_of_descriptors_says_so_keeps_serving_and_recovers() {
     p.send_and_wait(b"last".to_vec()).await.unwrap();
 
     // Nothing acknowledged is missing.
-    let mut k = c
-        .consumer(old, "check")
-        .sub_type(SubType::Exclusive)
-        .initial_position(InitialPosition::Earliest)
-        .subscribe()
-        .await
-        .unwrap();
-    let mut got = Vec::new();
-    while let Some(m) = k.recv_timeout(Duration::from_secs(3)).await.unwrap() {
-        got.push(String::from_utf8_lossy(&m.payload).into_owned());
-    }
+    let got =
+        common::read_from_earliest(&c, old, "check", Duration::from_secs(3), usize::MAX).await;
     let mut want = vec!["before".to_string()];
     want.extend((0..20).map(|i| format!("during-{i}")));
     want.push("last".into());

@@ -86,6 +86,32 @@ pub async fn read_texts_partly(
     (got, None)
 }
 
+/// The payloads a new Exclusive subscription `sub` of `topic`, from the earliest message,
+/// receives until nothing comes for `quiet` or `at_most` came.
+pub async fn read_from_earliest(
+    c: &strobe_client::Client,
+    topic: &str,
+    sub: &str,
+    quiet: Duration,
+    at_most: usize,
+) -> Vec<String> {
+    let mut k = c
+        .consumer(topic, sub)
+        .sub_type(strobe_client::SubType::Exclusive)
+        .initial_position(strobe_client::InitialPosition::Earliest)
+        .subscribe()
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < at_most {
+        let Some(m) = k.recv_timeout(quiet).await.unwrap() else {
+            break;
+        };
+        got.push(String::from_utf8_lossy(&m.payload).into_owned());
+    }
+    got
+}
+
 /// One HTTP/1.1 request to `127.0.0.1:port` (JSON body, connection
 /// closed after): (status, body), or `None` if nothing answered within
 /// `timeout` (the server may be dead or paused).

@@ -92,7 +92,7 @@ pub fn log_load_failure(topic: &strobe_model::TopicName, e: &crate::BrokerError)
     static SINCE: AtomicU64 = AtomicU64::new(0);
     match e {
         crate::BrokerError::TopicNotFound(_) | crate::BrokerError::NotAllowed(_) => {}
-        e if out_of_descriptors(&e.to_string()) => {
+        e if strobe_ledger::names_out_of_descriptors(&e.to_string()) => {
             let failed = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -115,12 +115,6 @@ pub fn log_load_failure(topic: &strobe_model::TopicName, e: &crate::BrokerError)
         }
         e => tracing::warn!(%topic, error = %e, "loading the topic failed"),
     }
-}
-
-/// Whether an error's text is the OS's "out of file descriptors" (EMFILE, ENFILE), as
-/// `io::Error` words it.
-fn out_of_descriptors(text: &str) -> bool {
-    text.contains("(os error 24)") || text.contains("(os error 23)")
 }
 
 /// Descriptors this process has open (Linux; 0 where /proc is not there).

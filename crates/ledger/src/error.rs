@@ -71,7 +71,12 @@ impl LedgerError {
     /// (`io::Error` names an OS error "... (os error N)" in its message, the only trace of
     /// it an `Io` keeps.)
     pub fn is_out_of_descriptors(&self) -> bool {
-        matches!(self, LedgerError::Io { message, .. }
-            if message.ends_with("(os error 24)") || message.ends_with("(os error 23)"))
+        matches!(self, LedgerError::Io { message, .. } if names_out_of_descriptors(message))
     }
+}
+
+/// Whether an error's text carries the OS's "out of file descriptors" (EMFILE, ENFILE), as
+/// `io::Error` words it: for errors that kept only their text on the way up.
+pub fn names_out_of_descriptors(text: &str) -> bool {
+    text.contains("(os error 24)") || text.contains("(os error 23)")
 }

@@ -43,7 +43,7 @@ pub use backend::{
 pub use batch::append_batch;
 pub use config::{Clock, LedgerConfig, Retention, SyncMode};
 pub use cursor::ManagedCursor;
-pub use error::{LedgerError, Result};
+pub use error::{LedgerError, Result, names_out_of_descriptors};
 #[cfg(feature = "object")]
 pub use factory::open_shared_backend;
 pub use factory::{StorageUrl, open_backend};

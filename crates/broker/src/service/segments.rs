@@ -526,9 +526,42 @@ impl std::fmt::Debug for BrokerSegments {
 }
 
 /// One HTTP client for every broker-to-broker call a controller makes.
-pub(crate) fn http() -> &'static Client<HttpConnector, Full<Bytes>> {
+fn http() -> &'static Client<HttpConnector, Full<Bytes>> {
     static CLIENT: OnceLock<Client<HttpConnector, Full<Bytes>>> = OnceLock::new();
     CLIENT.get_or_init(|| Client::builder(TokioExecutor::new()).build_http())
+}
+
+/// `method` on another broker's admin `url` with a JSON `body`, as this broker (its
+/// `broker_client_token`): the answer's status and body. `within` bounds the wait for the answer.
+pub(crate) async fn call_broker(
+    method: hyper::Method,
+    url: &str,
+    token: &str,
+    body: Vec<u8>,
+    within: Duration,
+) -> Result<(u16, Bytes), String> {
+    let mut req = hyper::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("content-type", "application/json");
+    if !token.is_empty() {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let answer = tokio::time::timeout(within, http().request(req))
+        .await
+        .map_err(|_| format!("{url} did not answer within {within:?}"))?
+        .map_err(|e| format!("{url}: {e}"))?;
+    let status = answer.status().as_u16();
+    let body = answer
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, body))
 }
 
 /// The admin path of a segment: `/admin/v2/segments/{t}/{ns}/{topic}/{descriptor}`.
@@ -596,28 +629,10 @@ impl BrokerSegments {
     ) -> Result<(u16, Bytes), ScalableError> {
         let path = segment_admin_path(name).ok_or_else(|| failed(name, "not a segment"))?;
         let url = format!("{}{path}{suffix}", base.trim_end_matches('/'));
-        let mut req = hyper::Request::builder()
-            .method(method)
-            .uri(&url)
-            .header("content-type", "application/json");
-        let token = &self.service()?.config.broker_client_token;
-        if !token.is_empty() {
-            req = req.header("authorization", format!("Bearer {token}"));
-        }
-        let req = req
-            .body(Full::new(Bytes::from(body)))
+        let token = self.service()?.config.broker_client_token.clone();
+        let (status, body) = call_broker(method, &url, &token, body, Duration::from_secs(30))
+            .await
             .map_err(|e| failed(name, e))?;
-        let answer = tokio::time::timeout(Duration::from_secs(30), http().request(req))
-            .await
-            .map_err(|_| failed(name, format!("{url} did not answer within 30 s")))?
-            .map_err(|e| failed(name, format!("{url}: {e}")))?;
-        let status = answer.status().as_u16();
-        let body = answer
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| failed(name, e))?
-            .to_bytes();
         if status >= 300 && status != 404 {
             return Err(failed(
                 name,

@@ -12,8 +12,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
 use serde::{Deserialize, Serialize};
 use strobe_model::{TopicName, TxnId};
 use strobe_txn::TxnState;
@@ -97,30 +95,14 @@ async fn push_to(
     };
     let url = format!("{}{PUSH_PATH}", base.trim_end_matches('/'));
     let call = async {
-        let mut req = hyper::Request::builder()
-            .method(hyper::Method::POST)
-            .uri(&url)
-            .header("content-type", "application/json");
-        let token = &service.config.broker_client_token;
-        if !token.is_empty() {
-            req = req.header("authorization", format!("Bearer {token}"));
-        }
-        let req = req
-            .body(Full::new(Bytes::from(
-                serde_json::to_vec(&body).expect("a push serializes"),
-            )))
-            .map_err(|e| e.to_string())?;
-        let answer = crate::service::segments::http()
-            .request(req)
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = answer.status().as_u16();
-        let bytes = answer
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
+        let (status, bytes) = crate::service::segments::call_broker(
+            hyper::Method::POST,
+            &url,
+            &service.config.broker_client_token,
+            serde_json::to_vec(&body).expect("a push serializes"),
+            PUSH_WAIT,
+        )
+        .await?;
         if status != 200 {
             return Err(format!(
                 "answered {status}: {}",
