@@ -245,7 +245,7 @@ fn cluster_broker(args: BrokerArgs) -> anyhow::Result<()> {
     use strobe_cluster::{BrokerInfo, Cluster};
     use strobe_metadata::{EtcdOptions, EtcdStore, MetadataStore, SessionOptions};
     let cfg = broker_config(args)?;
-    let runtime = runtime(cfg.worker_threads, "strobe")?;
+    let runtime = broker_runtime(&cfg)?;
     runtime.block_on(async move {
         let mut cfg = cfg;
         let url = cfg.storage_url()?;
@@ -377,8 +377,23 @@ async fn bind_ports(
     Ok((http, broker))
 }
 
+/// Pins the process to `cpu_affinity` (before any thread starts: they all
+/// inherit it), then starts the broker's runtime.
+fn broker_runtime(cfg: &BrokerConfig) -> anyhow::Result<tokio::runtime::Runtime> {
+    let cpus = strobe_broker::cpus::cpu_list(&cfg.cpu_affinity)?;
+    if !cpus.is_empty() {
+        let before = strobe_broker::cpus::pin_to(&cpus).context("cpu_affinity")?;
+        info!(
+            cpus = %strobe_broker::cpus::format_list(&cpus),
+            before = %strobe_broker::cpus::format_list(&before),
+            "pinned to cpu_affinity"
+        );
+    }
+    runtime(cfg.worker_threads, "strobe")
+}
+
 fn run_standalone(cfg: BrokerConfig) -> anyhow::Result<()> {
-    let runtime = runtime(cfg.worker_threads, "strobe")?;
+    let runtime = broker_runtime(&cfg)?;
     runtime.block_on(async move {
         let mut cfg = cfg;
         let (http, listener) = bind_ports(&mut cfg).await?;

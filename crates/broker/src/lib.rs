@@ -13,6 +13,7 @@
 pub mod accept;
 mod cnx;
 pub mod compaction;
+pub mod cpus;
 pub mod enforce;
 mod error;
 pub mod limits;

@@ -11,12 +11,14 @@ use std::time::Duration;
 use serde::Deserialize;
 pub use strobe_cluster::AdvertisedListener;
 
+mod cpus;
 mod error;
 #[cfg(test)]
 mod listener_tests;
 mod listeners;
 mod tenancy;
 
+pub use cpus::{MAX_CPUS, cpu_list};
 pub use error::ConfigError;
 pub use listeners::parse_advertised_listeners;
 
@@ -55,6 +57,14 @@ pub struct BrokerConfig {
     /// Threads of the async runtime that serve connections (Pulsar:
     /// numIOThreads); 0: one per core. At most 1024.
     pub worker_threads: usize,
+    /// CPUs the broker's threads run on, in Linux's list format (`"0"`,
+    /// `"0-3"`, `"0,2,4-5"`, as `taskset -c` takes); empty: wherever the
+    /// kernel puts them. With `worker_threads = 0` the runtime gets one
+    /// thread per listed CPU. A message's path crosses threads (the
+    /// connection's, the group commit's, the subscription's); keeping them
+    /// on few CPUs keeps those hand-offs from waking an idle CPU, which on a
+    /// VM costs several times a local switch (`docs/performance.md`).
+    pub cpu_affinity: String,
     /// Cluster mode only: etcd endpoints, comma separated, optionally with
     /// an `etcd:` prefix (`etcd:http://127.0.0.1:2379,http://…`).
     pub metadata_store_url: String,
@@ -360,6 +370,7 @@ impl Default for BrokerConfig {
             handshake_timeout_secs: 30,
             max_connections: 10_000,
             worker_threads: 0,
+            cpu_affinity: String::new(),
             metadata_store_url: String::new(),
             metadata_session_timeout_secs: 10,
             transaction_coordinator_enabled: true,
@@ -522,6 +533,7 @@ impl BrokerConfig {
                 self.worker_threads
             )));
         }
+        cpu_list(&self.cpu_affinity)?;
         let min_window = strobe_ledger::file::MIN_PAGE_CACHE_WINDOW >> 20;
         if self.page_cache_window_mb != 0
             && !(min_window..=1 << 20).contains(&self.page_cache_window_mb)
@@ -800,6 +812,9 @@ mod tests {
         assert!(err.to_string().contains("worker_threads"), "{err}");
         let cfg = BrokerConfig::from_toml_str("worker_threads = 1\n", Path::new("x.toml")).unwrap();
         assert_eq!(cfg.worker_threads, 1);
+        let err = BrokerConfig::from_toml_str("cpu_affinity = \"0-\"\n", Path::new("x.toml"))
+            .unwrap_err();
+        assert!(err.to_string().contains("cpu_affinity"), "{err}");
         for ok in [0, 16, 4096] {
             let cfg = BrokerConfig::from_toml_str(
                 &format!("page_cache_window_mb = {ok}\n"),
