@@ -31,8 +31,23 @@ pub(crate) type Svc = Arc<BrokerService>;
 #[derive(Debug)]
 pub(crate) struct ApiError(pub(crate) u16, pub(crate) String);
 
+impl ApiError {
+    /// No such route: the paths with a `{domain}` segment also match paths
+    /// of other resources (`/admin/v2/clusters/{c}/peers` fits
+    /// `/admin/v2/{domain}/{tenant}/{ns}`); for a segment that is no
+    /// domain they answer as the router does for a path it does not know,
+    /// 404 with no body, so "no such route" stays distinct from "no such
+    /// topic".
+    pub(crate) fn no_route() -> ApiError {
+        ApiError(404, String::new())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.0 == 404 && self.1.is_empty() {
+            return StatusCode::NOT_FOUND.into_response();
+        }
         let status = StatusCode::from_u16(self.0).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         (status, axum::Json(json!({ "reason": self.1 }))).into_response()
     }
@@ -70,10 +85,17 @@ pub(crate) fn parse_scalar<T: std::str::FromStr>(body: &Bytes, what: &str) -> Ap
 }
 
 pub(crate) fn topic_name(domain: &str, t: &str, ns: &str, topic: &str) -> ApiResult<TopicName> {
-    if !matches!(domain, "persistent" | "non-persistent") {
-        return Err(ApiError(404, format!("unknown domain {domain}")));
-    }
+    check_domain(domain)?;
     TopicName::parse(&format!("{domain}://{t}/{ns}/{topic}")).map_err(|e| bad(e.to_string()))
+}
+
+/// A path's `{domain}` segment: `persistent` or `non-persistent`, else
+/// no such route ([`ApiError::no_route`]).
+pub(crate) fn check_domain(domain: &str) -> ApiResult<()> {
+    match domain {
+        "persistent" | "non-persistent" => Ok(()),
+        _ => Err(ApiError::no_route()),
+    }
 }
 
 /// A topic named by the path's `{domain}/{tenant}/{ns}/{topic}` segments:

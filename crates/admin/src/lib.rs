@@ -83,6 +83,7 @@ pub fn router(service: Svc) -> Router {
         routes::transactions::routes(),
         routes::scalable::routes(),
         routes::segments::routes(),
+        routes::unsupported::routes(),
     ] {
         api = api.merge(routes);
     }

@@ -13,3 +13,4 @@ pub(crate) mod subscriptions;
 pub(crate) mod tenancy;
 pub(crate) mod topics;
 pub(crate) mod transactions;
+pub(crate) mod unsupported;

@@ -56,6 +56,7 @@ async fn domain_topics(
     State(s): State<Svc>,
     Path((domain, t, ns)): Path<(String, String, String)>,
 ) -> ApiResult<axum::Json<Vec<String>>> {
+    check_domain(&domain)?;
     let name = format!("{t}/{ns}");
     if !s.namespace_exists(&name) {
         return Err(ApiError(404, format!("namespace {name} does not exist")));

@@ -1,0 +1,164 @@
+"""Every route of Pulsar's admin API (`/admin/v2`, from Pulsar's published
+swagger: pulsar-admin-v2-endpoints.tsv beside this file, functions, workers
+and bookies left out) is answered: a route counts as missing when the broker
+answers 404 or 405 with no body (no such route), and as answered otherwise,
+including a 404 with a JSON reason (no such topic) or a 501 with one (not
+supported here). The routes still missing are named in MISSING with the
+reason; the test fails on any other, and on any in MISSING that is now
+served (so the list stays true).
+
+Run by hand for a report against a running broker:
+
+    python3 tests/conformance/test_admin_routes.py http://127.0.0.1:8080
+"""
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIST = os.path.join(HERE, "pulsar-admin-v2-endpoints.tsv")
+
+# The walk's own tenant, namespace and topics: created before, so the routes
+# act on things that exist; deleting routes run last.
+TENANT, NAMESPACE, TOPIC, SUB = "walk", "ns", "walk-topic", "walk-sub"
+VALUES = {
+    "tenant": TENANT,
+    "namespace": NAMESPACE,
+    "topic": TOPIC,
+    "subName": SUB,
+    "subscription": SUB,
+    "subscriptionName": SUB,
+    "cluster": "standalone",
+    "clusterName": "standalone",
+    "bundle": "0x00000000_0xffffffff",
+    "role": "walker",
+    "timestamp": "0",
+    "expireTimeInSeconds": "60",
+    "resourcegroup": "walk-rg",
+    "policyName": "walk-policy",
+    "key": "walk-key",
+    "domainName": "walk-domain",
+    "property": "walk-prop",
+    "numMessages": "1",
+    "messagePosition": "1",
+    "ledgerId": "1",
+    "entryId": "0",
+    "configName": "loadBalancerEnabled",
+    "configValue": "true",
+    "version": "0",
+    "value": "1",
+    "group": "walk-group",
+    "broker": "127.0.0.1:8080",
+    "broker-webserviceurl": "http://127.0.0.1:8080",
+    "allocator": "walk",
+    "bookie": "walk-bookie",
+}
+
+# Routes not answered yet, each with why (kept in step with the broker: the
+# test fails when one of these is answered).
+MISSING = {}
+
+
+def routes():
+    out = []
+    with open(LIST) as f:
+        for line in f:
+            if line.strip():
+                method, path, op, group = line.rstrip("\n").split("\t")
+                out.append((method, path, op, group))
+    return out
+
+
+def fill(path, web):
+    values = dict(VALUES)
+    values["broker"] = web.split("://", 1)[1]
+    values["broker-webserviceurl"] = web
+    for k, v in values.items():
+        path = path.replace("{" + k + "}", v)
+    assert "{" not in path, f"no value for a parameter of {path}"
+    return path
+
+
+def call(web, method, path, body=None, timeout=20):
+    data = None
+    headers = {}
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(web + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def setup(web):
+    """The tenant, namespace, topics and subscription the walk acts on."""
+    call(web, "PUT", f"/admin/v2/tenants/{TENANT}",
+         {"adminRoles": [], "allowedClusters": ["standalone"]})
+    call(web, "PUT", f"/admin/v2/namespaces/{TENANT}/{NAMESPACE}")
+    for domain in ("persistent", "non-persistent"):
+        base = f"/admin/v2/{domain}/{TENANT}/{NAMESPACE}/{TOPIC}"
+        call(web, "PUT", base)
+        call(web, "PUT", f"{base}/subscription/{SUB}", {"entryId": -1, "ledgerId": -1})
+
+
+def order(route):
+    # Reads first, then changes, deletions last (the topic, namespace and
+    # tenant go last of all).
+    method, path = route[0], route[1]
+    rank = {"GET": 0, "PUT": 1, "POST": 1, "DELETE": 2}.get(method, 1)
+    return (rank, -path.count("/"), path)
+
+
+def walk(web):
+    """(answered, missing): missing as (method, path, status)."""
+    setup(web)
+    answered, missing = [], []
+    for method, path, op, group in sorted(routes(), key=order):
+        url = fill(path, web)
+        body = None if method in ("GET", "DELETE") else {}
+        try:
+            status, content = call(web, method, url, body)
+        except Exception as e:  # a timeout or a reset: not an answer
+            missing.append((method, path, f"no answer: {e}"))
+            continue
+        if status in (404, 405) and not content.strip():
+            missing.append((method, path, status))
+        else:
+            answered.append((method, path, status))
+    return answered, missing
+
+
+def test_every_admin_route_is_answered(strobe):
+    web = f"http://127.0.0.1:{strobe.http_port}"
+    answered, missing = walk(web)
+    total = len(answered) + len(missing)
+    unexplained = [m for m in missing if (m[0], m[1]) not in MISSING]
+    served_now = [k for k in MISSING if k not in {(m[0], m[1]) for m in missing}]
+    assert not unexplained, (
+        f"{len(unexplained)} of {total} routes have no handler (404/405 without a body):\n"
+        + "\n".join(f"{m} {p} -> {s}" for m, p, s in unexplained))
+    assert not served_now, f"answered now, drop from MISSING: {served_now}"
+    assert len(answered) >= 0.95 * total, f"only {len(answered)} of {total} answered"
+
+
+if __name__ == "__main__":
+    web = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8080"
+    answered, missing = walk(web)
+    groups = {}
+    for method, path, op, group in routes():
+        groups.setdefault(group, [0, 0])[1] += 1
+    miss = {(m, p) for m, p, _ in missing}
+    for method, path, op, group in routes():
+        if (method, path) not in miss:
+            groups[group][0] += 1
+    for g, (a, t) in sorted(groups.items()):
+        print(f"{g:24s} {a:4d} / {t}")
+    print(f"{'all':24s} {len(answered):4d} / {len(answered) + len(missing)}")
+    if "-v" in sys.argv:
+        for m, p, s in missing:
+            print(f"missing {m} {p} -> {s}")
