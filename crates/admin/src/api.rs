@@ -169,3 +169,52 @@ macro_rules! policy_field {
     };
 }
 pub(crate) use policy_field;
+
+#[derive(Deserialize)]
+pub(crate) struct AppliedQuery {
+    pub(crate) applied: Option<bool>,
+}
+
+/// GET, POST and DELETE of a topic-level policy; `?applied=true` reads
+/// what the topic enforces: its own value, else `$applied(&svc, &name)`
+/// (its namespace's, else the broker's).
+macro_rules! topic_field {
+    ($get:ident, $set:ident, $del:ident, $field:ident, $parse:expr, $applied:expr) => {
+        async fn $get(
+            State(s): State<Svc>,
+            TopicPath(name): TopicPath,
+            Query(q): Query<AppliedQuery>,
+        ) -> ApiResult<axum::Json<Value>> {
+            if !s.topic_known(&name).await? {
+                return Err(ApiError(404, format!("Topic {name} not found")));
+            }
+            let own = s.topic_policies(&name).$field;
+            if own.is_none() && q.applied.unwrap_or(false) {
+                return Ok(axum::Json(($applied)(&s, &name)));
+            }
+            Ok(axum::Json(json!(own)))
+        }
+
+        async fn $set(
+            State(s): State<Svc>,
+            TopicPath(name): TopicPath,
+            body: Bytes,
+        ) -> ApiResult<Response> {
+            let v = ($parse)(&body)?;
+            s.update_topic_policies(&name, move |p: &mut strobe_tenancy::TopicPolicies| {
+                p.$field = Some(v)
+            })
+            .await?;
+            Ok(no_content())
+        }
+
+        async fn $del(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
+            s.update_topic_policies(&name, |p: &mut strobe_tenancy::TopicPolicies| {
+                p.$field = None
+            })
+            .await?;
+            Ok(no_content())
+        }
+    };
+}
+pub(crate) use topic_field;

@@ -77,6 +77,7 @@ pub fn router(service: Svc) -> Router {
         routes::namespaces::routes(),
         routes::topics::routes(),
         routes::tenancy::routes(),
+        routes::topic_policies::routes(),
         routes::subscriptions::routes(),
         routes::schemas::routes(),
         routes::lookup::routes(),

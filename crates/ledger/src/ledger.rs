@@ -139,6 +139,7 @@ impl ManagedLedger {
         let (lac_tx, _) = watch::channel(lac);
         let inner = Arc::new(Inner {
             name: name.to_string(),
+            retention: Mutex::new(config.retention),
             config,
             storage,
             append_lock: Mutex::new(()),
@@ -171,6 +172,18 @@ impl ManagedLedger {
 
     pub fn config(&self) -> &LedgerConfig {
         &self.inner.config
+    }
+
+    /// The retention in force (see [`ManagedLedger::set_retention`]).
+    pub fn retention(&self) -> crate::Retention {
+        *self.inner.retention.lock()
+    }
+
+    /// Changes the retention from the next trim on (a namespace's or a
+    /// topic's retention policy changed): consumed ledgers it no longer
+    /// keeps go at the next trim, and a longer one keeps what is still here.
+    pub fn set_retention(&self, r: crate::Retention) {
+        *self.inner.retention.lock() = r;
     }
 
     /// Why the ledger refuses appends, if an append failed (for example it
@@ -690,7 +703,7 @@ impl Inner {
                 .iter()
                 .filter(|l| l.id < slowest.ledger_id && l.id != cur_id)
                 .collect();
-            let ret = self.config.retention;
+            let ret = *self.retention.lock();
             let mut consumed_bytes: u64 = consumed.iter().map(|l| l.confirmed_bytes).sum();
             let mut ids = Vec::new();
             for l in consumed {

@@ -149,6 +149,9 @@ pub(crate) struct CursorShared {
 pub(crate) struct Inner {
     pub(crate) name: String,
     pub(crate) config: LedgerConfig,
+    /// The retention in force: `config.retention` at open, then whatever
+    /// the topic's policies change it to ([`crate::ManagedLedger::set_retention`]).
+    pub(crate) retention: Mutex<crate::Retention>,
     pub(crate) storage: Arc<dyn TopicStorage>,
     /// Held while an entry id is assigned and queued, so queue order is id order.
     pub(crate) append_lock: Mutex<()>,

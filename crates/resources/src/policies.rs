@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+pub use strobe_tenancy::storage::{BacklogQuotaJson, RetentionPolicies};
 use strobe_tenancy::{
     DispatchRate, InactiveTopicPolicies, NamespaceLevel, PublishRate, SubscribeRate,
 };
@@ -137,29 +138,6 @@ pub const AUTH_ACTIONS: &[&str] = &[
     "sinks",
     "packages",
 ];
-
-/// Pulsar's `BacklogQuota` JSON.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default, rename_all = "camelCase")]
-pub struct BacklogQuotaJson {
-    /// Deprecated alias of `limitSize`, still written by older clients.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit_size: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit_time: Option<i64>,
-    pub policy: String,
-}
-
-/// Pulsar's `RetentionPolicies`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct RetentionPolicies {
-    pub retention_time_in_minutes: i64,
-    #[serde(rename = "retentionSizeInMB")]
-    pub retention_size_in_mb: i64,
-}
 
 /// Pulsar's `TenantInfo`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -7,10 +7,12 @@
 //!   topic's limits follow from its topic, namespace and broker levels.
 //! - [`inactive`]: when an inactive topic is deleted.
 //! - [`subscribe`]: the subscribe rate, per consumer.
+//! - [`storage`]: retention and backlog quotas, as namespaces and topics set them.
 
 pub mod inactive;
 pub mod policy;
 pub mod rate;
+pub mod storage;
 pub mod subscribe;
 
 pub use policy::{

@@ -206,6 +206,26 @@ pub struct TopicPolicies {
     pub max_subscriptions_per_topic: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inactive_topic_policies: Option<InactiveTopicPolicies>,
+    /// Seconds after which unacknowledged messages expire (0: never).
+    #[serde(
+        rename = "messageTTLInSeconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub message_ttl_in_seconds: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deduplication_enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_policies: Option<crate::storage::RetentionPolicies>,
+    /// Quotas by type, `destination_storage` and `message_age` (Pulsar's
+    /// field name, with its capital L).
+    #[serde(
+        rename = "backLogQuotaMap",
+        skip_serializing_if = "std::collections::BTreeMap::is_empty"
+    )]
+    pub backlog_quota_map: std::collections::BTreeMap<String, crate::storage::BacklogQuotaJson>,
+    /// Bytes after the last compaction that start the next (0: only when asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction_threshold: Option<i64>,
 }
 
 impl TopicPolicies {

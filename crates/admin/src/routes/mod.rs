@@ -11,6 +11,7 @@ pub(crate) mod schemas;
 pub(crate) mod segments;
 pub(crate) mod subscriptions;
 pub(crate) mod tenancy;
+pub(crate) mod topic_policies;
 pub(crate) mod topics;
 pub(crate) mod transactions;
 pub(crate) mod unsupported;

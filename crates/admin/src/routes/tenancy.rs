@@ -7,9 +7,7 @@
 //! rates by cluster name, as Pulsar does; these routes read and write this
 //! broker's cluster's.
 
-use strobe_tenancy::{
-    DispatchRate, InactiveTopicPolicies, PublishRate, SubscribeRate, TopicPolicies,
-};
+use strobe_tenancy::{DispatchRate, InactiveTopicPolicies, PublishRate, SubscribeRate};
 
 use crate::api::*;
 
@@ -269,55 +267,17 @@ fn inactive(body: &Bytes) -> ApiResult<InactiveTopicPolicies> {
     Ok(p)
 }
 
-#[derive(Deserialize)]
-struct AppliedQuery {
-    applied: Option<bool>,
-}
-
-/// GET, POST and DELETE of a topic-level policy; `?applied=true` reads
-/// what the topic enforces: its own value, else its namespace's, else the
-/// broker's.
-macro_rules! topic_field {
-    ($get:ident, $set:ident, $del:ident, $field:ident, $parse:expr, $applied:expr) => {
-        async fn $get(
-            State(s): State<Svc>,
-            TopicPath(name): TopicPath,
-            Query(q): Query<AppliedQuery>,
-        ) -> ApiResult<axum::Json<Value>> {
-            if !s.topic_known(&name).await? {
-                return Err(ApiError(404, format!("Topic {name} not found")));
-            }
-            let own = s.topic_policies(&name).$field;
-            if own.is_none() && q.applied.unwrap_or(false) {
-                let ns = s.namespace_policies(name.namespace()).unwrap_or_default();
-                let level = ns.level(&s.config.cluster_name);
-                let broker = s.config.tenancy_level();
-                return Ok(axum::Json(($applied)(&level, &broker)));
-            }
-            Ok(axum::Json(json!(own)))
-        }
-
-        async fn $set(
-            State(s): State<Svc>,
-            TopicPath(name): TopicPath,
-            body: Bytes,
-        ) -> ApiResult<Response> {
-            let v = ($parse)(&body)?;
-            s.update_topic_policies(&name, move |p: &mut TopicPolicies| p.$field = Some(v))
-                .await?;
-            Ok(no_content())
-        }
-
-        async fn $del(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
-            s.update_topic_policies(&name, |p: &mut TopicPolicies| p.$field = None)
-                .await?;
-            Ok(no_content())
-        }
-    };
-}
-
 type Ns = strobe_tenancy::NamespaceLevel;
 type Broker = strobe_tenancy::BrokerLevel;
+
+/// What a tenancy limit's `?applied=true` reads when the topic has no value
+/// of its own: `f` of its namespace's level and the broker's.
+fn applied(f: impl Fn(&Ns, &Broker) -> Value) -> impl Fn(&Svc, &TopicName) -> Value {
+    move |s, name| {
+        let ns = s.namespace_policies(name.namespace()).unwrap_or_default();
+        f(&ns.level(&s.config.cluster_name), &s.config.tenancy_level())
+    }
+}
 
 topic_field!(
     t_get_publish,
@@ -325,7 +285,7 @@ topic_field!(
     t_del_publish,
     publish_rate,
     |b: &Bytes| json_body::<PublishRate>(b, "publishRate"),
-    |n: &Ns, b: &Broker| json!(n.publish_rate.unwrap_or(b.publish_rate))
+    applied(|n: &Ns, b: &Broker| json!(n.publish_rate.unwrap_or(b.publish_rate)))
 );
 topic_field!(
     t_get_dispatch,
@@ -333,7 +293,7 @@ topic_field!(
     t_del_dispatch,
     dispatch_rate,
     |b: &Bytes| json_body::<DispatchRate>(b, "dispatchRate"),
-    |n: &Ns, b: &Broker| json!(n.dispatch_rate.unwrap_or(b.dispatch_rate))
+    applied(|n: &Ns, b: &Broker| json!(n.dispatch_rate.unwrap_or(b.dispatch_rate)))
 );
 topic_field!(
     t_get_sub_dispatch,
@@ -341,10 +301,10 @@ topic_field!(
     t_del_sub_dispatch,
     subscription_dispatch_rate,
     |b: &Bytes| json_body::<DispatchRate>(b, "subscriptionDispatchRate"),
-    |n: &Ns, b: &Broker| json!(
+    applied(|n: &Ns, b: &Broker| json!(
         n.subscription_dispatch_rate
             .unwrap_or(b.subscription_dispatch_rate)
-    )
+    ))
 );
 topic_field!(
     t_get_subscribe,
@@ -352,7 +312,7 @@ topic_field!(
     t_del_subscribe,
     subscribe_rate,
     |b: &Bytes| json_body::<SubscribeRate>(b, "subscribeRate"),
-    |n: &Ns, b: &Broker| json!(n.subscribe_rate.unwrap_or(b.subscribe_rate))
+    applied(|n: &Ns, b: &Broker| json!(n.subscribe_rate.unwrap_or(b.subscribe_rate)))
 );
 topic_field!(
     t_get_max_producers,
@@ -360,11 +320,11 @@ topic_field!(
     t_del_max_producers,
     max_producer_per_topic,
     |b: &Bytes| count(b, "maxProducers"),
-    |n: &Ns, b: &Broker| json!(
+    applied(|n: &Ns, b: &Broker| json!(
         n.max_producers_per_topic
             .filter(|v| *v >= 0)
             .unwrap_or(b.max_producers_per_topic)
-    )
+    ))
 );
 topic_field!(
     t_get_max_consumers,
@@ -372,11 +332,11 @@ topic_field!(
     t_del_max_consumers,
     max_consumer_per_topic,
     |b: &Bytes| count(b, "maxConsumers"),
-    |n: &Ns, b: &Broker| json!(
+    applied(|n: &Ns, b: &Broker| json!(
         n.max_consumers_per_topic
             .filter(|v| *v >= 0)
             .unwrap_or(b.max_consumers_per_topic)
-    )
+    ))
 );
 topic_field!(
     t_get_max_sub_consumers,
@@ -384,11 +344,11 @@ topic_field!(
     t_del_max_sub_consumers,
     max_consumers_per_subscription,
     |b: &Bytes| count(b, "maxConsumersPerSubscription"),
-    |n: &Ns, b: &Broker| json!(
+    applied(|n: &Ns, b: &Broker| json!(
         n.max_consumers_per_subscription
             .filter(|v| *v >= 0)
             .unwrap_or(b.max_consumers_per_subscription)
-    )
+    ))
 );
 topic_field!(
     t_get_max_subs,
@@ -396,11 +356,11 @@ topic_field!(
     t_del_max_subs,
     max_subscriptions_per_topic,
     |b: &Bytes| count(b, "maxSubscriptionsPerTopic"),
-    |n: &Ns, b: &Broker| json!(
+    applied(|n: &Ns, b: &Broker| json!(
         n.max_subscriptions_per_topic
             .filter(|v| *v >= 0)
             .unwrap_or(b.max_subscriptions_per_topic)
-    )
+    ))
 );
 topic_field!(
     t_get_inactive,
@@ -408,8 +368,8 @@ topic_field!(
     t_del_inactive,
     inactive_topic_policies,
     |b: &Bytes| inactive(b),
-    |n: &Ns, b: &Broker| json!(
+    applied(|n: &Ns, b: &Broker| json!(
         n.inactive_topic_policies
             .unwrap_or(b.inactive_topic_policies)
-    )
+    ))
 );

@@ -111,16 +111,14 @@ impl BrokerService {
         Ok(())
     }
 
-    /// Pulsar's compaction threshold: a topic with more than the namespace's
-    /// `compaction_threshold` bytes after its last compaction is compacted.
+    /// Pulsar's compaction threshold: a topic with more than its
+    /// `compaction_threshold` (its own, else its namespace's) bytes after its
+    /// last compaction is compacted.
     pub(super) async fn maybe_compact(self: &Arc<Self>, t: &Arc<Topic>) {
         if !t.name.is_persistent() {
             return;
         }
-        let threshold = self
-            .namespace_policies(t.name.namespace())
-            .and_then(|p| p.compaction_threshold)
-            .unwrap_or(0);
+        let threshold = self.effective_for(&t.name).compaction_threshold;
         if threshold == 0
             || *t.compaction_status.lock() == crate::compaction::CompactionStatus::Running
         {

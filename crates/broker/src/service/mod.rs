@@ -33,7 +33,6 @@ use tracing::info;
 
 use crate::BrokerError;
 use crate::config::BrokerConfig;
-use crate::enforce::{quotas_of, retention_of};
 use crate::schemas::SchemaRegistry;
 use crate::security::Operation;
 use crate::topic::{DispatchSettings, Topic};
@@ -230,19 +229,6 @@ impl BrokerService {
 
     pub fn namespace_policies(&self, ns: &str) -> Option<NamespacePolicies> {
         self.resources.namespace_policies(ns)
-    }
-
-    /// Message TTL in seconds for a namespace (0: messages never expire).
-    pub fn message_ttl_secs(&self, ns: &str) -> u64 {
-        self.namespace_policies(ns)
-            .and_then(|p| p.message_ttl_in_seconds)
-            .unwrap_or(self.config.message_ttl_secs)
-    }
-
-    pub fn deduplication_enabled(&self, ns: &str) -> bool {
-        self.namespace_policies(ns)
-            .and_then(|p| p.deduplication_enabled)
-            .unwrap_or(self.config.deduplication_enabled)
     }
 
     /// Pulsar's broker health check, for real: the metadata store takes a
@@ -529,11 +515,9 @@ impl BrokerService {
             info!(topic = %name, "created topic");
         }
         let meta = stored.map(|v| v.value).unwrap_or_default();
-        let policies = self
-            .namespace_policies(name.namespace())
-            .unwrap_or_default();
+        let effective = self.effective_for(name);
         let ledger_config = LedgerConfig {
-            retention: retention_of(&policies),
+            retention: effective.retention,
             trim_interval: Some(std::time::Duration::from_secs(60)),
             ..self.fenced_ledger_config(fence)
         };
@@ -541,7 +525,7 @@ impl BrokerService {
             name.clone(),
             self.backend.as_ref(),
             ledger_config,
-            self.deduplication_enabled(name.namespace()),
+            effective.deduplication,
             self.dispatch_settings(),
         )
         .await?;
@@ -551,8 +535,8 @@ impl BrokerService {
                 txn.ctx.check(t);
             }
         }
-        topic.set_message_ttl(self.message_ttl_secs(name.namespace()));
-        topic.set_backlog_quota(quotas_of(&policies));
+        topic.set_message_ttl(effective.message_ttl_secs);
+        topic.set_backlog_quota(effective.quotas);
         topic.limits.set(self.limits_for(name));
         if self.cluster.is_some() {
             topic.set_owner_check(Arc::new(BundleCheck {

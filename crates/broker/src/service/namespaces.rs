@@ -9,7 +9,6 @@ use tracing::info;
 
 use super::BrokerService;
 use crate::BrokerError;
-use crate::enforce::quotas_of;
 use crate::topic::Topic;
 use strobe_resources::BundlesData;
 use strobe_resources::policies::{NamespacePolicies, TenantInfo, validate_actions};
@@ -131,13 +130,9 @@ impl BrokerService {
         self.resources
             .replace_namespace_policies(ns, &p, current.version)
             .await?;
-        let dedup = self.deduplication_enabled(ns);
-        let ttl = self.message_ttl_secs(ns);
-        let quotas = quotas_of(&p);
         for t in self.loaded_topics_of(ns) {
-            t.set_deduplication(dedup).await?;
-            t.set_message_ttl(ttl);
-            t.set_backlog_quota(quotas);
+            self.apply_effective(&t, self.effective_with(&t.name, &p))
+                .await?;
         }
         Ok(p)
     }

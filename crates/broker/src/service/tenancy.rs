@@ -16,7 +16,7 @@ use tracing::{info, warn};
 
 use super::BrokerService;
 use crate::BrokerError;
-use crate::enforce::quotas_of;
+use crate::enforce::{BrokerDefaults, Effective, effective};
 use crate::topic::Topic;
 
 impl BrokerService {
@@ -28,6 +28,37 @@ impl BrokerService {
             &ns.level(&self.config.cluster_name),
             &self.config.tenancy_level(),
         )
+    }
+
+    /// The broker's own values for the policies a namespace and a topic
+    /// may override.
+    pub fn broker_defaults(&self) -> BrokerDefaults {
+        BrokerDefaults {
+            message_ttl_secs: self.config.message_ttl_secs,
+            deduplication: self.config.deduplication_enabled,
+        }
+    }
+
+    /// What `name` enforces of TTL, deduplication, quotas, retention and
+    /// compaction, given its namespace's policies.
+    pub fn effective_with(&self, name: &TopicName, ns: &NamespacePolicies) -> Effective {
+        effective(&self.topic_policies(name), ns, self.broker_defaults())
+    }
+
+    /// The same, with the namespace's policies as they are now.
+    pub fn effective_for(&self, name: &TopicName) -> Effective {
+        let ns = self
+            .namespace_policies(name.namespace())
+            .unwrap_or_default();
+        self.effective_with(name, &ns)
+    }
+
+    /// Puts `e` in force on a loaded topic.
+    pub(crate) async fn apply_effective(&self, t: &Topic, e: Effective) -> Result<(), BrokerError> {
+        t.set_message_ttl(e.message_ttl_secs);
+        t.set_backlog_quota(e.quotas);
+        t.ledger.set_retention(e.retention);
+        t.set_deduplication(e.deduplication).await
     }
 
     /// What `name` enforces now.
@@ -49,11 +80,10 @@ impl BrokerService {
                 .entry(ns.clone())
                 .or_insert_with(|| self.namespace_policies(&ns).unwrap_or_default())
                 .clone();
-            if let Err(e) = t.set_deduplication(self.deduplication_enabled(&ns)).await {
-                warn!(topic = %t.name, error = %e, "switching deduplication failed");
+            let e = self.effective_with(&t.name, &policies);
+            if let Err(err) = self.apply_effective(&t, e).await {
+                warn!(topic = %t.name, error = %err, "switching deduplication failed");
             }
-            t.set_message_ttl(self.message_ttl_secs(&ns));
-            t.set_backlog_quota(quotas_of(&policies));
             let limits = self.limits_with(&t.name, &policies);
             if limits != t.limits.get() {
                 info!(topic = %t.name, ?limits, "tenancy limits changed");
@@ -233,6 +263,8 @@ impl BrokerService {
         for t in self.loaded_topics() {
             if t.name.partitioned_parent() == parent {
                 t.limits.set(self.limits_with(&t.name, &ns));
+                self.apply_effective(&t, self.effective_with(&t.name, &ns))
+                    .await?;
             }
         }
         Ok(p)

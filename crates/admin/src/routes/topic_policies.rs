@@ -1,0 +1,228 @@
+//! A single topic's own storage and delivery policies (Pulsar's topic-level
+//! policies): message TTL, deduplication, retention, backlog quotas and the
+//! compaction threshold, on `/admin/v2/{domain}/{t}/{ns}/{topic}/...` with
+//! Pulsar's shapes. Each is the topic's own value over its namespace's over
+//! the broker's (`strobe_broker::enforce::effective`), in force on the
+//! topic as soon as the call returns; `?applied=true` reads what the topic
+//! enforces.
+
+use strobe_tenancy::TopicPolicies;
+
+use crate::api::*;
+
+/// This resource's routes.
+pub(crate) fn routes() -> Router<Svc> {
+    let topic = |p: &str| format!("/admin/v2/{{domain}}/{{tenant}}/{{ns}}/{{topic}}/{p}");
+    Router::new()
+        .route(
+            &topic("messageTTL"),
+            get(get_ttl).post(set_ttl).delete(del_ttl),
+        )
+        .route(
+            &topic("deduplicationEnabled"),
+            get(get_dedup).post(set_dedup).delete(del_dedup),
+        )
+        .route(
+            &topic("retention"),
+            get(get_retention).post(set_retention).delete(del_retention),
+        )
+        .route(
+            &topic("compactionThreshold"),
+            get(get_compaction)
+                .post(set_compaction)
+                .delete(del_compaction),
+        )
+        .route(&topic("backlogQuotaMap"), get(get_quotas))
+        .route(
+            &topic("backlogQuota"),
+            axum::routing::post(set_quota).delete(del_quota),
+        )
+}
+
+#[derive(Deserialize)]
+struct TtlQuery {
+    #[serde(rename = "messageTTL")]
+    message_ttl: Option<i64>,
+}
+
+async fn get_ttl(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    Query(q): Query<AppliedQuery>,
+) -> ApiResult<axum::Json<Value>> {
+    known(&s, &name).await?;
+    let own = s.topic_policies(&name).message_ttl_in_seconds;
+    if own.is_none() && q.applied.unwrap_or(false) {
+        return Ok(axum::Json(json!(s.effective_for(&name).message_ttl_secs)));
+    }
+    Ok(axum::Json(json!(own)))
+}
+
+/// Pulsar takes the TTL as the `messageTTL` query parameter here (the
+/// namespace's route takes a body); a body is read too.
+async fn set_ttl(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    Query(q): Query<TtlQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let ttl = match q.message_ttl {
+        Some(v) => v,
+        None => parse_scalar(&body, "messageTTL")?,
+    };
+    if !(0..=i32::MAX as i64).contains(&ttl) {
+        return Err(ApiError(412, format!("Invalid message TTL value {ttl}")));
+    }
+    change(&s, &name, move |p| {
+        p.message_ttl_in_seconds = Some(ttl as i32)
+    })
+    .await
+}
+
+async fn del_ttl(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
+    change(&s, &name, |p| p.message_ttl_in_seconds = None).await
+}
+
+topic_field!(
+    get_dedup,
+    set_dedup,
+    del_dedup,
+    deduplication_enabled,
+    |b: &Bytes| parse_scalar::<bool>(b, "deduplicationEnabled"),
+    |s: &Svc, name: &TopicName| json!(s.effective_for(name).deduplication)
+);
+
+topic_field!(
+    get_retention,
+    set_retention,
+    del_retention,
+    retention_policies,
+    |b: &Bytes| retention(b),
+    |s: &Svc, name: &TopicName| json!(
+        s.namespace_policies(name.namespace())
+            .and_then(|p| p.retention_policies)
+            .unwrap_or_default()
+    )
+);
+
+topic_field!(
+    get_compaction,
+    set_compaction,
+    del_compaction,
+    compaction_threshold,
+    |b: &Bytes| threshold(b),
+    |s: &Svc, name: &TopicName| json!(s.effective_for(name).compaction_threshold)
+);
+
+fn retention(body: &Bytes) -> ApiResult<RetentionPolicies> {
+    let r: RetentionPolicies =
+        serde_json::from_slice(body).map_err(|e| bad(format!("retention: {e}")))?;
+    if r.retention_time_in_minutes < -1 || r.retention_size_in_mb < -1 {
+        return Err(ApiError(
+            412,
+            "retention: time and size must be -1 (no limit) or more".into(),
+        ));
+    }
+    Ok(r)
+}
+
+fn threshold(body: &Bytes) -> ApiResult<i64> {
+    let v: i64 = parse_scalar(body, "compactionThreshold")?;
+    if v < 0 {
+        return Err(ApiError(
+            412,
+            "compactionThreshold must be 0 or more".into(),
+        ));
+    }
+    Ok(v)
+}
+
+#[derive(Deserialize)]
+struct QuotaQuery {
+    #[serde(rename = "backlogQuotaType")]
+    backlog_quota_type: Option<String>,
+}
+
+/// Pulsar's `BacklogQuotaType` (default `destination_storage`).
+fn quota_type(q: &QuotaQuery) -> ApiResult<String> {
+    match q.backlog_quota_type.as_deref() {
+        None | Some("destination_storage") => Ok("destination_storage".into()),
+        Some("message_age") => Ok("message_age".into()),
+        Some(other) => Err(bad(format!(
+            "backlogQuotaType {other:?}: expected destination_storage or message_age"
+        ))),
+    }
+}
+
+async fn get_quotas(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    Query(q): Query<AppliedQuery>,
+) -> ApiResult<axum::Json<Value>> {
+    known(&s, &name).await?;
+    let mut map = s.topic_policies(&name).backlog_quota_map;
+    if q.applied.unwrap_or(false) {
+        // Each type the topic does not set comes from its namespace.
+        let ns = s.namespace_policies(name.namespace()).unwrap_or_default();
+        for (k, v) in ns.backlog_quota_map {
+            map.entry(k).or_insert(v);
+        }
+    }
+    Ok(axum::Json(json!(map)))
+}
+
+async fn set_quota(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    Query(q): Query<QuotaQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let kind = quota_type(&q)?;
+    let mut quota: BacklogQuotaJson =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("backlogQuota: {e}")))?;
+    if !matches!(
+        quota.policy.as_str(),
+        "producer_request_hold" | "producer_exception" | "consumer_backlog_eviction"
+    ) {
+        return Err(bad(format!(
+            "backlogQuota: policy {:?} is none of producer_request_hold, producer_exception, \
+             consumer_backlog_eviction",
+            quota.policy
+        )));
+    }
+    if kind == "destination_storage" && quota.limit_size.is_none() {
+        quota.limit_size = quota.limit;
+    }
+    change(&s, &name, move |p| {
+        p.backlog_quota_map.insert(kind, quota);
+    })
+    .await
+}
+
+async fn del_quota(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    Query(q): Query<QuotaQuery>,
+) -> ApiResult<Response> {
+    let kind = quota_type(&q)?;
+    change(&s, &name, move |p| {
+        p.backlog_quota_map.remove(&kind);
+    })
+    .await
+}
+
+async fn known(s: &Svc, name: &TopicName) -> ApiResult<()> {
+    if !s.topic_known(name).await? {
+        return Err(ApiError(404, format!("Topic {name} not found")));
+    }
+    Ok(())
+}
+
+async fn change(
+    s: &Svc,
+    name: &TopicName,
+    f: impl FnOnce(&mut TopicPolicies) + Send,
+) -> ApiResult<Response> {
+    s.update_topic_policies(name, f).await?;
+    Ok(no_content())
+}

@@ -1,0 +1,169 @@
+"""A single topic's own policies (Pulsar's topic-level policies): message TTL,
+deduplication, retention, backlog quotas and the compaction threshold. Each
+is set over HTTP on Pulsar's path, read back (its own value, and with
+?applied=true what the topic enforces: its own, else its namespace's, else the
+broker's), and its effect is seen by the official client."""
+import time
+
+import pulsar
+import pytest
+from pulsar import InitialPosition
+
+from test_admin import call
+
+
+def wait_for(what, check, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = check()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_message_ttl_of_one_topic_expires_its_backlog(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/topic-ttl"
+        other = "persistent://public/default/topic-ttl-other"
+        path = "/admin/v2/persistent/public/default/topic-ttl"
+        for t in (topic, other):
+            client.subscribe(t, "s").close()
+        assert call(strobe, "GET", f"{path}/messageTTL")[1] is None
+        assert call(strobe, "GET", f"{path}/messageTTL?applied=true")[1] == 0
+        # Pulsar's topic route takes the TTL as a query parameter.
+        assert call(strobe, "POST", f"{path}/messageTTL?messageTTL=-1")[0] == 412
+        assert call(strobe, "POST", f"{path}/messageTTL?messageTTL=1")[0] == 204
+        assert call(strobe, "GET", f"{path}/messageTTL")[1] == 1
+        for t in (topic, other):
+            p = client.create_producer(t)
+            for _ in range(5):
+                p.send(b"old")
+            p.close()
+        stats = lambda t: call(strobe, "GET", f"/admin/v2/persistent/public/default/{t}/stats")[1]
+        wait_for("the topic's TTL", lambda: stats("topic-ttl")["subscriptions"]["s"]["msgBacklog"] == 0)
+        # The namespace has no TTL: the other topic keeps its backlog.
+        assert stats("topic-ttl-other")["subscriptions"]["s"]["msgBacklog"] == 5
+        assert call(strobe, "DELETE", f"{path}/messageTTL")[0] == 204
+        assert call(strobe, "GET", f"{path}/messageTTL")[1] is None
+    finally:
+        client.close()
+
+
+def test_deduplication_of_one_topic(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/topic-dedup"
+        path = "/admin/v2/persistent/public/default/topic-dedup"
+        client.create_producer(topic).close()
+        assert call(strobe, "GET", f"{path}/deduplicationEnabled?applied=true")[1] is False
+        assert call(strobe, "POST", f"{path}/deduplicationEnabled", b"maybe")[0] == 400
+        assert call(strobe, "POST", f"{path}/deduplicationEnabled", b"true")[0] == 204
+        assert call(strobe, "GET", f"{path}/deduplicationEnabled")[1] is True
+        p = client.create_producer(topic, producer_name="dedup-pn")
+        for _ in range(3):
+            p.send(b"x")
+        p.close()
+        # The broker kept the producer's sequence ids: deduplication is on.
+        assert client.create_producer(topic, producer_name="dedup-pn").last_sequence_id() == 2
+        assert call(strobe, "DELETE", f"{path}/deduplicationEnabled")[0] == 204
+        assert call(strobe, "GET", f"{path}/deduplicationEnabled?applied=true")[1] is False
+    finally:
+        client.close()
+
+
+def test_backlog_quota_of_one_topic(fresh_strobe):
+    s = fresh_strobe
+    client = pulsar.Client(s.url)
+    try:
+        topic = "persistent://public/default/topic-quota"
+        path = "/admin/v2/persistent/public/default/topic-quota"
+        consumer = client.subscribe(topic, "slow", initial_position=InitialPosition.Earliest)
+        assert call(s, "POST", f"{path}/backlogQuota", {"limitSize": 1, "policy": "sideways"})[0] == 400
+        assert call(s, "POST", f"{path}/backlogQuota?backlogQuotaType=destination_storage",
+                    {"limitSize": 4096, "policy": "producer_exception"})[0] == 204
+        assert call(s, "GET", f"{path}/backlogQuotaMap")[1]["destination_storage"]["limitSize"] == 4096
+        producer = client.create_producer(topic, batching_enabled=False)
+        for _ in range(10):
+            producer.send(b"z" * 1024)
+        with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+            client.create_producer(topic)
+        # Another topic of the namespace has no quota.
+        client.create_producer("persistent://public/default/topic-quota-other").close()
+        assert call(s, "DELETE", f"{path}/backlogQuota?backlogQuotaType=destination_storage")[0] == 204
+        assert call(s, "GET", f"{path}/backlogQuotaMap")[1] == {}
+        client.create_producer(topic).close()
+        consumer.close()
+    finally:
+        client.close()
+
+
+def test_retention_of_one_topic(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        kept, gone = "topic-retention", "topic-retention-other"
+        base = "/admin/v2/persistent/public/default"
+        path = f"{base}/{kept}"
+        client.create_producer(f"persistent://public/default/{kept}").close()
+        assert call(strobe, "GET", f"{path}/retention")[1] is None
+        assert call(strobe, "GET", f"{path}/retention?applied=true")[1] == \
+            {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
+        assert call(strobe, "POST", f"{path}/retention",
+                    {"retentionTimeInMinutes": -2, "retentionSizeInMB": 1})[0] == 412
+        assert call(strobe, "POST", f"{path}/retention",
+                    {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1})[0] == 204
+        assert call(strobe, "GET", f"{path}/retention")[1] == \
+            {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
+        first = {}
+        for name in (kept, gone):
+            topic = f"persistent://public/default/{name}"
+            consumer = client.subscribe(topic, "s")
+            p = client.create_producer(topic)
+            for i in range(5):
+                p.send(f"r{i}".encode())
+            for _ in range(5):
+                consumer.acknowledge(consumer.receive(5000))
+            consumer.close()
+            p.close()
+            first[name] = call(strobe, "GET", f"{base}/{name}/internalStats")[1]["ledgers"][0]["ledgerId"]
+            # Closed and opened again: the consumed ledger is trimmed at open
+            # unless retention keeps it.
+            assert call(strobe, "PUT", f"{base}/{name}/unload")[0] in (200, 204)
+        ledgers = lambda name: [l["ledgerId"] for l in call(strobe, "GET", f"{base}/{name}/internalStats")[1]["ledgers"]]
+        wait_for("the unretained topic's trim", lambda: first[gone] not in ledgers(gone))
+        assert first[kept] in ledgers(kept), "retention kept the consumed ledger"
+        reader = client.create_reader(f"persistent://public/default/{kept}", pulsar.MessageId.earliest)
+        assert [reader.read_next(5000).data() for _ in range(5)] == [f"r{i}".encode() for i in range(5)]
+        assert call(strobe, "DELETE", f"{path}/retention")[0] == 204
+    finally:
+        client.close()
+
+
+def test_compaction_threshold_of_one_topic(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/topic-compact"
+        path = "/admin/v2/persistent/public/default/topic-compact"
+        client.create_producer(topic).close()
+        assert call(strobe, "POST", f"{path}/compactionThreshold", b"-5")[0] == 412
+        assert call(strobe, "POST", f"{path}/compactionThreshold", b"1")[0] == 204
+        assert call(strobe, "GET", f"{path}/compactionThreshold")[1] == 1
+        assert call(strobe, "GET", f"{path}/compactionThreshold?applied=true")[1] == 1
+        p = client.create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            p.send(f"v{i}".encode(), partition_key=f"k{i % 2}")
+        # Over the threshold: the broker compacts the topic by itself.
+        wait_for("an automatic compaction",
+                 lambda: call(strobe, "GET", f"{path}/compaction")[1].get("status") == "SUCCESS", timeout=90)
+        assert call(strobe, "DELETE", f"{path}/compactionThreshold")[0] == 204
+        assert call(strobe, "GET", f"{path}/compactionThreshold?applied=true")[1] == 0
+    finally:
+        client.close()
+
+
+def test_policies_of_a_missing_topic_are_404(strobe):
+    path = "/admin/v2/persistent/public/default/no-such-topic-policies"
+    for route in ("messageTTL", "deduplicationEnabled", "retention", "compactionThreshold", "backlogQuotaMap"):
+        status, body = call(strobe, "GET", f"{path}/{route}")
+        assert status == 404 and "not found" in body["reason"], (route, status, body)
