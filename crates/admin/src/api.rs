@@ -53,6 +53,12 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<strobe_ledger::LedgerError> for ApiError {
+    fn from(e: strobe_ledger::LedgerError) -> Self {
+        BrokerError::from(e).into()
+    }
+}
+
 impl From<BrokerError> for ApiError {
     fn from(e: BrokerError) -> Self {
         ApiError(e.http_status(), e.to_string())

@@ -79,6 +79,7 @@ pub fn router(service: Svc) -> Router {
         routes::tenancy::routes(),
         routes::topic_policies::routes(),
         routes::subscriptions::routes(),
+        routes::messages::routes(),
         routes::schemas::routes(),
         routes::lookup::routes(),
         routes::transactions::routes(),

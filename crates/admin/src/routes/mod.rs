@@ -5,6 +5,7 @@
 pub(crate) mod brokers;
 pub(crate) mod clusters;
 pub(crate) mod lookup;
+pub(crate) mod messages;
 pub(crate) mod namespaces;
 pub(crate) mod scalable;
 pub(crate) mod schemas;

@@ -47,14 +47,16 @@ async fn subscriptions(
 /// Pulsar's `ResetCursorData` / `MessageIdImpl` JSON.
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
-struct MessageIdJson {
-    ledger_id: Option<i64>,
-    entry_id: Option<i64>,
-    batch_index: Option<i32>,
+pub(crate) struct MessageIdJson {
+    pub(crate) ledger_id: Option<i64>,
+    pub(crate) entry_id: Option<i64>,
+    pub(crate) batch_index: Option<i32>,
+    /// `ResetCursorData.isExcluded`: the position itself is left out.
+    pub(crate) is_excluded: bool,
 }
 
 impl MessageIdJson {
-    fn position(&self) -> Option<strobe_model::Position> {
+    pub(crate) fn position(&self) -> Option<strobe_model::Position> {
         match (self.ledger_id, self.entry_id) {
             (Some(l), Some(e)) if l >= 0 && e >= 0 => {
                 Some(strobe_model::Position::new(l as u64, e as u64))
@@ -87,7 +89,7 @@ async fn delete_subscription(
     Ok(no_content())
 }
 
-async fn sub_op(
+pub(crate) async fn sub_op(
     s: &Svc,
     (domain, t, ns, topic, sub): (String, String, String, String, String),
     op: AdminOp,
@@ -163,6 +165,12 @@ async fn peek(
         AdminReply::Peeked(Some(e)) => e,
         _ => return Err(ApiError(404, format!("no message at position {n}"))),
     };
+    message_response(&entry)
+}
+
+/// A stored entry as Pulsar's admin API returns a message (peek, examine,
+/// get by id): the payload as the body, the metadata in `X-Pulsar-*` headers.
+pub(crate) fn message_response(entry: &strobe_ledger::Entry) -> ApiResult<Response> {
     let parsed =
         strobe_wire::payload::parse(&entry.data).map_err(|e| ApiError(500, e.to_string()))?;
     let m = &parsed.metadata;

@@ -103,7 +103,7 @@ async fn delete_partitioned(
     Ok(no_content())
 }
 
-fn message_id_json(p: Option<strobe_model::Position>, partition: i32) -> Value {
+pub(crate) fn message_id_json(p: Option<strobe_model::Position>, partition: i32) -> Value {
     match p {
         Some(p) => {
             json!({ "ledgerId": p.ledger_id, "entryId": p.entry_id, "partitionIndex": partition })
@@ -345,6 +345,11 @@ async fn internal_stats(
     TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
     let topic = s.topic(&name, false).await?;
+    Ok(axum::Json(internal_stats_json(&topic).await))
+}
+
+/// Pulsar's `PersistentTopicInternalStats` of a loaded topic.
+pub(crate) async fn internal_stats_json(topic: &Arc<Topic>) -> Value {
     let ls = topic.ledger.stats();
     let mut cursors = serde_json::Map::new();
     for sub in topic.all_subscription_names() {
@@ -363,7 +368,7 @@ async fn internal_stats(
             );
         }
     }
-    Ok(axum::Json(json!({
+    json!({
         "entriesAddedCounter": ls.entries,
         "numberOfEntries": ls.entries,
         "totalSize": ls.bytes,
@@ -372,7 +377,7 @@ async fn internal_stats(
         "state": if topic.terminated().is_some() { "Terminated" } else { "LedgerOpened" },
         "ledgers": topic.ledger.ledger_ids().iter().map(|id| json!({ "ledgerId": id })).collect::<Vec<_>>(),
         "cursors": cursors,
-    })))
+    })
 }
 
 async fn unload(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
@@ -381,7 +386,7 @@ async fn unload(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<R
 }
 
 /// The partition count of partitioned topic `name`; 404 if it is not one.
-async fn partitions(s: &Svc, name: &TopicName) -> ApiResult<u32> {
+pub(crate) async fn partitions(s: &Svc, name: &TopicName) -> ApiResult<u32> {
     let n = s.partitioned_metadata(name, false).await?;
     if n == 0 {
         return Err(ApiError(404, format!("{name} is not a partitioned topic")));

@@ -608,6 +608,20 @@ impl Subscription {
                 self.cursor.skip(n);
                 Ok(AdminReply::Done)
             }
+            AdminOp::ClearBacklog => {
+                if let Some(last) = self.topic.ledger().last_confirmed() {
+                    self.cursor.mark_delete(last);
+                }
+                Ok(AdminReply::Done)
+            }
+            AdminOp::AckUpTo(p, inclusive) => {
+                if inclusive {
+                    self.cursor.mark_delete(p);
+                } else {
+                    self.cursor.mark_delete_before(p);
+                }
+                Ok(AdminReply::Done)
+            }
             AdminOp::ExpireOlderThan(secs) => {
                 self.expire_older_than(secs).await?;
                 Ok(AdminReply::Done)

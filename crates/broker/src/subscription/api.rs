@@ -173,6 +173,11 @@ pub enum AdminOp {
     Peek(u64),
     /// Consumers and their state.
     Info,
+    /// Acknowledge everything stored (Pulsar's clear backlog, `skip_all`).
+    ClearBacklog,
+    /// Acknowledge every message up to this position: including it, or
+    /// (`false`) only those before it (Pulsar's expire by message id).
+    AckUpTo(strobe_ledger::Position, bool),
 }
 
 /// The admin API's answer.
@@ -211,10 +216,7 @@ pub struct ConsumerInfo {
 }
 
 /// The first entry published at or after `t` (ms), or the end of the topic.
-pub(super) async fn find_by_publish_time(
-    ledger: &ManagedLedger,
-    t: u64,
-) -> Result<Position, BrokerError> {
+pub async fn find_by_publish_time(ledger: &ManagedLedger, t: u64) -> Result<Position, BrokerError> {
     let mut from = ledger.first_position();
     loop {
         let entries = ledger.read(from, 500).await?;

@@ -28,6 +28,6 @@ mod txn;
 pub(crate) use actor::Subscription;
 pub use api::{
     AdminOp, AdminReply, ConsumerInfo, ConsumerSpec, DispatchSettings, KeySharedSpec, SeekTarget,
-    StartPosition, SubscriptionInfo, TopicView,
+    StartPosition, SubscriptionInfo, TopicView, find_by_publish_time,
 };
 pub use handle::{ClosingConsumer, SubscriptionHandle};

@@ -1,0 +1,136 @@
+"""A topic's messages through the admin API: last message id, message id by
+time, examine, get by id, skip_all, expire by id and for all subscriptions,
+internal-info, backlog, partitioned internal stats, createMissedPartitions.
+Each checked against what the official client sent and receives."""
+import time
+import urllib.request
+
+import pulsar
+from pulsar import InitialPosition
+
+from test_admin import call
+
+BASE = "/admin/v2/persistent/public/default"
+
+
+def raw(strobe, path):
+    """A message route's answer: (status, body bytes, headers)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{strobe.http_port}{path}", timeout=10) as r:
+            return r.status, r.read(), r.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), e.headers
+
+
+def ids(msg_id):
+    return (msg_id.ledger_id(), msg_id.entry_id())
+
+
+def test_last_message_id_and_message_id_by_time(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/msg-ids"
+        p = client.create_producer(topic, batching_enabled=False)
+        empty = call(strobe, "GET", f"{BASE}/msg-ids/lastMessageId")[1]
+        assert empty["entryId"] == -1
+        first = p.send(b"m0")
+        time.sleep(0.05)
+        t = int(time.time() * 1000)
+        time.sleep(0.05)
+        second = p.send(b"m1")
+        third = p.send(b"m2")
+        last = call(strobe, "GET", f"{BASE}/msg-ids/lastMessageId")[1]
+        assert (last["ledgerId"], last["entryId"]) == ids(third)
+        by_time = call(strobe, "GET", f"{BASE}/msg-ids/messageid/{t}")[1]
+        assert (by_time["ledgerId"], by_time["entryId"]) == ids(second)
+        by_zero = call(strobe, "GET", f"{BASE}/msg-ids/messageid/0")[1]
+        assert (by_zero["ledgerId"], by_zero["entryId"]) == ids(first)
+        later = int(time.time() * 1000) + 60_000
+        assert call(strobe, "GET", f"{BASE}/msg-ids/messageid/{later}")[0] == 404
+    finally:
+        client.close()
+
+
+def test_examine_and_get_by_id(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/msg-examine"
+        p = client.create_producer(topic, batching_enabled=False)
+        sent = [p.send(f"m{i}".encode(), properties={"i": str(i)}) for i in range(4)]
+        status, body, headers = raw(strobe, f"{BASE}/msg-examine/examinemessage?initialPosition=earliest&messagePosition=2")
+        assert status == 200 and body == b"m1"
+        assert headers["X-Pulsar-Message-ID"] == "%d:%d" % ids(sent[1])
+        assert headers["X-Pulsar-PROPERTY-i"] == "1"
+        assert raw(strobe, f"{BASE}/msg-examine/examinemessage")[1] == b"m3"
+        assert raw(strobe, f"{BASE}/msg-examine/examinemessage?initialPosition=latest&messagePosition=3")[1] == b"m1"
+        assert raw(strobe, f"{BASE}/msg-examine/examinemessage?initialPosition=earliest&messagePosition=9")[0] == 404
+        assert raw(strobe, f"{BASE}/msg-examine/examinemessage?messagePosition=0")[0] == 412
+        led, ent = ids(sent[2])
+        assert raw(strobe, f"{BASE}/msg-examine/ledger/{led}/entry/{ent}")[1] == b"m2"
+        assert raw(strobe, f"{BASE}/msg-examine/ledger/{led}/entry/{ent + 100}")[0] == 404
+    finally:
+        client.close()
+
+
+def backlog(strobe, topic, sub):
+    return call(strobe, "GET", f"{BASE}/{topic}/stats")[1]["subscriptions"][sub]["msgBacklog"]
+
+
+def test_skip_all_and_expire(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/msg-skip"
+        for sub in ("a", "b", "c"):
+            client.subscribe(topic, sub, initial_position=InitialPosition.Earliest).close()
+        p = client.create_producer(topic, batching_enabled=False)
+        sent = [p.send(f"m{i}".encode()) for i in range(3)]
+        assert backlog(strobe, "msg-skip", "a") == 3
+        assert call(strobe, "POST", f"{BASE}/msg-skip/subscription/a/skip_all")[0] == 204
+        assert backlog(strobe, "msg-skip", "a") == 0
+        # Up to and including m1 (isExcluded false): m2 is left.
+        led, ent = ids(sent[1])
+        assert call(strobe, "POST", f"{BASE}/msg-skip/subscription/b/expireMessages",
+                    {"ledgerId": led, "entryId": ent, "isExcluded": False})[0] == 204
+        assert backlog(strobe, "msg-skip", "b") == 1
+        c = client.subscribe(topic, "b")
+        assert c.receive(5000).data() == b"m2"
+        c.close()
+        # Older than 0 seconds: everything, on every subscription.
+        time.sleep(1.1)
+        assert call(strobe, "POST", f"{BASE}/msg-skip/all_subscription/expireMessages/1")[0] == 204
+        assert backlog(strobe, "msg-skip", "c") == 0
+        c = client.subscribe(topic, "c")
+        try:
+            c.receive(500)
+            raise AssertionError("a skipped message was delivered")
+        except pulsar.Timeout:
+            pass
+    finally:
+        client.close()
+
+
+def test_internal_info_backlog_and_partitions(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/msg-info"
+        client.subscribe(topic, "s").close()
+        p = client.create_producer(topic, batching_enabled=False)
+        for i in range(4):
+            p.send(b"x")
+        info = call(strobe, "GET", f"{BASE}/msg-info/internal-info")[1]
+        assert info["entries"] == 4 and info["ledgers"] and "s" in info["cursors"]
+        offline = call(strobe, "GET", f"{BASE}/msg-info/backlog")[1]
+        assert offline["messageBacklog"] == 4 and offline["cursorDetails"]["s"]["cursorBacklog"] == 4
+
+        assert call(strobe, "PUT", f"{BASE}/msg-parts/partitions", 3)[0] == 204
+        assert call(strobe, "POST", f"{BASE}/msg-parts/createMissedPartitions")[0] == 204
+        listed = call(strobe, "GET", BASE)[1]
+        for i in range(3):
+            assert f"persistent://public/default/msg-parts-partition-{i}" in listed
+        stats = call(strobe, "GET", f"{BASE}/msg-parts/partitioned-internalStats")[1]
+        assert stats["metadata"]["partitions"] == 3 and len(stats["partitions"]) == 3
+        # A partitioned topic's messages are its partitions'.
+        assert call(strobe, "GET", f"{BASE}/msg-parts/lastMessageId")[0] == 405
+        assert call(strobe, "POST", f"{BASE}/msg-info/createMissedPartitions")[0] == 404
+    finally:
+        client.close()
