@@ -17,6 +17,8 @@ import sys
 import urllib.error
 import urllib.request
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIST = os.path.join(HERE, "pulsar-admin-v2-endpoints.tsv")
 
@@ -74,7 +76,7 @@ def routes():
 def fill(path, web):
     values = dict(VALUES)
     values["broker"] = web.split("://", 1)[1]
-    values["broker-webserviceurl"] = web
+    values["broker-webserviceurl"] = web.split("://", 1)[1]
     for k, v in values.items():
         path = path.replace("{" + k + "}", v)
     assert "{" not in path, f"no value for a parameter of {path}"
@@ -144,6 +146,47 @@ def test_every_admin_route_is_answered(strobe):
         + "\n".join(f"{m} {p} -> {s}" for m, p, s in unexplained))
     assert not served_now, f"answered now, drop from MISSING: {served_now}"
     assert len(answered) >= 0.95 * total, f"only {len(answered)} of {total} answered"
+
+
+def test_what_strobe_does_not_do_says_why(strobe):
+    web = f"http://127.0.0.1:{strobe.http_port}"
+    for method, path, word in [
+        ("GET", "/admin/v2/namespaces/public/default/offloadPolicies", "offload"),
+        ("POST", "/admin/v2/persistent/public/default/t/replication", "geo-replication"),
+        ("GET", "/admin/v2/clusters/standalone/failureDomains", "failure domains"),
+        ("GET", "/admin/v2/persistent/public/default/t/persistence", "BookKeeper"),
+        ("POST", "/admin/v2/brokers/shutdown", "SIGTERM"),
+        ("GET", "/admin/v2/resourcegroups", "resource groups"),
+    ]:
+        status, body = call(web, method, path, None if method == "GET" else {})
+        assert status == 405, (path, status)
+        assert word in json.loads(body)["reason"], (path, body)
+    # A path that is no route at all stays a bare 404.
+    status, body = call(web, "GET", "/admin/v2/clusters/standalone/no-such-thing")
+    assert status == 404 and not body.strip()
+
+
+def test_broker_endpoints(fresh_strobe):
+    web = f"http://127.0.0.1:{fresh_strobe.http_port}"
+    me = f"127.0.0.1:{fresh_strobe.http_port}"
+    assert json.loads(call(web, "GET", "/admin/v2/brokers")[1]) == [me]
+    assert call(web, "GET", "/admin/v2/brokers/version")[1].decode().count(".") == 2
+    assert json.loads(call(web, "GET", "/admin/v2/brokers/leaderBroker")[1])["serviceUrl"] == f"http://{me}"
+    runtime = json.loads(call(web, "GET", "/admin/v2/brokers/configuration/runtime")[1])
+    assert runtime["http_port"] == str(fresh_strobe.http_port)
+    assert json.loads(call(web, "GET", "/admin/v2/brokers/configuration")[1]) == []
+    assert json.loads(call(web, "GET", "/admin/v2/brokers/configuration/values")[1]) == {}
+    assert call(web, "GET", "/admin/v2/brokers/backlog-quota-check")[0] == 204
+    info = json.loads(call(web, "GET", "/admin/v2/brokers/internal-configuration")[1])
+    assert info["metadataStoreUrl"]
+
+
+@pytest.mark.strobe_config('token_secret_key = "data:;base64,c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI="')
+def test_runtime_configuration_withholds_secrets(fresh_strobe):
+    web = f"http://127.0.0.1:{fresh_strobe.http_port}"
+    runtime = json.loads(call(web, "GET", "/admin/v2/brokers/configuration/runtime")[1])
+    assert runtime["token_secret_key"] == "******"
+    assert "c2VjcmV0" not in json.dumps(runtime)
 
 
 if __name__ == "__main__":

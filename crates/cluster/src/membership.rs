@@ -111,6 +111,18 @@ impl Cluster {
         }
     }
 
+    /// The load manager's leader (`balance::LEADER`), if one is elected
+    /// and registered.
+    pub async fn load_manager_leader(&self) -> Result<Option<BrokerInfo>, ClusterError> {
+        let Some(v) = self.session.store().get(crate::balance::LEADER).await? else {
+            return Ok(None);
+        };
+        let Ok(id) = serde_json::from_slice::<String>(&v.value) else {
+            return Ok(None);
+        };
+        Ok(self.live_brokers().into_iter().find(|b| b.broker_id == id))
+    }
+
     /// The live brokers, by id.
     pub fn live_brokers(&self) -> Vec<BrokerInfo> {
         self.brokers

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 pub use strobe_cluster::AdvertisedListener;
 
 mod cpus;
@@ -22,7 +22,7 @@ pub use cpus::{MAX_CPUS, cpu_list};
 pub use error::ConfigError;
 pub use listeners::parse_advertised_listeners;
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
     /// Name of the cluster this broker belongs to.

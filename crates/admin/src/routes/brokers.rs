@@ -1,4 +1,8 @@
-//! Broker endpoints (Pulsar's `BrokersBase`): health, readiness and liveness.
+//! Broker endpoints (Pulsar's `BrokersBase`): health, readiness and
+//! liveness, the live brokers and what they own, the configuration in
+//! force, the version, the backlog quota check.
+
+use std::collections::BTreeMap;
 
 use crate::api::*;
 
@@ -9,6 +13,28 @@ pub(crate) fn routes() -> Router<Svc> {
         .route("/admin/v2/brokers/ready", get(ok))
         .route("/admin/v2/brokers/live", get(ok))
         .route("/status.html", get(ok))
+        .route("/admin/v2/brokers", get(local_brokers))
+        .route("/admin/v2/brokers/version", get(version))
+        .route("/admin/v2/brokers/leaderBroker", get(leader))
+        .route(
+            "/admin/v2/brokers/backlog-quota-check",
+            get(backlog_quota_check),
+        )
+        .route(
+            "/admin/v2/brokers/internal-configuration",
+            get(internal_configuration),
+        )
+        // No setting changes without a restart: no dynamic names, no
+        // dynamic values (the refusals are in `unsupported`).
+        .route(
+            "/admin/v2/brokers/configuration",
+            get(|| async { axum::Json(Vec::<String>::new()) }),
+        )
+        .route(
+            "/admin/v2/brokers/configuration/values",
+            get(|| async { axum::Json(json!({})) }),
+        )
+        .route("/admin/v2/brokers/configuration/runtime", get(runtime))
         .route("/admin/v2/brokers/{cluster}", get(active_brokers))
         .route(
             "/admin/v2/brokers/{cluster}/{broker}/ownedNamespaces",
@@ -34,6 +60,83 @@ async fn active_brokers(
     };
     ids.sort();
     Ok(axum::Json(ids))
+}
+
+/// The live brokers of this broker's cluster.
+async fn local_brokers(State(s): State<Svc>) -> ApiResult<axum::Json<Vec<String>>> {
+    let cluster = s.config.cluster_name.clone();
+    active_brokers(State(s), Path(cluster)).await
+}
+
+async fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// Pulsar's `BrokerInfo` of the load manager's leader: the broker holding
+/// the cluster's leadership, or this one standalone.
+async fn leader(State(s): State<Svc>) -> ApiResult<axum::Json<Value>> {
+    let web = |addr: &str, port: u16| format!("http://{addr}:{port}");
+    let (id, url) = match s.cluster() {
+        Some(c) => match c.load_manager_leader().await.map_err(BrokerError::from)? {
+            Some(b) => (b.broker_id, b.web_service_url),
+            None => return Err(ApiError(503, "the cluster has no leader right now".into())),
+        },
+        None => (
+            format!("{}:{}", s.config.advertised_address, s.config.http_port),
+            web(&s.config.advertised_address, s.config.http_port),
+        ),
+    };
+    Ok(axum::Json(json!({ "brokerId": id, "serviceUrl": url })))
+}
+
+async fn backlog_quota_check(State(s): State<Svc>) -> Response {
+    s.check_backlog_quotas().await;
+    no_content()
+}
+
+/// Pulsar's `InternalConfigurationData`: where the metadata lives.
+async fn internal_configuration(State(s): State<Svc>) -> axum::Json<Value> {
+    let store = if s.config.metadata_store_url.is_empty() {
+        format!("file:{}", s.config.data_dir.join("metadata").display())
+    } else {
+        s.config.metadata_store_url.clone()
+    };
+    axum::Json(json!({
+        "metadataStoreUrl": store,
+        "configurationMetadataStoreUrl": store,
+        "ledgersRootPath": Value::Null,
+        "bookkeeperMetadataServiceUri": Value::Null,
+        "stateStorageServiceUrl": Value::Null,
+    }))
+}
+
+/// Every setting in force, as strings (Pulsar's runtime configuration);
+/// secrets are withheld.
+async fn runtime(State(s): State<Svc>) -> axum::Json<BTreeMap<String, String>> {
+    let Ok(Value::Object(map)) = serde_json::to_value(&s.config) else {
+        return axum::Json(BTreeMap::new());
+    };
+    axum::Json(
+        map.into_iter()
+            .map(|(k, v)| {
+                let secret = [
+                    "secret",
+                    "password",
+                    "private",
+                    "token_public_key",
+                    "key_file",
+                ]
+                .iter()
+                .any(|w| k.contains(w));
+                let text = match v {
+                    Value::String(s) if secret && !s.is_empty() => "******".into(),
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                (k, text)
+            })
+            .collect(),
+    )
 }
 
 /// The bundles a broker owns, as Pulsar's `{"<ns>/<range>": {...}}` map.

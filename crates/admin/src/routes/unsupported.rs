@@ -1,6 +1,9 @@
 //! Pulsar's admin routes for what Strobe does not do: tiered-storage
 //! offload, geo-replication, shadow topics, bookie affinity groups, entry
-//! filters, resource groups, cluster migration. Each answers 405 (Pulsar's
+//! filters, resource groups, cluster migration, BookKeeper persistence
+//! policies, placement constraints (failure domains, isolation policies,
+//! anti-affinity), resource quotas, the JVM's internals, dynamic
+//! configuration and shutdown over HTTP. Each answers 405 (Pulsar's
 //! "not allowed", `PulsarAdminException.NotAllowedException` in its admin
 //! client) with a JSON reason naming the feature, never a bare 404: a tool
 //! can tell "not here" from "no such route" or "no such topic". A read of a
@@ -25,6 +28,24 @@ const RESOURCE_GROUPS: &str = "resource groups are not supported by Strobe yet: 
 const MIGRATION: &str = "cluster migration is not supported by Strobe: it does not replicate to \
     another cluster";
 const BOOKIES: &str = "Strobe has no bookies: it stores topics without BookKeeper";
+const PERSISTENCE: &str = "persistence policies (BookKeeper ensemble, write and ack quorums) do not \
+    apply to Strobe: every acknowledged message is durable in its storage (fsynced files, or the \
+    object store a cluster shares) before the producer hears of it";
+const PLACEMENT: &str = "failure domains, namespace isolation policies and anti-affinity groups \
+    are not supported by Strobe: its load manager places bundles by load alone";
+const QUOTAS: &str = "resource quotas belong to Pulsar's legacy load manager and are not \
+    supported by Strobe: limit namespaces and topics with their rate and count policies";
+const JVM: &str = "Strobe is no JVM: it has no MBeans and no Netty allocators; /metrics has its \
+    own figures";
+const AVAILABILITY: &str = "broker resource availability is a report of Pulsar's modular load \
+    manager, which Strobe does not run";
+const SHUTDOWN: &str = "Strobe is not stopped through the admin API: send the process SIGTERM \
+    (it closes its topics and hands them over first)";
+const DYNAMIC: &str = "Strobe has no dynamic configuration: change the setting in the \
+    configuration file and restart the broker (GET brokers/configuration/runtime shows what is in \
+    force)";
+const SUB_AUTH_MODE: &str = "subscription auth mode Prefix is not supported by Strobe: grant \
+    roles per subscription with permissions/subscription";
 
 async fn refuse(reason: &'static str) -> ApiError {
     ApiError(405, reason.to_owned())
@@ -97,6 +118,70 @@ pub(crate) fn routes() -> Router<Svc> {
         // Entry filters.
         .route(&ns("entryFilters"), refused(ALL, ENTRY_FILTERS))
         .route(&topic("entryFilters"), refused(ALL, ENTRY_FILTERS))
+        // BookKeeper persistence policies.
+        .route(&ns("persistence"), refused(ALL, PERSISTENCE))
+        .route(&topic("persistence"), refused(ALL, PERSISTENCE))
+        // Placement constraints.
+        .route(
+            "/admin/v2/clusters/{cluster}/failureDomains",
+            refused(&["GET"], PLACEMENT),
+        )
+        .route(
+            "/admin/v2/clusters/{cluster}/failureDomains/{domain}",
+            refused(ALL, PLACEMENT),
+        )
+        .route(
+            "/admin/v2/clusters/{cluster}/namespaceIsolationPolicies",
+            refused(&["GET"], PLACEMENT),
+        )
+        .route(
+            "/admin/v2/clusters/{cluster}/namespaceIsolationPolicies/brokers",
+            refused(&["GET"], PLACEMENT),
+        )
+        .route(
+            "/admin/v2/clusters/{cluster}/namespaceIsolationPolicies/brokers/{broker}",
+            refused(&["GET"], PLACEMENT),
+        )
+        .route(
+            "/admin/v2/clusters/{cluster}/namespaceIsolationPolicies/{policy}",
+            refused(ALL, PLACEMENT),
+        )
+        .route(&ns("antiAffinity"), refused(ALL, PLACEMENT))
+        .route(
+            "/admin/v2/namespaces/{tenant}/antiAffinity/{group}",
+            refused(&["GET"], PLACEMENT),
+        )
+        .route(
+            &ns("subscriptionAuthMode"),
+            refused(&["GET", "POST"], SUB_AUTH_MODE),
+        )
+        // The legacy load manager's quotas, the JVM's internals.
+        .route(
+            "/admin/v2/resource-quotas",
+            refused(&["GET", "POST"], QUOTAS),
+        )
+        .route(
+            "/admin/v2/resource-quotas/{tenant}/{ns}/{bundle}",
+            refused(ALL, QUOTAS),
+        )
+        .route("/admin/v2/broker-stats/mbeans", refused(&["GET"], JVM))
+        .route(
+            "/admin/v2/broker-stats/allocator-stats/{allocator}",
+            refused(&["GET"], JVM),
+        )
+        .route(
+            "/admin/v2/broker-stats/broker-resource-availability/{tenant}/{ns}",
+            refused(&["GET"], AVAILABILITY),
+        )
+        .route("/admin/v2/brokers/shutdown", refused(&["POST"], SHUTDOWN))
+        .route(
+            "/admin/v2/brokers/configuration/{name}",
+            refused(&["DELETE"], DYNAMIC),
+        )
+        .route(
+            "/admin/v2/brokers/configuration/{name}/{value}",
+            refused(&["POST"], DYNAMIC),
+        )
         // Resource groups.
         .route(
             "/admin/v2/resourcegroups",

@@ -82,13 +82,17 @@ impl BrokerService {
                         }
                     }
                 }
-                _ = quota.tick() => {
-                    for t in self.loaded_topics() {
-                        enforce_quota(&t).await;
-                    }
-                }
+                _ = quota.tick() => self.check_backlog_quotas().await,
                 _ = drained.tick() => self.mark_drained_segments().await,
             }
+        }
+    }
+
+    /// Enforces every loaded topic's backlog quotas now (the periodic check;
+    /// the admin API's `brokers/backlog-quota-check`).
+    pub async fn check_backlog_quotas(&self) {
+        for t in self.loaded_topics() {
+            enforce_quota(&t).await;
         }
     }
 }
