@@ -167,3 +167,73 @@ def test_policies_of_a_missing_topic_are_404(strobe):
     for route in ("messageTTL", "deduplicationEnabled", "retention", "compactionThreshold", "backlogQuotaMap"):
         status, body = call(strobe, "GET", f"{path}/{route}")
         assert status == 404 and "not found" in body["reason"], (route, status, body)
+
+
+def test_subscription_types_enabled(fresh_strobe):
+    s = fresh_strobe
+    client = pulsar.Client(s.url)
+    try:
+        topic = "persistent://public/default/topic-subtypes"
+        path = "/admin/v2/persistent/public/default/topic-subtypes"
+        ns = "/admin/v2/namespaces/public/default"
+        client.create_producer(topic).close()
+        assert call(s, "POST", f"{ns}/subscriptionTypesEnabled", ["Sideways"])[0] == 400
+        # The namespace allows Shared and Failover only.
+        assert call(s, "POST", f"{ns}/subscriptionTypesEnabled", ["Shared", "Failover"])[0] == 204
+        assert sorted(call(s, "GET", f"{ns}/subscriptionTypesEnabled")[1]) == ["Failover", "Shared"]
+        assert sorted(call(s, "GET", f"{path}/subscriptionTypesEnabled?applied=true")[1]) == ["Failover", "Shared"]
+        with pytest.raises(pulsar.NotAllowedError):
+            client.subscribe(topic, "ex", consumer_type=pulsar.ConsumerType.Exclusive)
+        client.subscribe(topic, "sh", consumer_type=pulsar.ConsumerType.Shared).close()
+        # The topic's own set wins over the namespace's.
+        assert call(s, "POST", f"{path}/subscriptionTypesEnabled", ["Exclusive"])[0] == 204
+        assert call(s, "GET", f"{path}/subscriptionTypesEnabled")[1] == ["Exclusive"]
+        client.subscribe(topic, "ex", consumer_type=pulsar.ConsumerType.Exclusive).close()
+        with pytest.raises(pulsar.NotAllowedError):
+            client.subscribe(topic, "sh2", consumer_type=pulsar.ConsumerType.Shared)
+        assert call(s, "DELETE", f"{path}/subscriptionTypesEnabled")[0] == 204
+        assert call(s, "DELETE", f"{ns}/subscriptionTypesEnabled")[0] == 204
+        client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared).close()
+    finally:
+        client.close()
+
+
+def test_namespace_properties_clear_backlog_and_unsubscribe(fresh_strobe):
+    s = fresh_strobe
+    ns = "/admin/v2/namespaces/public/default"
+    assert call(s, "PUT", f"{ns}/properties", {"team": "a", "tier": "1"})[0] == 204
+    assert call(s, "PUT", f"{ns}/property/owner/ops")[0] == 204
+    assert call(s, "GET", f"{ns}/properties")[1] == {"team": "a", "tier": "1", "owner": "ops"}
+    assert call(s, "GET", f"{ns}/property/team")[1] == "a"
+    assert call(s, "DELETE", f"{ns}/property/team")[1] == "a"
+    assert call(s, "DELETE", f"{ns}/properties")[0] == 204
+    assert call(s, "GET", f"{ns}/properties")[1] == {}
+    assert call(s, "GET", f"{ns}/replication")[1] == ["standalone"]
+    assert call(s, "POST", f"{ns}/replication", ["elsewhere"])[0] == 405
+    client = pulsar.Client(s.url)
+    try:
+        for t in ("nsops-a", "nsops-b"):
+            for sub in ("keep", "drop"):
+                client.subscribe(f"persistent://public/default/{t}", sub).close()
+            p = client.create_producer(f"persistent://public/default/{t}")
+            for _ in range(3):
+                p.send(b"x")
+            p.close()
+        stats = lambda t: call(s, "GET", f"/admin/v2/persistent/public/default/{t}/stats")[1]["subscriptions"]
+        assert call(s, "POST", f"{ns}/clearBacklog/drop")[0] == 204
+        for t in ("nsops-a", "nsops-b"):
+            assert stats(t)["drop"]["msgBacklog"] == 0 and stats(t)["keep"]["msgBacklog"] == 3
+        assert call(s, "POST", f"{ns}/unsubscribe/drop")[0] == 204
+        for t in ("nsops-a", "nsops-b"):
+            assert "drop" not in stats(t)
+        # Bundle by bundle: after the first, only its topics are cleared.
+        b = call(s, "GET", f"{ns}/bundles")[1]["boundaries"]
+        bundles = [f"{lo}_{hi}" for lo, hi in zip(b, b[1:])]
+        assert call(s, "POST", f"{ns}/{bundles[0]}/clearBacklog")[0] == 204
+        for bundle in bundles[1:]:
+            assert call(s, "POST", f"{ns}/{bundle}/clearBacklog/keep")[0] == 204
+        for t in ("nsops-a", "nsops-b"):
+            assert stats(t)["keep"]["msgBacklog"] == 0
+        assert call(s, "POST", f"{ns}/0x00000000_0x00000001/clearBacklog")[0] in (404, 412)
+    finally:
+        client.close()

@@ -75,6 +75,7 @@ pub fn router(service: Svc) -> Router {
         routes::brokers::routes(),
         routes::clusters::routes(),
         routes::namespaces::routes(),
+        routes::namespace_ops::routes(),
         routes::topics::routes(),
         routes::tenancy::routes(),
         routes::topic_policies::routes(),

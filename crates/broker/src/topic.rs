@@ -472,6 +472,15 @@ impl Topic {
         // Non-persistent topics keep no subscription state: readers' cursors only.
         let durable = durable && self.name.is_persistent();
         let limits = self.limits.get();
+        let kind = consumer.sub_type.as_str();
+        if strobe_tenancy::subscription_type_bit(kind)
+            .is_some_and(|bit| limits.subscription_types_refused & bit != 0)
+        {
+            return Err(BrokerError::NotAllowed(format!(
+                "Topic {} does not allow {kind} subscriptions (subscriptionTypesEnabled)",
+                self.name
+            )));
+        }
         let existing = {
             let st = self.state.lock();
             let existing = st

@@ -96,6 +96,12 @@ pub struct NamespacePolicies {
     pub max_topics_per_namespace: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inactive_topic_policies: Option<InactiveTopicPolicies>,
+    /// The subscription types consumers may use (none or empty: all four).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_types_enabled: Option<std::collections::BTreeSet<String>>,
+    /// User metadata (Pulsar's namespace properties).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
 }
 
 impl NamespacePolicies {
@@ -115,6 +121,11 @@ impl NamespacePolicies {
             max_consumers_per_subscription: self.max_consumers_per_subscription,
             max_subscriptions_per_topic: self.max_subscriptions_per_topic,
             inactive_topic_policies: self.inactive_topic_policies,
+            subscription_types_refused: strobe_tenancy::subscription_types_refused(
+                self.subscription_types_enabled.as_ref(),
+            )
+            .ok()
+            .flatten(),
         }
     }
 }

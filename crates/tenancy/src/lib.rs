@@ -17,6 +17,7 @@ pub mod subscribe;
 
 pub use policy::{
     BrokerLevel, DispatchLimit, DispatchRate, InactiveTopicDeleteMode, InactiveTopicPolicies,
-    Limits, NamespaceLevel, PublishRate, SubscribeRate, TopicPolicies,
+    Limits, NamespaceLevel, PublishRate, SUBSCRIPTION_TYPES, SubscribeRate, TopicPolicies,
+    subscription_type_bit, subscription_types_refused,
 };
 pub use rate::{Rate, RateLimiter, Rates, TokenBucket};

@@ -226,6 +226,10 @@ pub struct TopicPolicies {
     /// Bytes after the last compaction that start the next (0: only when asked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction_threshold: Option<i64>,
+    /// The subscription types consumers may use (Pulsar's names; none or
+    /// empty: the namespace's, else all four).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_types_enabled: Option<std::collections::BTreeSet<String>>,
 }
 
 impl TopicPolicies {
@@ -247,6 +251,40 @@ pub struct NamespaceLevel {
     pub max_consumers_per_subscription: Option<i32>,
     pub max_subscriptions_per_topic: Option<i32>,
     pub inactive_topic_policies: Option<InactiveTopicPolicies>,
+    /// The subscription types it refuses ([`subscription_types_refused`]).
+    pub subscription_types_refused: Option<u8>,
+}
+
+/// The four subscription types by Pulsar's names, each a bit of a mask.
+pub const SUBSCRIPTION_TYPES: [&str; 4] = ["Exclusive", "Shared", "Failover", "Key_Shared"];
+
+/// The bit of subscription type `name` (Pulsar's name), if it is one.
+pub fn subscription_type_bit(name: &str) -> Option<u8> {
+    SUBSCRIPTION_TYPES
+        .iter()
+        .position(|t| *t == name)
+        .map(|i| 1 << i)
+}
+
+/// The mask of the types a set of enabled types leaves out: `None` for no
+/// set or an empty one (Pulsar: not set), an error naming a type that is
+/// none of the four.
+pub fn subscription_types_refused(
+    enabled: Option<&std::collections::BTreeSet<String>>,
+) -> Result<Option<u8>, String> {
+    let Some(enabled) = enabled.filter(|e| !e.is_empty()) else {
+        return Ok(None);
+    };
+    let mut allowed = 0u8;
+    for t in enabled {
+        allowed |= subscription_type_bit(t).ok_or_else(|| {
+            format!(
+                "{t:?} is no subscription type: expected {}",
+                SUBSCRIPTION_TYPES.join(", ")
+            )
+        })?;
+    }
+    Ok(Some(0b1111 & !allowed))
 }
 
 /// The broker's defaults (its configuration; 0: no limit).
@@ -276,6 +314,9 @@ pub struct Limits {
     pub max_consumers_per_subscription: Option<u32>,
     pub max_subscriptions: Option<u32>,
     pub inactive: InactiveTopicPolicies,
+    /// Subscription types consumers may not use, as bits of
+    /// [`subscription_type_bit`] (0: all four allowed).
+    pub subscription_types_refused: u8,
 }
 
 impl Limits {
@@ -346,6 +387,13 @@ impl Limits {
                 .inactive_topic_policies
                 .or(ns.inactive_topic_policies)
                 .unwrap_or(broker.inactive_topic_policies),
+            subscription_types_refused: subscription_types_refused(
+                t.subscription_types_enabled.as_ref(),
+            )
+            .ok()
+            .flatten()
+            .or(ns.subscription_types_refused)
+            .unwrap_or(0),
         }
     }
 }

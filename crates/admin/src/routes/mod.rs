@@ -6,6 +6,7 @@ pub(crate) mod brokers;
 pub(crate) mod clusters;
 pub(crate) mod lookup;
 pub(crate) mod messages;
+pub(crate) mod namespace_ops;
 pub(crate) mod namespaces;
 pub(crate) mod scalable;
 pub(crate) mod schemas;

@@ -80,6 +80,7 @@ pub(crate) fn routes() -> Router<Svc> {
             "/admin/v2/namespaces/{tenant}/{ns}/compactionThreshold",
             get(get_compaction_threshold)
                 .post(set_compaction_threshold)
+                .put(set_compaction_threshold)
                 .delete(remove_compaction_threshold),
         )
         .route(

@@ -1,6 +1,6 @@
 //! A single topic's own storage and delivery policies (Pulsar's topic-level
 //! policies): message TTL, deduplication, retention, backlog quotas and the
-//! compaction threshold, on `/admin/v2/{domain}/{t}/{ns}/{topic}/...` with
+//! compaction threshold, the subscription types allowed, on `/admin/v2/{domain}/{t}/{ns}/{topic}/...` with
 //! Pulsar's shapes. Each is the topic's own value over its namespace's over
 //! the broker's (`strobe_broker::enforce::effective`), in force on the
 //! topic as soon as the call returns; `?applied=true` reads what the topic
@@ -31,6 +31,10 @@ pub(crate) fn routes() -> Router<Svc> {
             get(get_compaction)
                 .post(set_compaction)
                 .delete(del_compaction),
+        )
+        .route(
+            &topic("subscriptionTypesEnabled"),
+            get(get_sub_types).post(set_sub_types).delete(del_sub_types),
         )
         .route(&topic("backlogQuotaMap"), get(get_quotas))
         .route(
@@ -113,6 +117,34 @@ topic_field!(
     |b: &Bytes| threshold(b),
     |s: &Svc, name: &TopicName| json!(s.effective_for(name).compaction_threshold)
 );
+
+topic_field!(
+    get_sub_types,
+    set_sub_types,
+    del_sub_types,
+    subscription_types_enabled,
+    |b: &Bytes| sub_types(b),
+    |s: &Svc, name: &TopicName| {
+        let ns = s.namespace_policies(name.namespace()).unwrap_or_default();
+        json!(
+            ns.subscription_types_enabled
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| strobe_tenancy::SUBSCRIPTION_TYPES
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect())
+        )
+    }
+);
+
+/// A set of Pulsar's subscription type names (`["Shared", "Key_Shared"]`).
+pub(crate) fn sub_types(body: &Bytes) -> ApiResult<BTreeSet<String>> {
+    let set: BTreeSet<String> =
+        serde_json::from_slice(body).map_err(|e| bad(format!("subscriptionTypesEnabled: {e}")))?;
+    strobe_tenancy::subscription_types_refused(Some(&set))
+        .map_err(|e| bad(format!("subscriptionTypesEnabled: {e}")))?;
+    Ok(set)
+}
 
 fn retention(body: &Bytes) -> ApiResult<RetentionPolicies> {
     let r: RetentionPolicies =

@@ -1,0 +1,257 @@
+//! A namespace's remaining policies and operations (Pulsar's
+//! `NamespacesBase`): the subscription types allowed, user properties,
+//! the replication clusters of a single-cluster system, and clearing the
+//! backlog of, or unsubscribing, a subscription on every topic of the
+//! namespace or of one of its bundles.
+
+use axum::routing::post;
+use strobe_broker::subscription::AdminOp as Op;
+
+use super::topic_policies::sub_types;
+use crate::api::*;
+
+/// This resource's routes.
+pub(crate) fn routes() -> Router<Svc> {
+    let ns = |p: &str| format!("/admin/v2/namespaces/{{tenant}}/{{ns}}/{p}");
+    Router::new()
+        .route(
+            &ns("subscriptionTypesEnabled"),
+            get(get_sub_types).post(set_sub_types).delete(del_sub_types),
+        )
+        .route(
+            &ns("properties"),
+            get(get_properties)
+                .put(put_properties)
+                .delete(clear_properties),
+        )
+        .route(
+            &ns("property/{key}"),
+            get(get_property).delete(remove_property),
+        )
+        .route(
+            &ns("property/{key}/{value}"),
+            axum::routing::put(set_property),
+        )
+        .route(
+            &ns("replication"),
+            get(get_replication).post(set_replication),
+        )
+        .route(&ns("clearBacklog"), post(clear_ns))
+        .route(&ns("clearBacklog/{sub}"), post(clear_ns_sub))
+        .route(&ns("{bundle}/clearBacklog"), post(clear_bundle))
+        .route(&ns("{bundle}/clearBacklog/{sub}"), post(clear_bundle_sub))
+        .route(&ns("unsubscribe/{sub}"), post(unsubscribe_ns))
+        .route(&ns("{bundle}/unsubscribe/{sub}"), post(unsubscribe_bundle))
+}
+
+async fn get_sub_types(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(
+        policies(&s, &t, &ns)?
+            .subscription_types_enabled
+            .unwrap_or_default()
+    )))
+}
+
+async fn set_sub_types(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let set = sub_types(&body)?;
+    update(&s, &t, &ns, move |p| {
+        p.subscription_types_enabled = Some(set)
+    })
+    .await
+}
+
+async fn del_sub_types(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    update(&s, &t, &ns, |p| p.subscription_types_enabled = None).await
+}
+
+async fn get_properties(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(policies(&s, &t, &ns)?.properties)))
+}
+
+/// Adds (or replaces) the properties of the body, keeping the others.
+async fn put_properties(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let add: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("properties: {e}")))?;
+    update(&s, &t, &ns, move |p| p.properties.extend(add)).await
+}
+
+async fn clear_properties(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    update(&s, &t, &ns, |p| p.properties.clear()).await
+}
+
+async fn get_property(
+    State(s): State<Svc>,
+    Path((t, ns, key)): Path<(String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    Ok(axum::Json(json!(
+        policies(&s, &t, &ns)?.properties.get(&key)
+    )))
+}
+
+async fn set_property(
+    State(s): State<Svc>,
+    Path((t, ns, key, value)): Path<(String, String, String, String)>,
+) -> ApiResult<Response> {
+    update(&s, &t, &ns, move |p| {
+        p.properties.insert(key, value);
+    })
+    .await
+}
+
+/// Answers the removed value, as Pulsar does.
+async fn remove_property(
+    State(s): State<Svc>,
+    Path((t, ns, key)): Path<(String, String, String)>,
+) -> ApiResult<axum::Json<Value>> {
+    let old = policies(&s, &t, &ns)?.properties.get(&key).cloned();
+    update(&s, &t, &ns, move |p| {
+        p.properties.remove(&key);
+    })
+    .await?;
+    Ok(axum::Json(json!(old)))
+}
+
+/// A Strobe cluster is one Pulsar cluster: a namespace replicates to it alone.
+async fn get_replication(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<axum::Json<Vec<String>>> {
+    let p = policies(&s, &t, &ns)?;
+    Ok(axum::Json(
+        p.replication_clusters
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| vec![s.config.cluster_name.clone()]),
+    ))
+}
+
+async fn set_replication(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let clusters: Vec<String> =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("replication clusters: {e}")))?;
+    if clusters.iter().any(|c| *c != s.config.cluster_name) {
+        return Err(ApiError(
+            405,
+            format!(
+                "geo-replication is not supported by Strobe: a namespace is served by its one \
+                 cluster, {}",
+                s.config.cluster_name
+            ),
+        ));
+    }
+    update(&s, &t, &ns, move |p| {
+        p.replication_clusters = Some(clusters)
+    })
+    .await
+}
+
+/// What to do on each topic of a namespace (or one bundle of it).
+enum Act {
+    /// Clear the backlog of one subscription, or of every one.
+    Clear(Option<String>),
+    /// Delete one subscription (it must have no consumers).
+    Unsubscribe(String),
+}
+
+async fn each_topic(s: &Svc, ns: String, bundle: Option<String>, act: Act) -> ApiResult<Response> {
+    if !s.namespace_exists(&ns) {
+        return Err(ApiError(404, format!("namespace {ns} does not exist")));
+    }
+    if let Some(b) = &bundle {
+        s.bundles(&ns)?.range_of(b).map_err(BrokerError::from)?;
+    }
+    for name in s.topics_of_namespace(&ns, true, true).await? {
+        let Ok(name) = TopicName::parse(&name) else {
+            continue;
+        };
+        if let Some(b) = &bundle
+            && s.bundle_of(&name)? != *b
+        {
+            continue;
+        }
+        let topic = s.topic(&name, false).await?;
+        let subs = match &act {
+            Act::Clear(None) => topic.all_subscription_names(),
+            Act::Clear(Some(sub)) | Act::Unsubscribe(sub) => {
+                if !topic.all_subscription_names().contains(sub) {
+                    continue;
+                }
+                vec![sub.clone()]
+            }
+        };
+        for sub in subs {
+            let h = topic.subscription_for_admin(&sub).await?;
+            match &act {
+                Act::Clear(_) => {
+                    h.admin(Op::ClearBacklog).await?;
+                }
+                Act::Unsubscribe(_) => h.delete().await?,
+            }
+        }
+    }
+    Ok(no_content())
+}
+
+async fn clear_ns(
+    State(s): State<Svc>,
+    Path((t, ns)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    each_topic(&s, format!("{t}/{ns}"), None, Act::Clear(None)).await
+}
+
+async fn clear_ns_sub(
+    State(s): State<Svc>,
+    Path((t, ns, sub)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    each_topic(&s, format!("{t}/{ns}"), None, Act::Clear(Some(sub))).await
+}
+
+async fn clear_bundle(
+    State(s): State<Svc>,
+    Path((t, ns, b)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    each_topic(&s, format!("{t}/{ns}"), Some(b), Act::Clear(None)).await
+}
+
+async fn clear_bundle_sub(
+    State(s): State<Svc>,
+    Path((t, ns, b, sub)): Path<(String, String, String, String)>,
+) -> ApiResult<Response> {
+    each_topic(&s, format!("{t}/{ns}"), Some(b), Act::Clear(Some(sub))).await
+}
+
+async fn unsubscribe_ns(
+    State(s): State<Svc>,
+    Path((t, ns, sub)): Path<(String, String, String)>,
+) -> ApiResult<Response> {
+    each_topic(&s, format!("{t}/{ns}"), None, Act::Unsubscribe(sub)).await
+}
+
+async fn unsubscribe_bundle(
+    State(s): State<Svc>,
+    Path((t, ns, b, sub)): Path<(String, String, String, String)>,
+) -> ApiResult<Response> {
+    each_topic(&s, format!("{t}/{ns}"), Some(b), Act::Unsubscribe(sub)).await
+}
