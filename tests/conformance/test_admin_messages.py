@@ -134,3 +134,47 @@ def test_internal_info_backlog_and_partitions(strobe):
         assert call(strobe, "POST", f"{BASE}/msg-info/createMissedPartitions")[0] == 404
     finally:
         client.close()
+
+
+def test_truncate_analyze_backlog_and_topic_properties(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/msg-truncate"
+        path = f"{BASE}/msg-truncate"
+        c = client.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+        p = client.create_producer(topic, batching_enabled=False)
+        for i in range(3):
+            p.send(f"a{i}".encode())
+        got = c.receive(5000)
+        c.acknowledge(got)
+        deadline = time.time() + 5
+        while backlog(strobe, "msg-truncate", "s") != 2 and time.time() < deadline:
+            time.sleep(0.05)
+        analysis = call(strobe, "POST", f"{path}/subscription/s/analyzeBacklog")[1]
+        assert analysis["entries"] == 2 and analysis["messages"] == 2 and not analysis["aborted"]
+        c.close()
+        # A second ledger, so the first is inactive.
+        assert call(strobe, "PUT", f"{path}/unload")[0] in (200, 204)
+        p = client.create_producer(topic, batching_enabled=False)
+        p.send(b"b0")
+        before = [l["ledgerId"] for l in call(strobe, "GET", f"{path}/internalStats")[1]["ledgers"]]
+        assert call(strobe, "POST", f"{path}/retention", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})[0] == 204
+        assert call(strobe, "DELETE", f"{path}/truncate")[0] == 204
+        after = [l["ledgerId"] for l in call(strobe, "GET", f"{path}/internalStats")[1]["ledgers"]]
+        assert before[0] not in after, (before, after)
+        assert backlog(strobe, "msg-truncate", "s") == 0
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        try:
+            m = reader.read_next(1000)
+            assert not m.data().startswith(b"a"), "a truncated message was read"
+        except pulsar.Timeout:
+            pass
+        assert call(strobe, "DELETE", "/admin/v2/non-persistent/public/default/msg-truncate/truncate")[0] == 405
+
+        assert call(strobe, "PUT", f"{path}/properties", {"owner": "team-a", "tier": "gold"})[0] == 204
+        assert call(strobe, "GET", f"{path}/properties")[1] == {"owner": "team-a", "tier": "gold"}
+        assert call(strobe, "DELETE", f"{path}/properties?key=tier")[0] == 204
+        assert call(strobe, "GET", f"{path}/properties")[1] == {"owner": "team-a"}
+        assert call(strobe, "DELETE", f"{path}/properties")[0] == 400
+    finally:
+        client.close()

@@ -551,7 +551,15 @@ impl ManagedLedger {
     /// durable cursor has passed and that retention no longer keeps.
     /// Returns the deleted ledger ids.
     pub async fn trim(&self) -> Result<Vec<u64>> {
-        self.inner.trim().await
+        self.inner.trim(false).await
+    }
+
+    /// Pulsar's truncate, the storage half: starts a new ledger and deletes
+    /// every sealed one that all durable cursors have passed, whatever the
+    /// retention (the caller moves the cursors to the end first).
+    pub async fn truncate(&self) -> Result<Vec<u64>> {
+        self.rollover();
+        self.inner.trim(true).await
     }
 
     /// Persists cursors, waits for pending appends and releases the topic.
@@ -600,7 +608,7 @@ async fn background(
             .lock()
             .values()
             .any(|c| !c.state.lock().internal)
-        && let Err(e) = inner.trim().await
+        && let Err(e) = inner.trim(false).await
     {
         tracing::warn!(topic = %inner.name, error = %e, "trimming failed");
     }
@@ -616,7 +624,7 @@ async fn background(
             }
             _ = trim_tick.tick(), if trim_every.is_some() => {
                 let Some(inner) = weak.upgrade() else { return };
-                if let Err(e) = inner.trim().await {
+                if let Err(e) = inner.trim(false).await {
                     tracing::warn!(topic = %inner.name, error = %e, "trimming failed");
                 }
             }
@@ -670,7 +678,9 @@ impl Inner {
         Ok(())
     }
 
-    pub(crate) async fn trim(&self) -> Result<Vec<u64>> {
+    /// See [`ManagedLedger::trim`]; `all_consumed`: every consumed sealed
+    /// ledger goes, retention or not ([`ManagedLedger::truncate`]).
+    pub(crate) async fn trim(&self, all_consumed: bool) -> Result<Vec<u64>> {
         let floors: Vec<Position> = self
             .cursors
             .lock()
@@ -703,7 +713,11 @@ impl Inner {
                 .iter()
                 .filter(|l| l.id < slowest.ledger_id && l.id != cur_id)
                 .collect();
-            let ret = *self.retention.lock();
+            let ret = if all_consumed {
+                crate::Retention::default()
+            } else {
+                *self.retention.lock()
+            };
             let mut consumed_bytes: u64 = consumed.iter().map(|l| l.confirmed_bytes).sum();
             let mut ids = Vec::new();
             for l in consumed {

@@ -230,6 +230,9 @@ pub struct TopicPolicies {
     /// empty: the namespace's, else all four).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscription_types_enabled: Option<std::collections::BTreeSet<String>>,
+    /// User metadata (Pulsar's topic properties), kept with the policies.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub properties: std::collections::BTreeMap<String, String>,
 }
 
 impl TopicPolicies {

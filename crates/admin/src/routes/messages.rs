@@ -38,6 +38,11 @@ pub(crate) fn routes() -> Router<Svc> {
         )
         .route(&topic("backlog"), get(backlog))
         .route(&topic("createMissedPartitions"), post(create_missed))
+        .route(&topic("truncate"), axum::routing::delete(truncate))
+        .route(
+            &topic("subscription/{sub}/analyzeBacklog"),
+            post(analyze_backlog),
+        )
 }
 
 /// A partitioned topic's messages are its partitions': these verbs name one.
@@ -317,4 +322,87 @@ async fn create_missed(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiR
         s.topic(&name.partition_name(i), true).await?;
     }
     Ok(no_content())
+}
+
+/// Pulsar's truncate: every subscription moves to the end, and every ledger
+/// they have all passed is deleted, retention or not (a partitioned topic:
+/// each partition).
+async fn truncate(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult<Response> {
+    if !name.is_persistent() {
+        return Err(ApiError(
+            405,
+            "truncate is for persistent topics: a non-persistent topic stores nothing".into(),
+        ));
+    }
+    for part in parts_of(&s, &name).await? {
+        let topic = s.topic(&part, false).await?;
+        for sub in topic.all_subscription_names() {
+            topic
+                .subscription_for_admin(&sub)
+                .await?
+                .admin(AdminOp::ClearBacklog)
+                .await?;
+        }
+        topic.ledger.flush_cursors().await?;
+        topic.ledger.truncate().await?;
+    }
+    Ok(no_content())
+}
+
+/// The most entries one analysis reads before it gives up (`aborted`), as
+/// Pulsar's `subscriptionBacklogScanMaxEntries`.
+const ANALYZE_MAX_ENTRIES: u64 = 10_000;
+
+/// Pulsar's `AnalyzeSubscriptionBacklogResult`: the subscription's
+/// unacknowledged entries and messages (no entry filters here: all pass).
+async fn analyze_backlog(
+    State(s): State<Svc>,
+    Path((domain, t, ns, topic, sub)): Path<SubPath>,
+) -> ApiResult<axum::Json<Value>> {
+    let name = topic_name(&domain, &t, &ns, &topic)?;
+    not_partitioned(&s, &name, "analyzeBacklog").await?;
+    let topic = s.topic(&name, false).await?;
+    let h = topic.subscription_for_admin(&sub).await?;
+    let (mut entries, mut messages, mut aborted) = (0u64, 0u64, false);
+    let (mut first, mut last_seen) = (None, None);
+    if let Some(last) = topic.ledger.last_confirmed() {
+        let mut from = h.cursor.first_unacked_floor();
+        'scan: loop {
+            let batch = topic.ledger.read(from, 500).await?;
+            let Some(tail) = batch.last() else { break };
+            from = Position::new(tail.position.ledger_id, tail.position.entry_id + 1);
+            for e in batch {
+                if e.position > last {
+                    break 'scan;
+                }
+                if h.cursor.is_acked(e.position) {
+                    continue;
+                }
+                if entries == ANALYZE_MAX_ENTRIES {
+                    aborted = true;
+                    break 'scan;
+                }
+                entries += 1;
+                messages += strobe_wire::payload::peek_metadata(&e.data)
+                    .ok()
+                    .and_then(|m| m.num_messages_in_batch)
+                    .map_or(1, |n| n.max(1) as u64);
+                first.get_or_insert(e.position);
+                last_seen = Some(e.position);
+            }
+        }
+    }
+    Ok(axum::Json(json!({
+        "entries": entries,
+        "messages": messages,
+        "filterAcceptedEntries": entries,
+        "filterAcceptedMessages": messages,
+        "filterRejectedEntries": 0,
+        "filterRejectedMessages": 0,
+        "filterRescheduledEntries": 0,
+        "filterRescheduledMessages": 0,
+        "aborted": aborted,
+        "firstPosition": first.map(|p| p.to_string()),
+        "lastPosition": last_seen.map(|p| p.to_string()),
+    })))
 }

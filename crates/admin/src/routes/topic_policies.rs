@@ -1,6 +1,7 @@
 //! A single topic's own storage and delivery policies (Pulsar's topic-level
 //! policies): message TTL, deduplication, retention, backlog quotas and the
-//! compaction threshold, the subscription types allowed, on `/admin/v2/{domain}/{t}/{ns}/{topic}/...` with
+//! compaction threshold, the subscription types allowed (and its user
+//! properties), on `/admin/v2/{domain}/{t}/{ns}/{topic}/...` with
 //! Pulsar's shapes. Each is the topic's own value over its namespace's over
 //! the broker's (`strobe_broker::enforce::effective`), in force on the
 //! topic as soon as the call returns; `?applied=true` reads what the topic
@@ -35,6 +36,12 @@ pub(crate) fn routes() -> Router<Svc> {
         .route(
             &topic("subscriptionTypesEnabled"),
             get(get_sub_types).post(set_sub_types).delete(del_sub_types),
+        )
+        .route(
+            &topic("properties"),
+            get(get_properties)
+                .put(put_properties)
+                .delete(remove_property),
         )
         .route(&topic("backlogQuotaMap"), get(get_quotas))
         .route(
@@ -239,6 +246,44 @@ async fn del_quota(
     let kind = quota_type(&q)?;
     change(&s, &name, move |p| {
         p.backlog_quota_map.remove(&kind);
+    })
+    .await
+}
+
+async fn get_properties(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+) -> ApiResult<axum::Json<Value>> {
+    known(&s, &name).await?;
+    Ok(axum::Json(json!(s.topic_policies(&name).properties)))
+}
+
+/// Adds (or replaces) the properties of the body, keeping the others.
+async fn put_properties(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let add: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&body).map_err(|e| bad(format!("properties: {e}")))?;
+    change(&s, &name, move |p| p.properties.extend(add)).await
+}
+
+#[derive(Deserialize)]
+struct KeyQuery {
+    key: Option<String>,
+}
+
+async fn remove_property(
+    State(s): State<Svc>,
+    TopicPath(name): TopicPath,
+    Query(q): Query<KeyQuery>,
+) -> ApiResult<Response> {
+    let key = q
+        .key
+        .ok_or_else(|| bad("removing a topic property needs ?key=..."))?;
+    change(&s, &name, move |p| {
+        p.properties.remove(&key);
     })
     .await
 }
