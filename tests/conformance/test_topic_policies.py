@@ -237,3 +237,42 @@ def test_namespace_properties_clear_backlog_and_unsubscribe(fresh_strobe):
         assert call(s, "POST", f"{ns}/0x00000000_0x00000001/clearBacklog")[0] in (404, 412)
     finally:
         client.close()
+
+
+def test_auto_topic_and_subscription_creation(fresh_strobe):
+    s = fresh_strobe
+    ns = "/admin/v2/namespaces/public/auto"
+    assert call(s, "PUT", ns)[0] == 204
+    client = pulsar.Client(s.url, operation_timeout_seconds=5)
+    try:
+        assert call(s, "POST", f"{ns}/autoTopicCreation", {"allowAutoTopicCreation": True, "topicType": "partitioned"})[0] == 400
+        assert call(s, "POST", f"{ns}/autoTopicCreation",
+                    {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3})[0] == 204
+        client.create_producer("persistent://public/auto/made-partitioned").close()
+        assert call(s, "GET", "/admin/v2/persistent/public/auto/made-partitioned/partitions")[1]["partitions"] == 3
+        assert call(s, "POST", f"{ns}/autoTopicCreation", {"allowAutoTopicCreation": False, "topicType": "non-partitioned"})[0] == 204
+        assert call(s, "GET", f"{ns}/autoTopicCreation")[1]["allowAutoTopicCreation"] is False
+        with pytest.raises(Exception):
+            client.create_producer("persistent://public/auto/not-made")
+        assert call(s, "GET", "/admin/v2/persistent/public/auto/not-made/stats")[0] == 404
+        # Another namespace keeps the broker's default.
+        client.create_producer("persistent://public/default/auto-made").close()
+        assert call(s, "DELETE", f"{ns}/autoTopicCreation")[0] == 204
+        client.create_producer("persistent://public/auto/made-now").close()
+
+        topic = "persistent://public/auto/subs"
+        path = "/admin/v2/persistent/public/auto/subs"
+        client.subscribe(topic, "existing").close()
+        assert call(s, "POST", f"{ns}/autoSubscriptionCreation", {"allowAutoSubscriptionCreation": False})[0] == 204
+        with pytest.raises(Exception):
+            client.subscribe(topic, "new-one")
+        client.subscribe(topic, "existing").close()
+        assert call(s, "GET", f"{path}/autoSubscriptionCreation?applied=true")[1] == {"allowAutoSubscriptionCreation": False}
+        # The topic's own say wins.
+        assert call(s, "POST", f"{path}/autoSubscriptionCreation", {"allowAutoSubscriptionCreation": True})[0] == 204
+        client.subscribe(topic, "new-one").close()
+        assert call(s, "DELETE", f"{path}/autoSubscriptionCreation")[0] == 204
+        assert call(s, "DELETE", f"{ns}/autoSubscriptionCreation")[0] == 204
+        client.subscribe(topic, "another").close()
+    finally:
+        client.close()

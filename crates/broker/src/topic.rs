@@ -498,6 +498,17 @@ impl Topic {
                 }
             }
             if existing.is_none()
+                && durable
+                && limits.auto_subscription_refused
+                && !self.ledger.cursor_names().iter().any(|c| c == name)
+            {
+                return Err(BrokerError::SubscriptionNotFound(format!(
+                    "Subscription {name} does not exist on {} and creating subscriptions on \
+                     subscribe is off (autoSubscriptionCreation)",
+                    self.name
+                )));
+            }
+            if existing.is_none()
                 && let Some(max) = limits.max_subscriptions
                 && st.subscriptions.values().filter(|h| !h.is_closed()).count() >= max as usize
             {

@@ -99,6 +99,16 @@ pub struct NamespacePolicies {
     /// The subscription types consumers may use (none or empty: all four).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscription_types_enabled: Option<std::collections::BTreeSet<String>>,
+    #[serde(
+        rename = "autoSubscriptionCreationOverride",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub auto_subscription_creation: Option<strobe_tenancy::AutoSubscriptionCreation>,
+    #[serde(
+        rename = "autoTopicCreationOverride",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub auto_topic_creation: Option<AutoTopicCreation>,
     /// User metadata (Pulsar's namespace properties).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,
@@ -126,8 +136,21 @@ impl NamespacePolicies {
             )
             .ok()
             .flatten(),
+            auto_subscription_creation: self.auto_subscription_creation,
         }
     }
+}
+
+/// Pulsar's `AutoTopicCreationOverride`: a namespace's own say on creating
+/// topics on first use.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AutoTopicCreation {
+    pub allow_auto_topic_creation: bool,
+    /// `partitioned` or `non-partitioned`.
+    pub topic_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_num_partitions: Option<u32>,
 }
 
 /// Pulsar's `AuthPolicies`: permissions by role on the namespace, on single

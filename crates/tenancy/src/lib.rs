@@ -16,8 +16,8 @@ pub mod storage;
 pub mod subscribe;
 
 pub use policy::{
-    BrokerLevel, DispatchLimit, DispatchRate, InactiveTopicDeleteMode, InactiveTopicPolicies,
-    Limits, NamespaceLevel, PublishRate, SUBSCRIPTION_TYPES, SubscribeRate, TopicPolicies,
-    subscription_type_bit, subscription_types_refused,
+    AutoSubscriptionCreation, BrokerLevel, DispatchLimit, DispatchRate, InactiveTopicDeleteMode,
+    InactiveTopicPolicies, Limits, NamespaceLevel, PublishRate, SUBSCRIPTION_TYPES, SubscribeRate,
+    TopicPolicies, subscription_type_bit, subscription_types_refused,
 };
 pub use rate::{Rate, RateLimiter, Rates, TokenBucket};

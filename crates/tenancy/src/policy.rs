@@ -230,6 +230,10 @@ pub struct TopicPolicies {
     /// empty: the namespace's, else all four).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscription_types_enabled: Option<std::collections::BTreeSet<String>>,
+    /// May a subscribe create a subscription that does not exist (Pulsar's
+    /// `AutoSubscriptionCreationOverride`)?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_subscription_creation: Option<AutoSubscriptionCreation>,
     /// User metadata (Pulsar's topic properties), kept with the policies.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub properties: std::collections::BTreeMap<String, String>,
@@ -256,6 +260,14 @@ pub struct NamespaceLevel {
     pub inactive_topic_policies: Option<InactiveTopicPolicies>,
     /// The subscription types it refuses ([`subscription_types_refused`]).
     pub subscription_types_refused: Option<u8>,
+    pub auto_subscription_creation: Option<AutoSubscriptionCreation>,
+}
+
+/// Pulsar's `AutoSubscriptionCreationOverride`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoSubscriptionCreation {
+    pub allow_auto_subscription_creation: bool,
 }
 
 /// The four subscription types by Pulsar's names, each a bit of a mask.
@@ -320,6 +332,9 @@ pub struct Limits {
     /// Subscription types consumers may not use, as bits of
     /// [`subscription_type_bit`] (0: all four allowed).
     pub subscription_types_refused: u8,
+    /// A subscribe may not create a subscription (Pulsar's
+    /// `allowAutoSubscriptionCreation` false).
+    pub auto_subscription_refused: bool,
 }
 
 impl Limits {
@@ -397,6 +412,10 @@ impl Limits {
             .flatten()
             .or(ns.subscription_types_refused)
             .unwrap_or(0),
+            auto_subscription_refused: !t
+                .auto_subscription_creation
+                .or(ns.auto_subscription_creation)
+                .is_none_or(|a| a.allow_auto_subscription_creation),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! A namespace's remaining policies and operations (Pulsar's
-//! `NamespacesBase`): the subscription types allowed, user properties,
+//! `NamespacesBase`): the subscription types allowed, creating topics and
+//! subscriptions on first use, user properties,
 //! the replication clusters of a single-cluster system, and clearing the
 //! backlog of, or unsubscribing, a subscription on every topic of the
 //! namespace or of one of its bundles.
@@ -35,6 +36,16 @@ pub(crate) fn routes() -> Router<Svc> {
         .route(
             &ns("replication"),
             get(get_replication).post(set_replication),
+        )
+        .route(
+            &ns("autoTopicCreation"),
+            get(get_auto_topic)
+                .post(set_auto_topic)
+                .delete(del_auto_topic),
+        )
+        .route(
+            &ns("autoSubscriptionCreation"),
+            get(get_auto_sub).post(set_auto_sub).delete(del_auto_sub),
         )
         .route(&ns("clearBacklog"), post(clear_ns))
         .route(&ns("clearBacklog/{sub}"), post(clear_ns_sub))
@@ -130,6 +141,41 @@ async fn remove_property(
     .await?;
     Ok(axum::Json(json!(old)))
 }
+
+fn auto_topic(body: &Bytes) -> ApiResult<strobe_resources::policies::AutoTopicCreation> {
+    let o: strobe_resources::policies::AutoTopicCreation =
+        serde_json::from_slice(body).map_err(|e| bad(format!("autoTopicCreation: {e}")))?;
+    match (o.topic_type.as_str(), o.default_num_partitions) {
+        ("partitioned", Some(n)) if n > 0 => Ok(o),
+        ("partitioned", _) => Err(bad(
+            "autoTopicCreation: defaultNumPartitions must be 1 or more for partitioned topics",
+        )),
+        ("non-partitioned", None) => Ok(o),
+        ("non-partitioned", Some(_)) => Err(bad(
+            "autoTopicCreation: defaultNumPartitions is not allowed for non-partitioned topics",
+        )),
+        (other, _) => Err(bad(format!(
+            "autoTopicCreation: topicType {other:?}: expected partitioned or non-partitioned"
+        ))),
+    }
+}
+
+policy_field!(
+    get_auto_topic,
+    set_auto_topic,
+    del_auto_topic,
+    auto_topic_creation,
+    auto_topic
+);
+
+policy_field!(
+    get_auto_sub,
+    set_auto_sub,
+    del_auto_sub,
+    auto_subscription_creation,
+    |b: &Bytes| serde_json::from_slice::<strobe_tenancy::AutoSubscriptionCreation>(b)
+        .map_err(|e| bad(format!("autoSubscriptionCreation: {e}")))
+);
 
 /// A Strobe cluster is one Pulsar cluster: a namespace replicates to it alone.
 async fn get_replication(

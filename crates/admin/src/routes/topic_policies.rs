@@ -43,6 +43,10 @@ pub(crate) fn routes() -> Router<Svc> {
                 .put(put_properties)
                 .delete(remove_property),
         )
+        .route(
+            &topic("autoSubscriptionCreation"),
+            get(get_auto_sub).post(set_auto_sub).delete(del_auto_sub),
+        )
         .route(&topic("backlogQuotaMap"), get(get_quotas))
         .route(
             &topic("backlogQuota"),
@@ -142,6 +146,22 @@ topic_field!(
                     .collect())
         )
     }
+);
+
+topic_field!(
+    get_auto_sub,
+    set_auto_sub,
+    del_auto_sub,
+    auto_subscription_creation,
+    |b: &Bytes| serde_json::from_slice::<strobe_tenancy::AutoSubscriptionCreation>(b)
+        .map_err(|e| bad(format!("autoSubscriptionCreation: {e}"))),
+    |s: &Svc, name: &TopicName| json!(
+        s.namespace_policies(name.namespace())
+            .and_then(|p| p.auto_subscription_creation)
+            .unwrap_or(strobe_tenancy::AutoSubscriptionCreation {
+                allow_auto_subscription_creation: true
+            })
+    )
 );
 
 /// A set of Pulsar's subscription type names (`["Shared", "Key_Shared"]`).

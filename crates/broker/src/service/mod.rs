@@ -503,7 +503,7 @@ impl BrokerService {
                     )));
                 }
             }
-            if !(create && (self.config.allow_auto_topic_creation || authorized)) {
+            if !(create && (self.auto_topic_creation(name.namespace()).0 || authorized)) {
                 return Err(BrokerError::TopicNotFound(format!(
                     "topic {name} does not exist"
                 )));
@@ -572,7 +572,7 @@ impl BrokerService {
         create: bool,
         fence: u64,
     ) -> Result<Arc<Topic>, BrokerError> {
-        if !(create && self.config.allow_auto_topic_creation) {
+        if !(create && self.auto_topic_creation(name.namespace()).0) {
             return Err(BrokerError::TopicNotFound(format!(
                 "topic {name} does not exist"
             )));

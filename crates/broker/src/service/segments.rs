@@ -322,7 +322,7 @@ impl BrokerService {
         if let Some(l) = current {
             return Ok((Some(l), watch));
         }
-        if !(create && self.config.allow_auto_topic_creation) {
+        if !(create && self.auto_topic_creation(ns).0) {
             return Err(BrokerError::TopicNotFound(format!(
                 "scalable topic {topic} does not exist"
             )));

@@ -61,6 +61,33 @@ impl BrokerService {
         t.set_deduplication(e.deduplication).await
     }
 
+    /// Whether a topic of namespace `ns` is created on first use, and how:
+    /// the namespace's override (Pulsar's `autoTopicCreationOverride`),
+    /// else the broker's settings. `(allowed, partitions)`: 0 partitions
+    /// for a non-partitioned topic.
+    pub fn auto_topic_creation(&self, ns: &str) -> (bool, u32) {
+        let broker = (
+            self.config.allow_auto_topic_creation,
+            if self.config.auto_topic_creation_type == "partitioned" {
+                self.config.default_num_partitions
+            } else {
+                0
+            },
+        );
+        match self
+            .namespace_policies(ns)
+            .and_then(|p| p.auto_topic_creation)
+        {
+            Some(o) if o.topic_type == "partitioned" => (
+                o.allow_auto_topic_creation,
+                o.default_num_partitions
+                    .unwrap_or(self.config.default_num_partitions),
+            ),
+            Some(o) => (o.allow_auto_topic_creation, 0),
+            None => broker,
+        }
+    }
+
     /// What `name` enforces now.
     pub fn limits_for(&self, name: &TopicName) -> Limits {
         let ns = self

@@ -75,15 +75,13 @@ impl BrokerService {
                 topic.namespace()
             )));
         }
-        let auto_partitioned = self.config.allow_auto_topic_creation
-            && self.config.auto_topic_creation_type == "partitioned"
-            && topic.domain() == Domain::Persistent;
+        let (allowed, partitions) = self.auto_topic_creation(topic.namespace());
+        let auto_partitioned = allowed && partitions > 0 && topic.domain() == Domain::Persistent;
         if create && auto_partitioned && !self.topic_exists(topic).await? {
-            self.check_topic_count(topic.namespace(), self.config.default_num_partitions, false)
+            self.check_topic_count(topic.namespace(), partitions, false)
                 .await?;
-            self.create_partitioned(topic, self.config.default_num_partitions)
-                .await?;
-            return Ok(self.config.default_num_partitions);
+            self.create_partitioned(topic, partitions).await?;
+            return Ok(partitions);
         }
         Ok(0)
     }
