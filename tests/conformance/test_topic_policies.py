@@ -276,3 +276,39 @@ def test_auto_topic_and_subscription_creation(fresh_strobe):
         client.subscribe(topic, "another").close()
     finally:
         client.close()
+
+
+def test_schema_policies_of_one_topic(fresh_strobe):
+    s = fresh_strobe
+    client = pulsar.Client(s.url)
+    try:
+        topic = "persistent://public/default/topic-schema"
+        path = "/admin/v2/persistent/public/default/topic-schema"
+        ns = "/admin/v2/namespaces/public/default"
+        client.create_producer(topic, schema=pulsar.schema.StringSchema()).close()
+        assert call(s, "GET", f"{path}/schemaCompatibilityStrategy?applied=true")[1] == "FULL"
+        assert call(s, "PUT", f"{path}/schemaCompatibilityStrategy", b'"SIDEWAYS"')[0] == 400
+        # ALWAYS_INCOMPATIBLE: no new schema may join the topic's.
+        assert call(s, "PUT", f"{path}/schemaCompatibilityStrategy", b'"ALWAYS_INCOMPATIBLE"')[0] == 204
+        assert call(s, "GET", f"{path}/schemaCompatibilityStrategy")[1] == "ALWAYS_INCOMPATIBLE"
+        with pytest.raises(Exception):
+            client.create_producer(topic, schema=pulsar.schema.JsonSchema(pulsar.schema.Record))
+        assert call(s, "DELETE", f"{path}/schemaCompatibilityStrategy")[0] == 204
+        # The namespace's older auto-update setting, when no strategy is set.
+        assert call(s, "PUT", f"{ns}/schemaAutoUpdateCompatibilityStrategy", b'"Sideways"')[0] == 400
+        assert call(s, "PUT", f"{ns}/schemaAutoUpdateCompatibilityStrategy", b'"Backward"')[0] == 204
+        assert call(s, "GET", f"{ns}/schemaAutoUpdateCompatibilityStrategy")[1] == "Backward"
+        assert call(s, "GET", f"{path}/schemaCompatibilityStrategy?applied=true")[1] == "BACKWARD"
+        # Validation enforced on the topic alone: a producer without a schema is refused.
+        assert call(s, "POST", f"{path}/schemaValidationEnforced", b"true")[0] == 204
+        assert call(s, "GET", f"{path}/schemaValidationEnforced")[1] is True
+        with pytest.raises(Exception):
+            client.create_producer(topic)
+        client.create_producer("persistent://public/default/topic-schema-other").close()
+    finally:
+        client.close()
+
+
+def test_cluster_delete_is_refused(strobe):
+    assert call(strobe, "DELETE", "/admin/v2/clusters/standalone")[0] == 412
+    assert call(strobe, "DELETE", "/admin/v2/clusters/elsewhere")[0] == 404

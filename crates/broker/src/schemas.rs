@@ -122,22 +122,31 @@ pub fn to_wire(name: &str, s: &SchemaData) -> proto::Schema {
     }
 }
 
-/// The registry settings of a namespace: its strategy (or the broker's
-/// FULL), whether producers may add schemas, whether they must bring one.
-pub fn policy_of(p: &NamespacePolicies) -> RegistryPolicy {
-    let strategy = p
-        .schema_compatibility_strategy
+/// The registry settings of a topic: its own strategy, else its
+/// namespace's (or the namespace's older auto-update setting), else the
+/// broker's FULL; whether producers may add schemas; whether they must
+/// bring one (the topic's say, else the namespace's).
+pub fn policy_of(
+    p: &NamespacePolicies,
+    topic: Option<&strobe_tenancy::TopicPolicies>,
+) -> RegistryPolicy {
+    let named = |s: Option<&str>| s.and_then(|s| SchemaCompatibilityStrategy::from_name(s).ok());
+    let auto_update = p
+        .schema_auto_update_compatibility_strategy
         .as_deref()
-        .and_then(|s| SchemaCompatibilityStrategy::from_name(s).ok());
+        .and_then(|s| strobe_schema::AutoUpdateStrategy::from_name(s).ok());
     RegistryPolicy {
         strategy: strobe_schema::resolve_strategy(
-            None,
-            strategy,
-            None,
+            named(topic.and_then(|t| t.schema_compatibility_strategy.as_deref())),
+            named(p.schema_compatibility_strategy.as_deref()),
+            auto_update,
             SchemaCompatibilityStrategy::BROKER_DEFAULT,
         ),
         allow_auto_update: p.is_allow_auto_update_schema.unwrap_or(true),
-        schema_validation_enforced: p.schema_validation_enforced.unwrap_or(false),
+        schema_validation_enforced: topic
+            .and_then(|t| t.schema_validation_enforced)
+            .or(p.schema_validation_enforced)
+            .unwrap_or(false),
         ..RegistryPolicy::default()
     }
 }
@@ -211,6 +220,7 @@ impl SchemaRegistry {
                 .resources
                 .namespace_policies(topic.namespace())
                 .unwrap_or_default(),
+            self.resources.topic_policies(topic).as_ref(),
         )
     }
 

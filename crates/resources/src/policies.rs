@@ -29,6 +29,10 @@ pub struct NamespacePolicies {
     pub retention_policies: Option<RetentionPolicies>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_compatibility_strategy: Option<String>,
+    /// The older, deprecated strategy setting (Pulsar's
+    /// `SchemaAutoUpdateCompatibilityStrategy`), used when the above is unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_auto_update_compatibility_strategy: Option<String>,
     /// May producers register new schemas (Pulsar: is_allow_auto_update_schema, default true)?
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_allow_auto_update_schema: Option<bool>,

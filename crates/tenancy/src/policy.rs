@@ -234,6 +234,12 @@ pub struct TopicPolicies {
     /// `AutoSubscriptionCreationOverride`)?
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto_subscription_creation: Option<AutoSubscriptionCreation>,
+    /// The schema compatibility strategy (Pulsar's name), over the namespace's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_compatibility_strategy: Option<String>,
+    /// Must producers bring a schema when the topic has one?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_validation_enforced: Option<bool>,
     /// User metadata (Pulsar's topic properties), kept with the policies.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub properties: std::collections::BTreeMap<String, String>,

@@ -8,7 +8,10 @@ pub(crate) fn routes() -> Router<Svc> {
         .route("/admin/v2/clusters", get(clusters))
         .route(
             "/admin/v2/clusters/{cluster}",
-            get(cluster).put(put_cluster).post(put_cluster),
+            get(cluster)
+                .put(put_cluster)
+                .post(put_cluster)
+                .delete(delete_cluster),
         )
         .route("/admin/v2/tenants", get(tenants))
         .route(
@@ -22,6 +25,19 @@ pub(crate) fn routes() -> Router<Svc> {
 
 async fn clusters(State(s): State<Svc>) -> axum::Json<Vec<String>> {
     axum::Json(vec![s.config.cluster_name.clone()])
+}
+
+/// The one cluster a Strobe cluster serves cannot go (Pulsar refuses to
+/// delete a cluster its namespaces use, 412); any other does not exist.
+async fn delete_cluster(State(s): State<Svc>, Path(c): Path<String>) -> ApiError {
+    if c == s.config.cluster_name {
+        ApiError(
+            412,
+            format!("cluster {c} is the cluster this broker serves: it cannot be deleted"),
+        )
+    } else {
+        ApiError(404, format!("cluster {c} does not exist"))
+    }
 }
 
 async fn cluster(State(s): State<Svc>, Path(c): Path<String>) -> ApiResult<axum::Json<Value>> {

@@ -38,6 +38,10 @@ pub(crate) fn routes() -> Router<Svc> {
             get(get_replication).post(set_replication),
         )
         .route(
+            &ns("schemaAutoUpdateCompatibilityStrategy"),
+            get(get_auto_update).put(set_auto_update),
+        )
+        .route(
             &ns("autoTopicCreation"),
             get(get_auto_topic)
                 .post(set_auto_topic)
@@ -175,6 +179,19 @@ policy_field!(
     auto_subscription_creation,
     |b: &Bytes| serde_json::from_slice::<strobe_tenancy::AutoSubscriptionCreation>(b)
         .map_err(|e| bad(format!("autoSubscriptionCreation: {e}")))
+);
+
+policy_field!(
+    get_auto_update,
+    set_auto_update,
+    _del_auto_update,
+    schema_auto_update_compatibility_strategy,
+    |b: &Bytes| {
+        let name: String = parse_scalar(b, "schemaAutoUpdateCompatibilityStrategy")?;
+        strobe_schema::AutoUpdateStrategy::from_name(&name)
+            .map_err(|e| bad(format!("schemaAutoUpdateCompatibilityStrategy: {e}")))?;
+        Ok::<_, ApiError>(name)
+    }
 );
 
 /// A Strobe cluster is one Pulsar cluster: a namespace replicates to it alone.

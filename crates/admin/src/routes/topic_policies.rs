@@ -47,6 +47,16 @@ pub(crate) fn routes() -> Router<Svc> {
             &topic("autoSubscriptionCreation"),
             get(get_auto_sub).post(set_auto_sub).delete(del_auto_sub),
         )
+        .route(
+            &topic("schemaCompatibilityStrategy"),
+            get(get_schema_strategy)
+                .put(set_schema_strategy)
+                .delete(del_schema_strategy),
+        )
+        .route(
+            &topic("schemaValidationEnforced"),
+            get(get_schema_enforced).post(set_schema_enforced),
+        )
         .route(&topic("backlogQuotaMap"), get(get_quotas))
         .route(
             &topic("backlogQuota"),
@@ -163,6 +173,39 @@ topic_field!(
             })
     )
 );
+
+topic_field!(
+    get_schema_strategy,
+    set_schema_strategy,
+    del_schema_strategy,
+    schema_compatibility_strategy,
+    |b: &Bytes| schema_strategy(b),
+    |s: &Svc, name: &TopicName| {
+        let ns = s.namespace_policies(name.namespace()).unwrap_or_default();
+        json!(strobe_broker::schemas::policy_of(&ns, None).strategy.name())
+    }
+);
+
+topic_field!(
+    get_schema_enforced,
+    set_schema_enforced,
+    _del_schema_enforced,
+    schema_validation_enforced,
+    |b: &Bytes| parse_scalar::<bool>(b, "schemaValidationEnforced"),
+    |s: &Svc, name: &TopicName| json!(
+        s.namespace_policies(name.namespace())
+            .and_then(|p| p.schema_validation_enforced)
+            .unwrap_or(false)
+    )
+);
+
+/// A schema compatibility strategy by Pulsar's name (`"BACKWARD"`).
+pub(crate) fn schema_strategy(body: &Bytes) -> ApiResult<String> {
+    let name: String = parse_scalar(body, "schemaCompatibilityStrategy")?;
+    strobe_schema::SchemaCompatibilityStrategy::from_name(&name)
+        .map_err(|e| bad(format!("schemaCompatibilityStrategy: {e}")))?;
+    Ok(name)
+}
 
 /// A set of Pulsar's subscription type names (`["Shared", "Key_Shared"]`).
 pub(crate) fn sub_types(body: &Bytes) -> ApiResult<BTreeSet<String>> {

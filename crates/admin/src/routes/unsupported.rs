@@ -44,6 +44,9 @@ const SHUTDOWN: &str = "Strobe is not stopped through the admin API: send the pr
 const DYNAMIC: &str = "Strobe has no dynamic configuration: change the setting in the \
     configuration file and restart the broker (GET brokers/configuration/runtime shows what is in \
     force)";
+const MAX_SIZE: &str = "a per-topic maxMessageSize is not supported by Strobe: Pulsar's clients \
+    learn the largest message from the broker when they connect (max_message_size), and the C++ \
+    and Python clients send a message the topic refused again rather than fail it";
 const SUB_AUTH_MODE: &str = "subscription auth mode Prefix is not supported by Strobe: grant \
     roles per subscription with permissions/subscription";
 
@@ -182,6 +185,7 @@ pub(crate) fn routes() -> Router<Svc> {
             "/admin/v2/brokers/configuration/{name}/{value}",
             refused(&["POST"], DYNAMIC),
         )
+        .route(&topic("maxMessageSize"), refused(ALL, MAX_SIZE))
         // Resource groups.
         .route(
             "/admin/v2/resourcegroups",
