@@ -4,6 +4,7 @@ is set over HTTP on Pulsar's path, read back (its own value, and with
 ?applied=true what the topic enforces: its own, else its namespace's, else the
 broker's), and its effect is seen by the official client."""
 import time
+from datetime import timedelta
 
 import pulsar
 import pytest
@@ -312,3 +313,32 @@ def test_schema_policies_of_one_topic(fresh_strobe):
 def test_cluster_delete_is_refused(strobe):
     assert call(strobe, "DELETE", "/admin/v2/clusters/standalone")[0] == 412
     assert call(strobe, "DELETE", "/admin/v2/clusters/elsewhere")[0] == 404
+
+
+def test_delayed_delivery_switched_off(strobe):
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/topic-delayed"
+        path = "/admin/v2/persistent/public/default/topic-delayed"
+        c = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        p = client.create_producer(topic, batching_enabled=False)
+        assert call(strobe, "GET", f"{path}/delayedDelivery?applied=true")[1]["active"] is True
+        p.send(b"waits", deliver_after=timedelta(seconds=30))
+        with pytest.raises(pulsar.Timeout):
+            c.receive(1000)
+        assert call(strobe, "POST", f"{path}/delayedDelivery", {"active": False, "tickTime": 1000})[0] == 204
+        assert call(strobe, "GET", f"{path}/delayedDelivery")[1]["active"] is False
+        # Off: a delivery time is ignored for what is sent from now on.
+        p.send(b"at-once", deliver_after=timedelta(seconds=30))
+        assert c.receive(5000).data() == b"at-once"
+        assert call(strobe, "DELETE", f"{path}/delayedDelivery")[0] == 204
+        p.send(b"waits-again", deliver_after=timedelta(seconds=30))
+        with pytest.raises(pulsar.Timeout):
+            c.receive(1000)
+        ns = "/admin/v2/namespaces/public/default"
+        assert call(strobe, "POST", f"{ns}/delayedDelivery", {"active": True, "tickTime": -1})[0] == 400
+        assert call(strobe, "POST", f"{ns}/delayedDelivery", {"active": True, "tickTime": 500})[0] == 204
+        assert call(strobe, "GET", f"{ns}/delayedDelivery")[1]["tickTime"] == 500
+        assert call(strobe, "DELETE", f"{ns}/delayedDelivery")[0] == 204
+    finally:
+        client.close()

@@ -90,6 +90,8 @@ pub struct Effective {
     pub retention: strobe_ledger::Retention,
     /// Bytes after the last compaction that start the next (0: only when asked).
     pub compaction_threshold: u64,
+    /// Messages with a delivery time wait for it (else go out at once).
+    pub delayed_delivery: bool,
 }
 
 /// Topic over namespace over broker (Pulsar's order for topic-level policies).
@@ -120,6 +122,10 @@ pub fn effective(
             .map(|v| v.max(0) as u64)
             .or(ns.compaction_threshold)
             .unwrap_or(0),
+        delayed_delivery: topic
+            .delayed_delivery
+            .or(ns.delayed_delivery_policies)
+            .is_none_or(|d| d.active),
     }
 }
 

@@ -113,6 +113,8 @@ pub struct NamespacePolicies {
         skip_serializing_if = "Option::is_none"
     )]
     pub auto_topic_creation: Option<AutoTopicCreation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delayed_delivery_policies: Option<strobe_tenancy::storage::DelayedDelivery>,
     /// User metadata (Pulsar's namespace properties).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,

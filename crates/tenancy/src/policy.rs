@@ -240,6 +240,10 @@ pub struct TopicPolicies {
     /// Must producers bring a schema when the topic has one?
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_validation_enforced: Option<bool>,
+    /// Whether delivery times are honoured (Pulsar's `delayedDeliveryEnabled`
+    /// and its tick, as the topic policy's `DelayedDeliveryPolicies`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delayed_delivery: Option<crate::storage::DelayedDelivery>,
     /// User metadata (Pulsar's topic properties), kept with the policies.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub properties: std::collections::BTreeMap<String, String>,

@@ -1,5 +1,6 @@
 //! A namespace's remaining policies and operations (Pulsar's
-//! `NamespacesBase`): the subscription types allowed, creating topics and
+//! `NamespacesBase`): the subscription types allowed, delayed delivery,
+//! creating topics and
 //! subscriptions on first use, user properties,
 //! the replication clusters of a single-cluster system, and clearing the
 //! backlog of, or unsubscribing, a subscription on every topic of the
@@ -40,6 +41,10 @@ pub(crate) fn routes() -> Router<Svc> {
         .route(
             &ns("schemaAutoUpdateCompatibilityStrategy"),
             get(get_auto_update).put(set_auto_update),
+        )
+        .route(
+            &ns("delayedDelivery"),
+            get(get_delayed).post(set_delayed).delete(del_delayed),
         )
         .route(
             &ns("autoTopicCreation"),
@@ -192,6 +197,14 @@ policy_field!(
             .map_err(|e| bad(format!("schemaAutoUpdateCompatibilityStrategy: {e}")))?;
         Ok::<_, ApiError>(name)
     }
+);
+
+policy_field!(
+    get_delayed,
+    set_delayed,
+    del_delayed,
+    delayed_delivery_policies,
+    super::topic_policies::delayed
 );
 
 /// A Strobe cluster is one Pulsar cluster: a namespace replicates to it alone.

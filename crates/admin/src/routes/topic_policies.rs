@@ -57,6 +57,10 @@ pub(crate) fn routes() -> Router<Svc> {
             &topic("schemaValidationEnforced"),
             get(get_schema_enforced).post(set_schema_enforced),
         )
+        .route(
+            &topic("delayedDelivery"),
+            get(get_delayed).post(set_delayed).delete(del_delayed),
+        )
         .route(&topic("backlogQuotaMap"), get(get_quotas))
         .route(
             &topic("backlogQuota"),
@@ -205,6 +209,35 @@ pub(crate) fn schema_strategy(body: &Bytes) -> ApiResult<String> {
     strobe_schema::SchemaCompatibilityStrategy::from_name(&name)
         .map_err(|e| bad(format!("schemaCompatibilityStrategy: {e}")))?;
     Ok(name)
+}
+
+topic_field!(
+    get_delayed,
+    set_delayed,
+    del_delayed,
+    delayed_delivery,
+    |b: &Bytes| delayed(b),
+    |s: &Svc, name: &TopicName| json!(
+        s.namespace_policies(name.namespace())
+            .and_then(|p| p.delayed_delivery_policies)
+            .unwrap_or(strobe_tenancy::storage::DelayedDelivery {
+                active: true,
+                tick_time: 1000,
+                max_delivery_delay_in_millis: 0
+            })
+    )
+);
+
+/// Pulsar's `DelayedDeliveryPolicies` JSON.
+pub(crate) fn delayed(body: &Bytes) -> ApiResult<strobe_tenancy::storage::DelayedDelivery> {
+    let d: strobe_tenancy::storage::DelayedDelivery =
+        serde_json::from_slice(body).map_err(|e| bad(format!("delayedDelivery: {e}")))?;
+    if d.tick_time < 0 || d.max_delivery_delay_in_millis < 0 {
+        return Err(bad(
+            "delayedDelivery: tickTime and maxDeliveryDelayInMillis must be 0 or more",
+        ));
+    }
+    Ok(d)
 }
 
 /// A set of Pulsar's subscription type names (`["Shared", "Key_Shared"]`).

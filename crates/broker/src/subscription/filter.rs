@@ -51,6 +51,7 @@ impl Subscription {
         }
         if may_delay
             && self.kind.delays()
+            && self.topic.delayed_delivery()
             && let Some(at) = meta.deliver_at_time.filter(|t| *t > 0)
             && (at as u64) > now_ms()
         {

@@ -30,6 +30,10 @@ impl TopicView for Topic {
         Topic::message_ttl_secs(self)
     }
 
+    fn delayed_delivery(&self) -> bool {
+        Topic::delayed_delivery(self)
+    }
+
     fn next_position(&self) -> Position {
         Topic::next_position(self)
     }
