@@ -181,6 +181,36 @@ def test_broker_endpoints(fresh_strobe):
     assert info["metadataStoreUrl"]
 
 
+def test_broker_stats_and_hash_positions(fresh_strobe):
+    import pulsar
+    web = f"http://127.0.0.1:{fresh_strobe.http_port}"
+    client = pulsar.Client(fresh_strobe.url)
+    try:
+        topic = "persistent://public/default/stats-topic"
+        consumer = client.subscribe(topic, "s")
+        producer = client.create_producer(topic)
+        for _ in range(3):
+            producer.send(b"x")
+        topics = json.loads(call(web, "GET", "/admin/v2/broker-stats/topics")[1])
+        bundles = topics["public/default"]
+        found = [b for b in bundles.values() if topic in b.get("persistent", {})]
+        assert len(found) == 1 and found[0]["persistent"][topic]["msgInCounter"] == 3
+        report = json.loads(call(web, "GET", "/admin/v2/broker-stats/load-report")[1])
+        assert report["numTopics"] >= 1 and report["numProducers"] >= 1 and report["numConsumers"] >= 1
+        metrics = json.loads(call(web, "GET", "/admin/v2/broker-stats/metrics")[1])
+        mine = [m for m in metrics if m["dimensions"].get("topic") == topic]
+        assert mine and mine[0]["metrics"]["pulsar_in_messages_total"] == 3, mine
+        bundle = [k for k, b in bundles.items() if topic in b.get("persistent", {})][0]
+        pos = json.loads(call(web, "GET",
+                              f"/admin/v2/namespaces/public/default/{bundle}/topicHashPositions?topics=stats-topic")[1])
+        assert pos["bundle"] == bundle and isinstance(pos["topicHashPositions"]["stats-topic"], int)
+        lo, hi = (int(x, 16) for x in bundle.split("_"))
+        assert lo <= pos["topicHashPositions"]["stats-topic"] < hi or hi == 0xffffffff
+        consumer.close()
+    finally:
+        client.close()
+
+
 @pytest.mark.strobe_config('token_secret_key = "data:;base64,c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI="')
 def test_runtime_configuration_withholds_secrets(fresh_strobe):
     web = f"http://127.0.0.1:{fresh_strobe.http_port}"

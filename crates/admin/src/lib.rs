@@ -73,6 +73,7 @@ pub fn router(service: Svc) -> Router {
         .route("/metrics/", get(metrics));
     for routes in [
         routes::brokers::routes(),
+        routes::broker_stats::routes(),
         routes::clusters::routes(),
         routes::namespaces::routes(),
         routes::namespace_ops::routes(),

@@ -10,7 +10,7 @@ pub(crate) async fn metrics(State(s): State<Svc>) -> Response {
 }
 
 /// The whole page.
-fn render(s: &BrokerService) -> String {
+pub(crate) fn render(s: &BrokerService) -> String {
     let mut out = String::new();
     let cluster = &s.config.cluster_name;
     let families: [(&str, &str, &str); 13] = [

@@ -56,7 +56,7 @@ impl BundlesData {
     /// topic name with CRC-32).
     pub fn bundle_of(&self, name: &str) -> Option<String> {
         let v = self.parsed().ok()?;
-        let h = u64::from(crc32fast::hash(name.as_bytes()));
+        let h = u64::from(topic_hash(name));
         let i = v
             .windows(2)
             .position(|w| h >= w[0] && (h < w[1] || w[1] == 0xffff_ffff))?;
@@ -166,4 +166,10 @@ mod tests {
         };
         assert!(bad.parsed().is_err());
     }
+}
+
+/// Where topic `name` falls in its namespace's hash space (CRC-32 of the
+/// name, as Pulsar hashes it to pick the bundle).
+pub fn topic_hash(name: &str) -> u32 {
+    crc32fast::hash(name.as_bytes())
 }

@@ -2,6 +2,7 @@
 //! resources are split; each module's `routes()` contributes its paths to
 //! [`crate::router`].
 
+pub(crate) mod broker_stats;
 pub(crate) mod brokers;
 pub(crate) mod clusters;
 pub(crate) mod lookup;

@@ -60,6 +60,7 @@ pub(crate) fn routes() -> Router<Svc> {
         .route(&ns("clearBacklog/{sub}"), post(clear_ns_sub))
         .route(&ns("{bundle}/clearBacklog"), post(clear_bundle))
         .route(&ns("{bundle}/clearBacklog/{sub}"), post(clear_bundle_sub))
+        .route(&ns("{bundle}/topicHashPositions"), get(hash_positions))
         .route(&ns("unsubscribe/{sub}"), post(unsubscribe_ns))
         .route(&ns("{bundle}/unsubscribe/{sub}"), post(unsubscribe_bundle))
 }
@@ -330,4 +331,51 @@ async fn unsubscribe_bundle(
     Path((t, ns, b, sub)): Path<(String, String, String, String)>,
 ) -> ApiResult<Response> {
     each_topic(&s, format!("{t}/{ns}"), Some(b), Act::Unsubscribe(sub)).await
+}
+
+/// Pulsar's `TopicHashPositions`: where each topic (`?topics=` names, or
+/// every topic of the bundle) falls in the namespace's hash space, the
+/// CRC-32 of its name that picks its bundle.
+async fn hash_positions(
+    State(s): State<Svc>,
+    Path((t, ns, bundle)): Path<(String, String, String)>,
+    Query(q): Query<Vec<(String, String)>>,
+) -> ApiResult<axum::Json<Value>> {
+    let namespace = format!("{t}/{ns}");
+    if !s.namespace_exists(&namespace) {
+        return Err(ApiError(
+            404,
+            format!("namespace {namespace} does not exist"),
+        ));
+    }
+    s.bundles(&namespace)?
+        .range_of(&bundle)
+        .map_err(BrokerError::from)?;
+    let mut asked: Vec<String> = q
+        .into_iter()
+        .filter(|(k, _)| k == "topics")
+        .map(|(_, v)| v)
+        .collect();
+    if asked.is_empty() {
+        asked = s.topics_of_namespace(&namespace, true, true).await?;
+    }
+    let mut out = serde_json::Map::new();
+    for name in asked {
+        let full = if name.contains("://") {
+            name.clone()
+        } else {
+            format!("persistent://{namespace}/{name}")
+        };
+        let Ok(topic) = TopicName::parse(&full) else {
+            return Err(bad(format!("{name} is no topic name")));
+        };
+        if s.bundle_of(&topic)? == bundle {
+            out.insert(name, json!(strobe_resources::bundles::topic_hash(&full)));
+        }
+    }
+    Ok(axum::Json(json!({
+        "namespace": namespace,
+        "bundle": bundle,
+        "topicHashPositions": out,
+    })))
 }

@@ -237,7 +237,7 @@ async fn topic_stats(
     Ok(axum::Json(stats_json(&topic).await))
 }
 
-async fn stats_json(topic: &Arc<Topic>) -> Value {
+pub(crate) async fn stats_json(topic: &Arc<Topic>) -> Value {
     let ls = topic.ledger.stats();
     let c = &topic.counters;
     let mut subs = serde_json::Map::new();
