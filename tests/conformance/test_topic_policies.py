@@ -342,3 +342,46 @@ def test_delayed_delivery_switched_off(strobe):
         assert call(strobe, "DELETE", f"{ns}/delayedDelivery")[0] == 204
     finally:
         client.close()
+
+
+def test_max_unacked_per_consumer_and_subscription(fresh_strobe):
+    s = fresh_strobe
+    client = pulsar.Client(s.url)
+    try:
+        topic = "persistent://public/default/topic-unacked"
+        path = "/admin/v2/persistent/public/default/topic-unacked"
+        ns = "/admin/v2/namespaces/public/default"
+        client.create_producer(topic).close()
+        assert call(s, "POST", f"{path}/maxUnackedMessagesOnConsumer", b"-1")[0] == 412
+        assert call(s, "POST", f"{path}/maxUnackedMessagesOnConsumer", b"2")[0] == 204
+        assert call(s, "GET", f"{path}/maxUnackedMessagesOnConsumer")[1] == 2
+        c = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        p = client.create_producer(topic, batching_enabled=False)
+        for i in range(6):
+            p.send(f"m{i}".encode())
+        held = [c.receive(5000), c.receive(5000)]
+        with pytest.raises(pulsar.Timeout):
+            c.receive(1000)
+        c.acknowledge(held[0])
+        c.receive(5000)  # one more once one is acknowledged
+        assert call(s, "DELETE", f"{path}/maxUnackedMessagesOnConsumer")[0] == 204
+        c.close()
+
+        # The subscription as a whole: 3 between two consumers.
+        assert call(s, "POST", f"{ns}/maxUnackedMessagesPerSubscription", b"3")[0] == 204
+        assert call(s, "GET", f"{path}/maxUnackedMessagesOnSubscription?applied=true")[1] == 3
+        c1 = client.subscribe(topic, "t", consumer_type=pulsar.ConsumerType.Shared,
+                              initial_position=InitialPosition.Earliest, receiver_queue_size=10)
+        c2 = client.subscribe(topic, "t", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10)
+        got = 0
+        for c in (c1, c2):
+            while True:
+                try:
+                    c.receive(1000)
+                    got += 1
+                except pulsar.Timeout:
+                    break
+        assert got == 3, got
+        assert call(s, "DELETE", f"{ns}/maxUnackedMessagesPerSubscription")[0] == 204
+    finally:
+        client.close()

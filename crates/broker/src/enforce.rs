@@ -92,6 +92,11 @@ pub struct Effective {
     pub compaction_threshold: u64,
     /// Messages with a delivery time wait for it (else go out at once).
     pub delayed_delivery: bool,
+    /// Unacknowledged messages per Shared/Key_Shared consumer (0: none);
+    /// `None`: the broker's setting.
+    pub max_unacked_per_consumer: Option<u32>,
+    /// Unacknowledged messages per Shared/Key_Shared subscription (0: none).
+    pub max_unacked_per_subscription: u32,
 }
 
 /// Topic over namespace over broker (Pulsar's order for topic-level policies).
@@ -126,6 +131,14 @@ pub fn effective(
             .delayed_delivery
             .or(ns.delayed_delivery_policies)
             .is_none_or(|d| d.active),
+        max_unacked_per_consumer: topic
+            .max_unacked_messages_on_consumer
+            .or(ns.max_unacked_messages_per_consumer)
+            .map(|v| v.max(0) as u32),
+        max_unacked_per_subscription: topic
+            .max_unacked_messages_on_subscription
+            .or(ns.max_unacked_messages_per_subscription)
+            .map_or(0, |v| v.max(0) as u32),
     }
 }
 

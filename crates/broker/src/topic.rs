@@ -90,11 +90,14 @@ struct TopicState {
 }
 
 mod dedup;
+mod dispatch_policy;
 pub mod handoff;
 mod producers;
 mod txn;
 mod txn_buffer;
 mod view;
+
+pub use dispatch_policy::DispatchPolicy;
 
 pub(crate) use dedup::CURSOR as DEDUP_CURSOR;
 use dedup::Dedup;
@@ -131,8 +134,8 @@ pub struct Topic {
     pub counters: TopicCounters,
     /// Message TTL in seconds (0: none), from the namespace's policy.
     message_ttl_secs: std::sync::atomic::AtomicU64,
-    /// Whether delivery times are honoured (the delayed delivery policy).
-    delayed_delivery: std::sync::atomic::AtomicBool,
+    /// What its subscriptions' dispatchers follow of its policies.
+    pub dispatch_policy: DispatchPolicy,
     /// The namespace's backlog quotas.
     backlog_quota: Mutex<BacklogQuotas>,
     /// Appends queued and not yet answered (terminate waits for them).
@@ -279,7 +282,7 @@ impl Topic {
             settings,
             counters: TopicCounters::default(),
             message_ttl_secs: std::sync::atomic::AtomicU64::new(0),
-            delayed_delivery: std::sync::atomic::AtomicBool::new(true),
+            dispatch_policy: DispatchPolicy::default(),
             backlog_quota: Mutex::new(BacklogQuotas::default()),
             in_flight: std::sync::atomic::AtomicU64::new(0),
             compacted: Arc::new(Mutex::new(None)),
@@ -314,17 +317,6 @@ impl Topic {
     pub fn set_message_ttl(&self, secs: u64) {
         self.message_ttl_secs
             .store(secs, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether messages with a delivery time wait for it.
-    pub fn set_delayed_delivery(&self, on: bool) {
-        self.delayed_delivery
-            .store(on, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    pub fn delayed_delivery(&self) -> bool {
-        self.delayed_delivery
-            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn message_ttl_secs(&self) -> u64 {

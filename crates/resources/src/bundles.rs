@@ -113,6 +113,12 @@ impl BundlesData {
     }
 }
 
+/// Where topic `name` falls in its namespace's hash space (CRC-32 of the
+/// name, as Pulsar hashes it to pick the bundle).
+pub fn topic_hash(name: &str) -> u32 {
+    crc32fast::hash(name.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::BundlesData;
@@ -166,10 +172,4 @@ mod tests {
         };
         assert!(bad.parsed().is_err());
     }
-}
-
-/// Where topic `name` falls in its namespace's hash space (CRC-32 of the
-/// name, as Pulsar hashes it to pick the bundle).
-pub fn topic_hash(name: &str) -> u32 {
-    crc32fast::hash(name.as_bytes())
 }

@@ -115,6 +115,10 @@ pub struct NamespacePolicies {
     pub auto_topic_creation: Option<AutoTopicCreation>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delayed_delivery_policies: Option<strobe_tenancy::storage::DelayedDelivery>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unacked_messages_per_consumer: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unacked_messages_per_subscription: Option<i32>,
     /// User metadata (Pulsar's namespace properties).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,

@@ -244,6 +244,12 @@ pub struct TopicPolicies {
     /// and its tick, as the topic policy's `DelayedDeliveryPolicies`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delayed_delivery: Option<crate::storage::DelayedDelivery>,
+    /// Unacknowledged messages a Shared or Key_Shared consumer may hold (0: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unacked_messages_on_consumer: Option<i32>,
+    /// Unacknowledged messages a Shared or Key_Shared subscription may hold (0: no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unacked_messages_on_subscription: Option<i32>,
     /// User metadata (Pulsar's topic properties), kept with the policies.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub properties: std::collections::BTreeMap<String, String>,

@@ -47,6 +47,18 @@ pub(crate) fn routes() -> Router<Svc> {
             get(get_delayed).post(set_delayed).delete(del_delayed),
         )
         .route(
+            &ns("maxUnackedMessagesPerConsumer"),
+            get(get_unacked_consumer)
+                .post(set_unacked_consumer)
+                .delete(del_unacked_consumer),
+        )
+        .route(
+            &ns("maxUnackedMessagesPerSubscription"),
+            get(get_unacked_sub)
+                .post(set_unacked_sub)
+                .delete(del_unacked_sub),
+        )
+        .route(
             &ns("autoTopicCreation"),
             get(get_auto_topic)
                 .post(set_auto_topic)
@@ -206,6 +218,22 @@ policy_field!(
     del_delayed,
     delayed_delivery_policies,
     super::topic_policies::delayed
+);
+
+policy_field!(
+    get_unacked_consumer,
+    set_unacked_consumer,
+    del_unacked_consumer,
+    max_unacked_messages_per_consumer,
+    |b: &Bytes| super::topic_policies::unacked(b, "maxUnackedMessagesPerConsumer")
+);
+
+policy_field!(
+    get_unacked_sub,
+    set_unacked_sub,
+    del_unacked_sub,
+    max_unacked_messages_per_subscription,
+    |b: &Bytes| super::topic_policies::unacked(b, "maxUnackedMessagesPerSubscription")
 );
 
 /// A Strobe cluster is one Pulsar cluster: a namespace replicates to it alone.

@@ -61,6 +61,18 @@ pub(crate) fn routes() -> Router<Svc> {
             &topic("delayedDelivery"),
             get(get_delayed).post(set_delayed).delete(del_delayed),
         )
+        .route(
+            &topic("maxUnackedMessagesOnConsumer"),
+            get(get_unacked_consumer)
+                .post(set_unacked_consumer)
+                .delete(del_unacked_consumer),
+        )
+        .route(
+            &topic("maxUnackedMessagesOnSubscription"),
+            get(get_unacked_sub)
+                .post(set_unacked_sub)
+                .delete(del_unacked_sub),
+        )
         .route(&topic("backlogQuotaMap"), get(get_quotas))
         .route(
             &topic("backlogQuota"),
@@ -238,6 +250,41 @@ pub(crate) fn delayed(body: &Bytes) -> ApiResult<strobe_tenancy::storage::Delaye
         ));
     }
     Ok(d)
+}
+
+topic_field!(
+    get_unacked_consumer,
+    set_unacked_consumer,
+    del_unacked_consumer,
+    max_unacked_messages_on_consumer,
+    |b: &Bytes| unacked(b, "maxUnackedMessagesOnConsumer"),
+    |s: &Svc, name: &TopicName| json!(
+        s.namespace_policies(name.namespace())
+            .and_then(|p| p.max_unacked_messages_per_consumer)
+            .unwrap_or(s.config.max_unacked_messages_per_consumer as i32)
+    )
+);
+
+topic_field!(
+    get_unacked_sub,
+    set_unacked_sub,
+    del_unacked_sub,
+    max_unacked_messages_on_subscription,
+    |b: &Bytes| unacked(b, "maxUnackedMessagesOnSubscription"),
+    |s: &Svc, name: &TopicName| json!(
+        s.namespace_policies(name.namespace())
+            .and_then(|p| p.max_unacked_messages_per_subscription)
+            .unwrap_or(0)
+    )
+);
+
+/// An unacknowledged-messages limit: 0 (none) or more.
+pub(crate) fn unacked(body: &Bytes, what: &str) -> ApiResult<i32> {
+    let v: i32 = parse_scalar(body, what)?;
+    if v < 0 {
+        return Err(ApiError(412, format!("{what} must be 0 or more")));
+    }
+    Ok(v)
 }
 
 /// A set of Pulsar's subscription type names (`["Shared", "Key_Shared"]`).

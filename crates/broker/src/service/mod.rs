@@ -536,7 +536,7 @@ impl BrokerService {
             }
         }
         topic.set_message_ttl(effective.message_ttl_secs);
-        topic.set_delayed_delivery(effective.delayed_delivery);
+        topic.dispatch_policy.set(&effective);
         topic.set_backlog_quota(effective.quotas);
         topic.limits.set(self.limits_for(name));
         if self.cluster.is_some() {

@@ -56,7 +56,7 @@ impl BrokerService {
     /// Puts `e` in force on a loaded topic.
     pub(crate) async fn apply_effective(&self, t: &Topic, e: Effective) -> Result<(), BrokerError> {
         t.set_message_ttl(e.message_ttl_secs);
-        t.set_delayed_delivery(e.delayed_delivery);
+        t.dispatch_policy.set(&e);
         t.set_backlog_quota(e.quotas);
         t.ledger.set_retention(e.retention);
         t.set_deduplication(e.deduplication).await

@@ -28,10 +28,10 @@ pub trait TopicView: Send + Sync + 'static {
     fn is_terminated(&self) -> bool;
     /// The namespace's message TTL (0: none).
     fn message_ttl_secs(&self) -> u64;
-    /// Whether messages with a delivery time wait for it (the delayed
-    /// delivery policy; else they go out at once).
-    fn delayed_delivery(&self) -> bool {
-        true
+    /// What the dispatcher follows of the topic's policies (delivery times,
+    /// unacknowledged limits); `None`: the broker's settings alone.
+    fn dispatch_policy(&self) -> Option<&crate::topic::DispatchPolicy> {
+        None
     }
     /// Where the next appended entry will go (non-persistent topics drop
     /// what no consumer can take by moving the read position there).

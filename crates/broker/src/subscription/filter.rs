@@ -51,7 +51,10 @@ impl Subscription {
         }
         if may_delay
             && self.kind.delays()
-            && self.topic.delayed_delivery()
+            && self
+                .topic
+                .dispatch_policy()
+                .is_none_or(|p| p.delayed_delivery())
             && let Some(at) = meta.deliver_at_time.filter(|t| *t > 0)
             && (at as u64) > now_ms()
         {

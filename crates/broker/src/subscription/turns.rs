@@ -22,16 +22,46 @@ impl Subscription {
     /// reader above all, which never acknowledges, would otherwise stop
     /// at the limit.
     fn unacked_limit(&self) -> Option<u64> {
+        let max = self.max_unacked_now();
         match self.kind {
-            Kind::Shared { .. } if self.max_unacked > 0 => Some(u64::from(self.max_unacked)),
+            Kind::Shared { .. } if max > 0 => Some(u64::from(max)),
             _ => None,
         }
+    }
+
+    /// The limit per consumer in force: the topic's policy, else the
+    /// broker's setting (0: none).
+    fn max_unacked_now(&self) -> u32 {
+        self.topic
+            .dispatch_policy()
+            .and_then(|p| p.max_unacked_per_consumer())
+            .unwrap_or(self.max_unacked)
+    }
+
+    /// Whether the subscription holds as many unacknowledged messages as its
+    /// policy allows (Pulsar's `maxUnackedMessagesPerSubscription`; Shared
+    /// and Key_Shared only): then no consumer takes more until acks come.
+    fn subscription_full(&self) -> bool {
+        let max = self
+            .topic
+            .dispatch_policy()
+            .map_or(0, |p| p.max_unacked_per_subscription());
+        max > 0
+            && matches!(self.kind, Kind::Shared { .. } | Kind::KeyShared { .. })
+            && self
+                .consumers
+                .iter()
+                .map(|c| c.unacked_messages)
+                .sum::<u64>()
+                >= u64::from(max)
     }
 
     /// Whether consumer `i` can take another entry now.
     pub(super) fn can_take(&self, i: usize) -> bool {
         let c = &self.consumers[i];
-        c.permits > 0 && self.unacked_limit().is_none_or(|m| c.unacked_messages < m)
+        c.permits > 0
+            && self.unacked_limit().is_none_or(|m| c.unacked_messages < m)
+            && !self.subscription_full()
     }
 
     /// The consumer whose turn it is, if it can take an entry.
@@ -245,11 +275,12 @@ impl Subscription {
     /// Key_Shared: each consumer's permits as the dispatcher counts them (0
     /// once it holds `max_unacked` messages).
     pub(super) fn ks_permits(&self) -> HashMap<ConsumerId, u32> {
+        let max = self.max_unacked_now();
+        let sub_full = self.subscription_full();
         self.consumers
             .iter()
             .map(|c| {
-                let full =
-                    self.max_unacked != 0 && c.unacked_messages >= u64::from(self.max_unacked);
+                let full = sub_full || (max != 0 && c.unacked_messages >= u64::from(max));
                 let p = if full {
                     0
                 } else {

@@ -30,8 +30,8 @@ impl TopicView for Topic {
         Topic::message_ttl_secs(self)
     }
 
-    fn delayed_delivery(&self) -> bool {
-        Topic::delayed_delivery(self)
+    fn dispatch_policy(&self) -> Option<&super::DispatchPolicy> {
+        Some(&self.dispatch_policy)
     }
 
     fn next_position(&self) -> Position {
