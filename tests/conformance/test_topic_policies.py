@@ -385,3 +385,28 @@ def test_max_unacked_per_consumer_and_subscription(fresh_strobe):
         assert call(s, "DELETE", f"{ns}/maxUnackedMessagesPerSubscription")[0] == 204
     finally:
         client.close()
+
+
+def test_encryption_required_and_bundle_delete(fresh_strobe):
+    s = fresh_strobe
+    ns = "/admin/v2/namespaces/public/crypt"
+    assert call(s, "PUT", ns)[0] == 204
+    client = pulsar.Client(s.url, operation_timeout_seconds=5)
+    try:
+        assert call(s, "POST", f"{ns}/encryptionRequired", b"true")[0] == 204
+        assert call(s, "GET", f"{ns}/encryptionRequired")[1] is True
+        with pytest.raises(Exception):
+            client.create_producer("persistent://public/crypt/plain")
+        assert call(s, "POST", f"{ns}/encryptionRequired", b"false")[0] == 204
+        client.create_producer("persistent://public/crypt/plain").close()
+
+        b = call(s, "GET", f"{ns}/bundles")[1]["boundaries"]
+        bundles = [f"{lo}_{hi}" for lo, hi in zip(b, b[1:])]
+        topics = call(s, "GET", "/admin/v2/broker-stats/topics")[1]["public/crypt"]
+        full = [x for x in bundles if x in topics][0]
+        assert call(s, "DELETE", f"{ns}/{full}")[0] == 409
+        assert call(s, "DELETE", f"{ns}/{full}?force=true")[0] == 204
+        assert "persistent://public/crypt/plain" not in call(s, "GET", "/admin/v2/persistent/public/crypt")[1]
+        assert call(s, "DELETE", f"{ns}/0x00000000_0x00000001")[0] in (404, 412)
+    finally:
+        client.close()

@@ -119,6 +119,9 @@ pub struct NamespacePolicies {
     pub max_unacked_messages_per_consumer: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_unacked_messages_per_subscription: Option<i32>,
+    /// Must producers encrypt their messages (Pulsar's `encryption_required`)?
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encryption_required: Option<bool>,
     /// User metadata (Pulsar's namespace properties).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,

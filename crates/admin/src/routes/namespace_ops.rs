@@ -59,6 +59,10 @@ pub(crate) fn routes() -> Router<Svc> {
                 .delete(del_unacked_sub),
         )
         .route(
+            &ns("encryptionRequired"),
+            get(get_encryption).post(set_encryption),
+        )
+        .route(
             &ns("autoTopicCreation"),
             get(get_auto_topic)
                 .post(set_auto_topic)
@@ -73,6 +77,7 @@ pub(crate) fn routes() -> Router<Svc> {
         .route(&ns("{bundle}/clearBacklog"), post(clear_bundle))
         .route(&ns("{bundle}/clearBacklog/{sub}"), post(clear_bundle_sub))
         .route(&ns("{bundle}/topicHashPositions"), get(hash_positions))
+        .route(&ns("{bundle}"), axum::routing::delete(delete_bundle))
         .route(&ns("unsubscribe/{sub}"), post(unsubscribe_ns))
         .route(&ns("{bundle}/unsubscribe/{sub}"), post(unsubscribe_bundle))
 }
@@ -234,6 +239,14 @@ policy_field!(
     del_unacked_sub,
     max_unacked_messages_per_subscription,
     |b: &Bytes| super::topic_policies::unacked(b, "maxUnackedMessagesPerSubscription")
+);
+
+policy_field!(
+    get_encryption,
+    set_encryption,
+    _del_encryption,
+    encryption_required,
+    |b: &Bytes| parse_scalar::<bool>(b, "encryptionRequired")
 );
 
 /// A Strobe cluster is one Pulsar cluster: a namespace replicates to it alone.
@@ -406,4 +419,45 @@ async fn hash_positions(
         "bundle": bundle,
         "topicHashPositions": out,
     })))
+}
+
+/// Pulsar's delete of a namespace bundle: refused while the bundle holds
+/// topics (409), unless `force`, which deletes them. The bundle itself is a
+/// hash range of the namespace and stays one.
+async fn delete_bundle(
+    State(s): State<Svc>,
+    Path((t, ns, bundle)): Path<(String, String, String)>,
+    Query(q): Query<ForceQuery>,
+) -> ApiResult<Response> {
+    let namespace = format!("{t}/{ns}");
+    if !s.namespace_exists(&namespace) {
+        return Err(ApiError(
+            404,
+            format!("namespace {namespace} does not exist"),
+        ));
+    }
+    s.bundles(&namespace)?
+        .range_of(&bundle)
+        .map_err(BrokerError::from)?;
+    let mut held = Vec::new();
+    for name in s.topics_of_namespace(&namespace, true, true).await? {
+        if let Ok(topic) = TopicName::parse(&name)
+            && s.bundle_of(&topic)? == bundle
+        {
+            held.push(topic);
+        }
+    }
+    if !held.is_empty() && !q.force.unwrap_or(false) {
+        return Err(ApiError(
+            409,
+            format!(
+                "Cannot delete non empty bundle {namespace}/{bundle}: it holds {} topics",
+                held.len()
+            ),
+        ));
+    }
+    for topic in held {
+        s.delete_topic(&topic, true).await?;
+    }
+    Ok(no_content())
 }

@@ -81,6 +81,17 @@ impl ServerCnx {
             // Closed by the broker (fenced, topic closed): the client re-creates it.
             self.producers.remove(&c.producer_id);
         }
+        if !c.encrypted()
+            && self
+                .service
+                .namespace_policies(topic_name.namespace())
+                .and_then(|p| p.encryption_required)
+                .unwrap_or(false)
+        {
+            return Err(BrokerError::NotAllowed(format!(
+                "Encryption is required in {topic_name}: this producer does not encrypt"
+            )));
+        }
         let topic = self.service.topic(&topic_name, true).await?;
         let schema = c
             .schema
