@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use crate::admin_http::{Http, HttpArgs, seg, segs};
+use crate::admin_output::Output;
 
 #[derive(Debug, Args)]
 pub struct AdminArgs {
@@ -45,11 +46,26 @@ enum AdminCommand {
         #[command(subcommand)]
         cmd: TransactionsCmd,
     },
+    /// This broker's metrics, topics and load.
+    BrokerStats {
+        #[command(subcommand)]
+        cmd: BrokerStatsCmd,
+    },
     /// Scalable topics (Pulsar 5): layouts of segments that split and merge.
     ScalableTopics {
         #[command(subcommand)]
         cmd: crate::admin_scalable::ScalableCmd,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum BrokerStatsCmd {
+    /// The metrics as JSON, one object per label set.
+    MonitoringMetrics,
+    /// The topics served, by namespace and bundle, with their stats.
+    Topics,
+    /// The broker's load: topics, producers, consumers, rates.
+    LoadReport,
 }
 
 #[derive(Debug, Subcommand)]
@@ -292,6 +308,8 @@ enum TopicsCmd {
     },
     #[command(flatten)]
     Tenancy(crate::admin_tenancy::TopicTenancyCmd),
+    #[command(flatten)]
+    More(crate::admin_topics::TopicMoreCmd),
 }
 
 /// `persistent://t/ns/x` or `t/ns/x` or `x` to the REST path `persistent/t/ns/x`.
@@ -314,6 +332,13 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
         A::Clusters {
             cmd: ClustersCmd::List,
         } => http.get("/admin/v2/clusters")?.into(),
+        A::BrokerStats { cmd } => http
+            .get(match cmd {
+                BrokerStatsCmd::MonitoringMetrics => "/admin/v2/broker-stats/metrics",
+                BrokerStatsCmd::Topics => "/admin/v2/broker-stats/topics",
+                BrokerStatsCmd::LoadReport => "/admin/v2/broker-stats/load-report",
+            })?
+            .into(),
         A::Tenants { cmd } => match cmd {
             TenantsCmd::List => http.get("/admin/v2/tenants")?.into(),
             TenantsCmd::Get { tenant } => http
@@ -607,6 +632,34 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
             let path = format!("{}/{}", base(&topic)?, call.resource);
             tenancy_call(http, &path, call, &topic)?
         }
+        T::More(cmd) => match crate::admin_topics::topic_more_call(cmd)? {
+            (topic, crate::admin_topics::TopicCall::Policy(call)) => {
+                let path = format!("{}/{}", base(&topic)?, call.resource);
+                tenancy_call(http, &path, call, &topic)?
+            }
+            (topic, crate::admin_topics::TopicCall::Other(method, sub, body)) => {
+                let path = format!("{}/{sub}", base(&topic)?);
+                match http.request(method, &path, &body)? {
+                    (code, _, body) if code >= 300 => {
+                        bail!("HTTP {code}: {}", String::from_utf8_lossy(&body))
+                    }
+                    // A message: its id and payload (examine-message, get-message-by-id).
+                    (_, headers, body) if !header(&headers, "x-pulsar-message-id").is_empty() => {
+                        Output::Json(serde_json::json!({
+                            "messageId": header(&headers, "x-pulsar-message-id"),
+                            "publishTime": header(&headers, "x-pulsar-publish-time"),
+                            "payload": String::from_utf8_lossy(&body),
+                        }))
+                    }
+                    (_, _, body) if body.is_empty() => {
+                        Output::Done(format!("{sub} of {topic}: done"))
+                    }
+                    (_, _, body) => serde_json::from_slice::<Value>(&body)
+                        .with_context(|| format!("the answer to {path}"))?
+                        .into(),
+                }
+            }
+        },
         T::List { namespace } => http
             .get(&format!(
                 "/admin/v2/namespaces/{namespace}/topics?mode=ALL",
@@ -810,53 +863,6 @@ fn tenancy_call(
         "DELETE" => format!("{} of {target} removed", call.resource),
         _ => format!("{} of {target} set to {}", call.resource, call.body),
     }))
-}
-
-enum Output {
-    Json(Value),
-    Done(String),
-}
-
-impl From<Value> for Output {
-    fn from(v: Value) -> Self {
-        Output::Json(v)
-    }
-}
-
-impl Output {
-    fn print(self, json: bool) -> anyhow::Result<()> {
-        match self {
-            Output::Done(msg) => {
-                if json {
-                    println!("{}", serde_json::json!({ "ok": msg }));
-                } else {
-                    println!("{msg}");
-                }
-            }
-            Output::Json(v) if json => println!("{}", serde_json::to_string_pretty(&v)?),
-            Output::Json(Value::Array(items)) => {
-                for i in items {
-                    match i {
-                        Value::String(s) => println!("{s}"),
-                        other => println!("{other}"),
-                    }
-                }
-            }
-            Output::Json(Value::Object(map)) => {
-                let width = map.keys().map(String::len).max().unwrap_or(0);
-                for (k, v) in map {
-                    let shown = match v {
-                        Value::String(s) => s,
-                        Value::Object(_) | Value::Array(_) => serde_json::to_string(&v)?,
-                        other => other.to_string(),
-                    };
-                    println!("{k:width$}  {shown}");
-                }
-            }
-            Output::Json(v) => println!("{v}"),
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

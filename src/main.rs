@@ -20,8 +20,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod admin_cli;
 mod admin_http;
+mod admin_output;
 mod admin_scalable;
 mod admin_tenancy;
+mod admin_topics;
 mod perf;
 mod perf_scalable;
 mod perf_txn;

@@ -178,3 +178,52 @@ def test_truncate_analyze_backlog_and_topic_properties(strobe):
         assert call(strobe, "DELETE", f"{path}/properties")[0] == 400
     finally:
         client.close()
+
+
+def test_strobe_admin_topic_verbs(strobe):
+    import json
+    import os
+    import subprocess
+
+    def admin(*args):
+        r = subprocess.run([os.environ["STROBE_BIN"], "admin", "--url", f"http://127.0.0.1:{strobe.http_port}", *args],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, (args, r.stderr)
+        return r.stdout
+
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/cli-verbs"
+        client.subscribe(topic, "s").close()
+        p = client.create_producer(topic, batching_enabled=False)
+        sent = [p.send(f"c{i}".encode()) for i in range(3)]
+        last = json.loads(admin("--json", "topics", "last-message-id", topic))
+        assert (last["ledgerId"], last["entryId"]) == ids(sent[2])
+        first = json.loads(admin("--json", "topics", "get-message-id", topic, "--datetime", "0"))
+        assert (first["ledgerId"], first["entryId"]) == ids(sent[0])
+        examined = json.loads(admin("--json", "topics", "examine-message", topic,
+                                    "--initialPosition", "earliest", "--messagePosition", "2"))
+        assert examined["payload"] == "c1"
+        led, ent = ids(sent[2])
+        by_id = json.loads(admin("--json", "topics", "get-message-by-id", topic, "-l", str(led), "-e", str(ent)))
+        assert by_id["payload"] == "c2"
+        analysis = json.loads(admin("--json", "topics", "analyze-backlog", topic, "-s", "s"))
+        assert analysis["entries"] == 3
+        admin("topics", "skip-all", topic, "-s", "s")
+        assert backlog(strobe, "cli-verbs", "s") == 0
+        admin("topics", "set-message-ttl", topic, "--ttl", "90")
+        assert json.loads(admin("--json", "topics", "get-message-ttl", topic)) == 90
+        admin("topics", "remove-message-ttl", topic)
+        admin("topics", "set-retention", topic, "--time", "10", "--size", "-1")
+        assert json.loads(admin("--json", "topics", "get-retention", topic))["retentionTimeInMinutes"] == 10
+        admin("topics", "set-subscription-types-enabled", topic, "--types", "Shared,Failover")
+        assert sorted(json.loads(admin("--json", "topics", "get-subscription-types-enabled", topic))) == ["Failover", "Shared"]
+        admin("topics", "remove-subscription-types-enabled", topic)
+        admin("topics", "set-max-unacked-messages-per-consumer", topic, "--maxNum", "7")
+        assert json.loads(admin("--json", "topics", "get-max-unacked-messages-per-consumer", topic)) == 7
+        admin("topics", "truncate", topic)
+        stats = json.loads(admin("--json", "broker-stats", "topics"))
+        assert any(topic in b.get("persistent", {}) for b in stats["public/default"].values())
+        assert json.loads(admin("--json", "broker-stats", "load-report"))["numTopics"] >= 1
+    finally:
+        client.close()

@@ -1,0 +1,358 @@
+//! `strobe admin topics …`: pulsar-admin's verbs for a topic's messages
+//! (last-message-id, get-message-id, examine-message, get-message-by-id,
+//! skip-all, expire-messages-all-subscriptions, truncate, analyze-backlog,
+//! internal-info) and its topic-level storage and delivery policies (set,
+//! get and remove of message TTL, retention, deduplication, compaction
+//! threshold, subscription types, delayed delivery and the unacknowledged
+//! limits), with pulsar-admin's option names, over the admin API.
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::admin_tenancy::Call;
+
+#[derive(Debug, Subcommand)]
+pub enum TopicMoreCmd {
+    /// The id of the topic's last message.
+    LastMessageId {
+        topic: String,
+    },
+    /// The id of the first message published at or after a time.
+    GetMessageId {
+        topic: String,
+        /// Milliseconds since the epoch.
+        #[arg(short = 'd', long = "datetime")]
+        datetime: u64,
+    },
+    /// The message at a position, counted from the newest (latest) or the oldest (earliest).
+    ExamineMessage {
+        topic: String,
+        #[arg(short = 'i', long = "initialPosition", default_value = "latest")]
+        initial_position: String,
+        #[arg(short = 'm', long = "messagePosition", default_value_t = 1)]
+        message_position: u64,
+    },
+    /// One message by its id.
+    GetMessageById {
+        topic: String,
+        #[arg(short = 'l', long = "ledgerId")]
+        ledger_id: u64,
+        #[arg(short = 'e', long = "entryId")]
+        entry_id: u64,
+    },
+    /// A subscription acknowledges everything stored.
+    SkipAll {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+    },
+    /// Every subscription expires what is older than this many seconds.
+    ExpireMessagesAllSubscriptions {
+        topic: String,
+        #[arg(short = 't', long = "expireTime")]
+        expire_time: u64,
+    },
+    /// Every subscription to the end, every ledger they passed deleted.
+    Truncate {
+        topic: String,
+    },
+    /// A subscription's unacknowledged entries and messages.
+    AnalyzeBacklog {
+        topic: String,
+        #[arg(short, long)]
+        subscription: String,
+    },
+    /// The topic's ledgers.
+    InternalInfo {
+        topic: String,
+    },
+    SetMessageTtl {
+        topic: String,
+        #[arg(short = 't', long = "ttl")]
+        ttl: u32,
+    },
+    GetMessageTtl {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveMessageTtl {
+        topic: String,
+    },
+    SetRetention {
+        topic: String,
+        /// Minutes (-1: no limit).
+        #[arg(long, allow_hyphen_values = true)]
+        time: i64,
+        /// MB (-1: no limit).
+        #[arg(long, allow_hyphen_values = true)]
+        size: i64,
+    },
+    GetRetention {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveRetention {
+        topic: String,
+    },
+    SetDeduplication {
+        topic: String,
+        #[arg(long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(long)]
+        disable: bool,
+    },
+    GetDeduplication {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveDeduplication {
+        topic: String,
+    },
+    SetCompactionThreshold {
+        topic: String,
+        /// Bytes.
+        #[arg(short = 't', long)]
+        threshold: u64,
+    },
+    GetCompactionThreshold {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveCompactionThreshold {
+        topic: String,
+    },
+    SetSubscriptionTypesEnabled {
+        topic: String,
+        /// Exclusive, Shared, Failover, Key_Shared, comma separated.
+        #[arg(long, value_delimiter = ',')]
+        types: Vec<String>,
+    },
+    GetSubscriptionTypesEnabled {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveSubscriptionTypesEnabled {
+        topic: String,
+    },
+    SetDelayedDelivery {
+        topic: String,
+        #[arg(short, long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(short, long)]
+        disable: bool,
+        /// The tick in milliseconds.
+        #[arg(short = 't', long, default_value_t = 1000)]
+        time: i64,
+    },
+    GetDelayedDelivery {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveDelayedDelivery {
+        topic: String,
+    },
+    SetMaxUnackedMessagesPerConsumer {
+        topic: String,
+        #[arg(short = 'm', long = "maxNum")]
+        max: u32,
+    },
+    GetMaxUnackedMessagesPerConsumer {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveMaxUnackedMessagesPerConsumer {
+        topic: String,
+    },
+    SetMaxUnackedMessagesPerSubscription {
+        topic: String,
+        #[arg(short = 'm', long = "maxNum")]
+        max: u32,
+    },
+    GetMaxUnackedMessagesPerSubscription {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveMaxUnackedMessagesPerSubscription {
+        topic: String,
+    },
+}
+
+/// What a verb asks of the API, below the topic's path.
+pub enum TopicCall {
+    /// A policy's set, get or remove (as the tenancy verbs).
+    Policy(Call),
+    /// Any other call: method, path below the topic, body.
+    Other(&'static str, String, String),
+}
+
+fn policy(method: &'static str, resource: &'static str, body: String, applied: bool) -> TopicCall {
+    TopicCall::Policy(Call {
+        method,
+        resource,
+        body,
+        applied,
+    })
+}
+
+fn one_of(enable: bool, disable: bool) -> anyhow::Result<bool> {
+    if enable == disable {
+        anyhow::bail!("give exactly one of --enable and --disable");
+    }
+    Ok(enable)
+}
+
+/// The topic a verb names and its call.
+pub fn topic_more_call(cmd: TopicMoreCmd) -> anyhow::Result<(String, TopicCall)> {
+    use TopicMoreCmd as C;
+    let get = |r, a| policy("GET", r, String::new(), a);
+    let set = |r, b: serde_json::Value| policy("POST", r, b.to_string(), false);
+    let del = |r| policy("DELETE", r, String::new(), false);
+    let other = |m, p: String, b: String| TopicCall::Other(m, p, b);
+    Ok(match cmd {
+        C::LastMessageId { topic } => (topic, other("GET", "lastMessageId".into(), String::new())),
+        C::GetMessageId { topic, datetime } => (
+            topic,
+            other("GET", format!("messageid/{datetime}"), String::new()),
+        ),
+        C::ExamineMessage {
+            topic,
+            initial_position,
+            message_position,
+        } => (
+            topic,
+            other(
+                "GET",
+                format!(
+                    "examinemessage?initialPosition={initial_position}&messagePosition={message_position}"
+                ),
+                String::new(),
+            ),
+        ),
+        C::GetMessageById {
+            topic,
+            ledger_id,
+            entry_id,
+        } => (
+            topic,
+            other(
+                "GET",
+                format!("ledger/{ledger_id}/entry/{entry_id}"),
+                String::new(),
+            ),
+        ),
+        C::SkipAll {
+            topic,
+            subscription,
+        } => (
+            topic,
+            other(
+                "POST",
+                format!(
+                    "subscription/{}/skip_all",
+                    crate::admin_http::seg(&subscription)
+                ),
+                String::new(),
+            ),
+        ),
+        C::ExpireMessagesAllSubscriptions { topic, expire_time } => (
+            topic,
+            other(
+                "POST",
+                format!("all_subscription/expireMessages/{expire_time}"),
+                String::new(),
+            ),
+        ),
+        C::Truncate { topic } => (topic, other("DELETE", "truncate".into(), String::new())),
+        C::AnalyzeBacklog {
+            topic,
+            subscription,
+        } => (
+            topic,
+            other(
+                "POST",
+                format!(
+                    "subscription/{}/analyzeBacklog",
+                    crate::admin_http::seg(&subscription)
+                ),
+                String::new(),
+            ),
+        ),
+        C::InternalInfo { topic } => (topic, other("GET", "internal-info".into(), String::new())),
+        C::SetMessageTtl { topic, ttl } => (topic, set("messageTTL", json!(ttl))),
+        C::GetMessageTtl { topic, applied } => (topic, get("messageTTL", applied)),
+        C::RemoveMessageTtl { topic } => (topic, del("messageTTL")),
+        C::SetRetention { topic, time, size } => (
+            topic,
+            set(
+                "retention",
+                json!({ "retentionTimeInMinutes": time, "retentionSizeInMB": size }),
+            ),
+        ),
+        C::GetRetention { topic, applied } => (topic, get("retention", applied)),
+        C::RemoveRetention { topic } => (topic, del("retention")),
+        C::SetDeduplication {
+            topic,
+            enable,
+            disable,
+        } => (
+            topic,
+            set("deduplicationEnabled", json!(one_of(enable, disable)?)),
+        ),
+        C::GetDeduplication { topic, applied } => (topic, get("deduplicationEnabled", applied)),
+        C::RemoveDeduplication { topic } => (topic, del("deduplicationEnabled")),
+        C::SetCompactionThreshold { topic, threshold } => {
+            (topic, set("compactionThreshold", json!(threshold)))
+        }
+        C::GetCompactionThreshold { topic, applied } => {
+            (topic, get("compactionThreshold", applied))
+        }
+        C::RemoveCompactionThreshold { topic } => (topic, del("compactionThreshold")),
+        C::SetSubscriptionTypesEnabled { topic, types } => {
+            (topic, set("subscriptionTypesEnabled", json!(types)))
+        }
+        C::GetSubscriptionTypesEnabled { topic, applied } => {
+            (topic, get("subscriptionTypesEnabled", applied))
+        }
+        C::RemoveSubscriptionTypesEnabled { topic } => (topic, del("subscriptionTypesEnabled")),
+        C::SetDelayedDelivery {
+            topic,
+            enable,
+            disable,
+            time,
+        } => (
+            topic,
+            set(
+                "delayedDelivery",
+                json!({ "active": one_of(enable, disable)?, "tickTime": time }),
+            ),
+        ),
+        C::GetDelayedDelivery { topic, applied } => (topic, get("delayedDelivery", applied)),
+        C::RemoveDelayedDelivery { topic } => (topic, del("delayedDelivery")),
+        C::SetMaxUnackedMessagesPerConsumer { topic, max } => {
+            (topic, set("maxUnackedMessagesOnConsumer", json!(max)))
+        }
+        C::GetMaxUnackedMessagesPerConsumer { topic, applied } => {
+            (topic, get("maxUnackedMessagesOnConsumer", applied))
+        }
+        C::RemoveMaxUnackedMessagesPerConsumer { topic } => {
+            (topic, del("maxUnackedMessagesOnConsumer"))
+        }
+        C::SetMaxUnackedMessagesPerSubscription { topic, max } => {
+            (topic, set("maxUnackedMessagesOnSubscription", json!(max)))
+        }
+        C::GetMaxUnackedMessagesPerSubscription { topic, applied } => {
+            (topic, get("maxUnackedMessagesOnSubscription", applied))
+        }
+        C::RemoveMaxUnackedMessagesPerSubscription { topic } => {
+            (topic, del("maxUnackedMessagesOnSubscription"))
+        }
+    })
+}
