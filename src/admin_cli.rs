@@ -209,6 +209,8 @@ enum NamespacesCmd {
     },
     #[command(flatten)]
     Tenancy(crate::admin_tenancy::NamespaceTenancyCmd),
+    #[command(flatten)]
+    More(crate::admin_namespaces::NamespaceMoreCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -579,6 +581,11 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                 )?;
                 Output::Done(format!("split bundle {bundle} of {namespace}"))
             }
+            NamespacesCmd::More(cmd) => {
+                let (namespace, call) = crate::admin_namespaces::namespace_more_call(cmd)?;
+                let base = format!("/admin/v2/namespaces/{}", segs(&namespace));
+                more_call(&http, &base, &namespace, call)?
+            }
             NamespacesCmd::Tenancy(cmd) => {
                 let (namespace, call) = crate::admin_tenancy::namespace_call(cmd)?;
                 let path = format!(
@@ -632,34 +639,10 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
             let path = format!("{}/{}", base(&topic)?, call.resource);
             tenancy_call(http, &path, call, &topic)?
         }
-        T::More(cmd) => match crate::admin_topics::topic_more_call(cmd)? {
-            (topic, crate::admin_topics::TopicCall::Policy(call)) => {
-                let path = format!("{}/{}", base(&topic)?, call.resource);
-                tenancy_call(http, &path, call, &topic)?
-            }
-            (topic, crate::admin_topics::TopicCall::Other(method, sub, body)) => {
-                let path = format!("{}/{sub}", base(&topic)?);
-                match http.request(method, &path, &body)? {
-                    (code, _, body) if code >= 300 => {
-                        bail!("HTTP {code}: {}", String::from_utf8_lossy(&body))
-                    }
-                    // A message: its id and payload (examine-message, get-message-by-id).
-                    (_, headers, body) if !header(&headers, "x-pulsar-message-id").is_empty() => {
-                        Output::Json(serde_json::json!({
-                            "messageId": header(&headers, "x-pulsar-message-id"),
-                            "publishTime": header(&headers, "x-pulsar-publish-time"),
-                            "payload": String::from_utf8_lossy(&body),
-                        }))
-                    }
-                    (_, _, body) if body.is_empty() => {
-                        Output::Done(format!("{sub} of {topic}: done"))
-                    }
-                    (_, _, body) => serde_json::from_slice::<Value>(&body)
-                        .with_context(|| format!("the answer to {path}"))?
-                        .into(),
-                }
-            }
-        },
+        T::More(cmd) => {
+            let (topic, call) = crate::admin_topics::topic_more_call(cmd)?;
+            more_call(http, &base(&topic)?, &topic, call)?
+        }
         T::List { namespace } => http
             .get(&format!(
                 "/admin/v2/namespaces/{namespace}/topics?mode=ALL",
@@ -836,6 +819,40 @@ fn topics(http: &Http, cmd: TopicsCmd) -> anyhow::Result<Output> {
             }
             Output::Json(Value::Array(shown))
         }
+    })
+}
+
+/// Runs a verb's call below `base` (a topic's or a namespace's path).
+fn more_call(
+    http: &Http,
+    base: &str,
+    target: &str,
+    call: crate::admin_topics::TopicCall,
+) -> anyhow::Result<Output> {
+    let (method, sub, body) = match call {
+        crate::admin_topics::TopicCall::Policy(call) => {
+            let path = format!("{base}/{}", call.resource);
+            return tenancy_call(http, &path, call, target);
+        }
+        crate::admin_topics::TopicCall::Other(method, sub, body) => (method, sub, body),
+    };
+    let path = format!("{base}/{sub}");
+    Ok(match http.request(method, &path, &body)? {
+        (code, _, body) if code >= 300 => {
+            bail!("HTTP {code}: {}", String::from_utf8_lossy(&body))
+        }
+        // A message: its id and payload (examine-message, get-message-by-id).
+        (_, headers, body) if !header(&headers, "x-pulsar-message-id").is_empty() => {
+            Output::Json(serde_json::json!({
+                "messageId": header(&headers, "x-pulsar-message-id"),
+                "publishTime": header(&headers, "x-pulsar-publish-time"),
+                "payload": String::from_utf8_lossy(&body),
+            }))
+        }
+        (_, _, body) if body.is_empty() => Output::Done(format!("{sub} of {target}: done")),
+        (_, _, body) => serde_json::from_slice::<Value>(&body)
+            .with_context(|| format!("the answer to {path}"))?
+            .into(),
     })
 }
 

@@ -6,7 +6,7 @@
 //! threshold, subscription types, delayed delivery and the unacknowledged
 //! limits), with pulsar-admin's option names, over the admin API.
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::admin_tenancy::Call;
@@ -141,13 +141,8 @@ pub enum TopicMoreCmd {
     },
     SetDelayedDelivery {
         topic: String,
-        #[arg(short, long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(short, long)]
-        disable: bool,
-        /// The tick in milliseconds.
-        #[arg(short = 't', long, default_value_t = 1000)]
-        time: i64,
+        #[command(flatten)]
+        delayed: DelayedArgs,
     },
     GetDelayedDelivery {
         topic: String,
@@ -185,6 +180,23 @@ pub enum TopicMoreCmd {
     },
 }
 
+/// pulsar-admin's `set-delayed-delivery` options, for a topic or a namespace.
+#[derive(Debug, Args)]
+pub struct DelayedArgs {
+    #[arg(short, long, conflicts_with = "disable")]
+    enable: bool,
+    #[arg(short, long)]
+    disable: bool,
+    /// The tick in milliseconds.
+    #[arg(short = 't', long, default_value_t = 1000)]
+    time: i64,
+}
+
+/// Pulsar's `DelayedDeliveryPolicies` of the options.
+pub fn delayed_body(d: &DelayedArgs) -> anyhow::Result<serde_json::Value> {
+    Ok(json!({ "active": one_of(d.enable, d.disable)?, "tickTime": d.time }))
+}
+
 /// What a verb asks of the API, below the topic's path.
 pub enum TopicCall {
     /// A policy's set, get or remove (as the tenancy verbs).
@@ -202,7 +214,7 @@ fn policy(method: &'static str, resource: &'static str, body: String, applied: b
     })
 }
 
-fn one_of(enable: bool, disable: bool) -> anyhow::Result<bool> {
+pub fn one_of(enable: bool, disable: bool) -> anyhow::Result<bool> {
     if enable == disable {
         anyhow::bail!("give exactly one of --enable and --disable");
     }
@@ -322,18 +334,9 @@ pub fn topic_more_call(cmd: TopicMoreCmd) -> anyhow::Result<(String, TopicCall)>
             (topic, get("subscriptionTypesEnabled", applied))
         }
         C::RemoveSubscriptionTypesEnabled { topic } => (topic, del("subscriptionTypesEnabled")),
-        C::SetDelayedDelivery {
-            topic,
-            enable,
-            disable,
-            time,
-        } => (
-            topic,
-            set(
-                "delayedDelivery",
-                json!({ "active": one_of(enable, disable)?, "tickTime": time }),
-            ),
-        ),
+        C::SetDelayedDelivery { topic, delayed } => {
+            (topic, set("delayedDelivery", delayed_body(&delayed)?))
+        }
         C::GetDelayedDelivery { topic, applied } => (topic, get("delayedDelivery", applied)),
         C::RemoveDelayedDelivery { topic } => (topic, del("delayedDelivery")),
         C::SetMaxUnackedMessagesPerConsumer { topic, max } => {

@@ -20,6 +20,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod admin_cli;
 mod admin_http;
+mod admin_namespaces;
 mod admin_output;
 mod admin_scalable;
 mod admin_tenancy;

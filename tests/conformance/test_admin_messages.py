@@ -227,3 +227,43 @@ def test_strobe_admin_topic_verbs(strobe):
         assert json.loads(admin("--json", "broker-stats", "load-report"))["numTopics"] >= 1
     finally:
         client.close()
+
+
+def test_strobe_admin_namespace_verbs(fresh_strobe):
+    import json
+    import os
+    import subprocess
+    s = fresh_strobe
+
+    def admin(*args):
+        r = subprocess.run([os.environ["STROBE_BIN"], "admin", "--url", f"http://127.0.0.1:{s.http_port}", *args],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, (args, r.stderr)
+        return r.stdout
+
+    ns = "public/default"
+    admin("namespaces", "set-subscription-types-enabled", ns, "--types", "Shared")
+    assert json.loads(admin("--json", "namespaces", "get-subscription-types-enabled", ns)) == ["Shared"]
+    admin("namespaces", "remove-subscription-types-enabled", ns)
+    admin("namespaces", "set-delayed-delivery", ns, "--disable", "-t", "500")
+    assert json.loads(admin("--json", "namespaces", "get-delayed-delivery", ns))["active"] is False
+    admin("namespaces", "set-max-unacked-messages-per-consumer", ns, "-c", "9")
+    assert json.loads(admin("--json", "namespaces", "get-max-unacked-messages-per-consumer", ns)) == 9
+    admin("namespaces", "set-auto-topic-creation", ns, "--enable", "-t", "partitioned", "-n", "2")
+    assert json.loads(admin("--json", "namespaces", "get-auto-topic-creation", ns))["defaultNumPartitions"] == 2
+    admin("namespaces", "remove-auto-topic-creation", ns)
+    admin("namespaces", "set-property", ns, "-k", "team", "-v", "blue")
+    assert json.loads(admin("--json", "namespaces", "get-properties", ns)) == {"team": "blue"}
+    admin("namespaces", "clear-properties", ns)
+    client = pulsar.Client(s.url)
+    try:
+        topic = "persistent://public/default/cli-ns"
+        client.subscribe(topic, "x").close()
+        p = client.create_producer(topic)
+        p.send(b"a")
+        admin("namespaces", "clear-backlog", ns, "--sub", "x")
+        assert backlog(s, "cli-ns", "x") == 0
+        admin("namespaces", "unsubscribe", ns, "--sub", "x")
+        assert "x" not in call(s, "GET", f"{BASE}/cli-ns/stats")[1]["subscriptions"]
+    finally:
+        client.close()
