@@ -222,16 +222,24 @@ async fn expire_all(
 ) -> ApiResult<Response> {
     let name = topic_name(&domain, &t, &ns, &topic)?;
     for part in parts_of(&s, &name).await? {
-        let topic = s.topic(&part, false).await?;
-        for sub in topic.all_subscription_names() {
-            topic
-                .subscription_for_admin(&sub)
-                .await?
-                .admin(AdminOp::ExpireOlderThan(secs))
-                .await?;
-        }
+        every_subscription(&s.topic(&part, false).await?, || {
+            AdminOp::ExpireOlderThan(secs)
+        })
+        .await?;
     }
     Ok(no_content())
+}
+
+/// Runs `op` on every subscription of `topic`.
+async fn every_subscription(topic: &Arc<Topic>, op: impl Fn() -> AdminOp) -> ApiResult<()> {
+    for sub in topic.all_subscription_names() {
+        topic
+            .subscription_for_admin(&sub)
+            .await?
+            .admin(op())
+            .await?;
+    }
+    Ok(())
 }
 
 /// A partitioned topic's partitions, or the topic itself.
@@ -336,13 +344,7 @@ async fn truncate(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiResult
     }
     for part in parts_of(&s, &name).await? {
         let topic = s.topic(&part, false).await?;
-        for sub in topic.all_subscription_names() {
-            topic
-                .subscription_for_admin(&sub)
-                .await?
-                .admin(AdminOp::ClearBacklog)
-                .await?;
-        }
+        every_subscription(&topic, || AdminOp::ClearBacklog).await?;
         topic.ledger.flush_cursors().await?;
         topic.ledger.truncate().await?;
     }

@@ -293,22 +293,29 @@ enum Act {
     Unsubscribe(String),
 }
 
-async fn each_topic(s: &Svc, ns: String, bundle: Option<String>, act: Act) -> ApiResult<Response> {
-    if !s.namespace_exists(&ns) {
+/// The topics of namespace `ns` (404 if there is none), or of one of its
+/// bundles (which must be one of them).
+async fn topics_in(s: &Svc, ns: &str, bundle: Option<&str>) -> ApiResult<Vec<TopicName>> {
+    if !s.namespace_exists(ns) {
         return Err(ApiError(404, format!("namespace {ns} does not exist")));
     }
-    if let Some(b) = &bundle {
-        s.bundles(&ns)?.range_of(b).map_err(BrokerError::from)?;
+    if let Some(b) = bundle {
+        s.bundles(ns)?.range_of(b).map_err(BrokerError::from)?;
     }
-    for name in s.topics_of_namespace(&ns, true, true).await? {
+    let mut out = Vec::new();
+    for name in s.topics_of_namespace(ns, true, true).await? {
         let Ok(name) = TopicName::parse(&name) else {
             continue;
         };
-        if let Some(b) = &bundle
-            && s.bundle_of(&name)? != *b
-        {
-            continue;
+        if bundle.is_none_or(|b| s.bundle_of(&name).is_ok_and(|of| of == b)) {
+            out.push(name);
         }
+    }
+    Ok(out)
+}
+
+async fn each_topic(s: &Svc, ns: String, bundle: Option<String>, act: Act) -> ApiResult<Response> {
+    for name in topics_in(s, &ns, bundle.as_deref()).await? {
         let topic = s.topic(&name, false).await?;
         let subs = match &act {
             Act::Clear(None) => topic.all_subscription_names(),
@@ -383,22 +390,14 @@ async fn hash_positions(
     Query(q): Query<Vec<(String, String)>>,
 ) -> ApiResult<axum::Json<Value>> {
     let namespace = format!("{t}/{ns}");
-    if !s.namespace_exists(&namespace) {
-        return Err(ApiError(
-            404,
-            format!("namespace {namespace} does not exist"),
-        ));
-    }
-    s.bundles(&namespace)?
-        .range_of(&bundle)
-        .map_err(BrokerError::from)?;
     let mut asked: Vec<String> = q
         .into_iter()
         .filter(|(k, _)| k == "topics")
         .map(|(_, v)| v)
         .collect();
+    let in_bundle = topics_in(&s, &namespace, Some(&bundle)).await?;
     if asked.is_empty() {
-        asked = s.topics_of_namespace(&namespace, true, true).await?;
+        asked = in_bundle.iter().map(ToString::to_string).collect();
     }
     let mut out = serde_json::Map::new();
     for name in asked {
@@ -430,23 +429,7 @@ async fn delete_bundle(
     Query(q): Query<ForceQuery>,
 ) -> ApiResult<Response> {
     let namespace = format!("{t}/{ns}");
-    if !s.namespace_exists(&namespace) {
-        return Err(ApiError(
-            404,
-            format!("namespace {namespace} does not exist"),
-        ));
-    }
-    s.bundles(&namespace)?
-        .range_of(&bundle)
-        .map_err(BrokerError::from)?;
-    let mut held = Vec::new();
-    for name in s.topics_of_namespace(&namespace, true, true).await? {
-        if let Ok(topic) = TopicName::parse(&name)
-            && s.bundle_of(&topic)? == bundle
-        {
-            held.push(topic);
-        }
-    }
+    let held = topics_in(&s, &namespace, Some(&bundle)).await?;
     if !held.is_empty() && !q.force.unwrap_or(false) {
         return Err(ApiError(
             409,
