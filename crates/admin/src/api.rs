@@ -176,6 +176,14 @@ macro_rules! policy_field {
 }
 pub(crate) use policy_field;
 
+/// 404 unless topic `name` exists (a topic-level policy's routes).
+pub(crate) async fn topic_must_exist(s: &Svc, name: &TopicName) -> ApiResult<()> {
+    if !s.topic_known(name).await? {
+        return Err(ApiError(404, format!("Topic {name} not found")));
+    }
+    Ok(())
+}
+
 #[derive(Deserialize)]
 pub(crate) struct AppliedQuery {
     pub(crate) applied: Option<bool>,
@@ -191,9 +199,7 @@ macro_rules! topic_field {
             TopicPath(name): TopicPath,
             Query(q): Query<AppliedQuery>,
         ) -> ApiResult<axum::Json<Value>> {
-            if !s.topic_known(&name).await? {
-                return Err(ApiError(404, format!("Topic {name} not found")));
-            }
+            topic_must_exist(&s, &name).await?;
             let own = s.topic_policies(&name).$field;
             if own.is_none() && q.applied.unwrap_or(false) {
                 return Ok(axum::Json(($applied)(&s, &name)));

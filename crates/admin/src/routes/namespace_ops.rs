@@ -293,14 +293,24 @@ enum Act {
     Unsubscribe(String),
 }
 
-/// The topics of namespace `ns` (404 if there is none), or of one of its
-/// bundles (which must be one of them).
-async fn topics_in(s: &Svc, ns: &str, bundle: Option<&str>) -> ApiResult<Vec<TopicName>> {
+/// 404 unless namespace `ns` exists and `bundle` is one of its bundles.
+fn check_bundle(s: &Svc, ns: &str, bundle: &str) -> ApiResult<()> {
     if !s.namespace_exists(ns) {
         return Err(ApiError(404, format!("namespace {ns} does not exist")));
     }
-    if let Some(b) = bundle {
-        s.bundles(ns)?.range_of(b).map_err(BrokerError::from)?;
+    s.bundles(ns)?.range_of(bundle).map_err(BrokerError::from)?;
+    Ok(())
+}
+
+/// The topics of namespace `ns` (404 if there is none), or of one of its
+/// bundles (which must be one of them).
+async fn topics_in(s: &Svc, ns: &str, bundle: Option<&str>) -> ApiResult<Vec<TopicName>> {
+    match bundle {
+        Some(b) => check_bundle(s, ns, b)?,
+        None if !s.namespace_exists(ns) => {
+            return Err(ApiError(404, format!("namespace {ns} does not exist")));
+        }
+        None => {}
     }
     let mut out = Vec::new();
     for name in s.topics_of_namespace(ns, true, true).await? {
@@ -395,9 +405,15 @@ async fn hash_positions(
         .filter(|(k, _)| k == "topics")
         .map(|(_, v)| v)
         .collect();
-    let in_bundle = topics_in(&s, &namespace, Some(&bundle)).await?;
+    // Names asked for need only the bundle checked; none: the bundle's topics.
     if asked.is_empty() {
-        asked = in_bundle.iter().map(ToString::to_string).collect();
+        asked = topics_in(&s, &namespace, Some(&bundle))
+            .await?
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+    } else {
+        check_bundle(&s, &namespace, &bundle)?;
     }
     let mut out = serde_json::Map::new();
     for name in asked {

@@ -91,7 +91,7 @@ async fn get_ttl(
     TopicPath(name): TopicPath,
     Query(q): Query<AppliedQuery>,
 ) -> ApiResult<axum::Json<Value>> {
-    known(&s, &name).await?;
+    topic_must_exist(&s, &name).await?;
     let own = s.topic_policies(&name).message_ttl_in_seconds;
     if own.is_none() && q.applied.unwrap_or(false) {
         return Ok(axum::Json(json!(s.effective_for(&name).message_ttl_secs)));
@@ -341,7 +341,7 @@ async fn get_quotas(
     TopicPath(name): TopicPath,
     Query(q): Query<AppliedQuery>,
 ) -> ApiResult<axum::Json<Value>> {
-    known(&s, &name).await?;
+    topic_must_exist(&s, &name).await?;
     let mut map = s.topic_policies(&name).backlog_quota_map;
     if q.applied.unwrap_or(false) {
         // Each type the topic does not set comes from its namespace.
@@ -397,7 +397,7 @@ async fn get_properties(
     State(s): State<Svc>,
     TopicPath(name): TopicPath,
 ) -> ApiResult<axum::Json<Value>> {
-    known(&s, &name).await?;
+    topic_must_exist(&s, &name).await?;
     Ok(axum::Json(json!(s.topic_policies(&name).properties)))
 }
 
@@ -429,13 +429,6 @@ async fn remove_property(
         p.properties.remove(&key);
     })
     .await
-}
-
-async fn known(s: &Svc, name: &TopicName) -> ApiResult<()> {
-    if !s.topic_known(name).await? {
-        return Err(ApiError(404, format!("Topic {name} not found")));
-    }
-    Ok(())
 }
 
 async fn change(
