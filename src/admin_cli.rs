@@ -24,7 +24,7 @@ enum AdminCommand {
     /// Clusters this broker serves.
     Clusters {
         #[command(subcommand)]
-        cmd: ClustersCmd,
+        cmd: crate::admin_clusters::ClustersCmd,
     },
     /// Tenants.
     Tenants {
@@ -90,11 +90,6 @@ enum TransactionsCmd {
 }
 
 #[derive(Debug, Subcommand)]
-enum ClustersCmd {
-    List,
-}
-
-#[derive(Debug, Subcommand)]
 enum TenantsCmd {
     List,
     Get {
@@ -155,15 +150,8 @@ enum NamespacesCmd {
     },
     SetBacklogQuota {
         namespace: String,
-        /// Size limit in bytes (destination_storage).
-        #[arg(long, conflicts_with = "limit_time")]
-        limit_size: Option<i64>,
-        /// Age limit in seconds (message_age).
-        #[arg(long)]
-        limit_time: Option<i64>,
-        /// producer_request_hold, producer_exception or consumer_backlog_eviction.
-        #[arg(short, long)]
-        policy: String,
+        #[command(flatten)]
+        quota: crate::admin_topics::QuotaArgs,
     },
     RemoveBacklogQuota {
         namespace: String,
@@ -331,9 +319,7 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
     let http = Http::new(&args.http)?;
     use AdminCommand as A;
     let out: Output = match args.command {
-        A::Clusters {
-            cmd: ClustersCmd::List,
-        } => http.get("/admin/v2/clusters")?.into(),
+        A::Clusters { cmd } => crate::admin_clusters::clusters(&http, cmd)?,
         A::BrokerStats { cmd } => http
             .get(match cmd {
                 BrokerStatsCmd::MonitoringMetrics => "/admin/v2/broker-stats/metrics",
@@ -462,23 +448,9 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                     namespace = segs(&namespace)
                 ))?
                 .into(),
-            NamespacesCmd::SetBacklogQuota {
-                namespace,
-                limit_size,
-                limit_time,
-                policy,
-            } => {
-                let (kind, body) = match (limit_size, limit_time) {
-                    (Some(b), None) => (
-                        "destination_storage",
-                        serde_json::json!({ "limitSize": b, "policy": policy }),
-                    ),
-                    (None, Some(t)) => (
-                        "message_age",
-                        serde_json::json!({ "limitTime": t, "policy": policy }),
-                    ),
-                    _ => bail!("give --limit-size or --limit-time"),
-                };
+            NamespacesCmd::SetBacklogQuota { namespace, quota } => {
+                let (kind, body) = crate::admin_topics::quota_body(&quota)?;
+                let policy = &quota.policy;
                 http.send(
                     "POST",
                     &format!(

@@ -3,8 +3,9 @@
 //! skip-all, expire-messages-all-subscriptions, truncate, analyze-backlog,
 //! internal-info) and its topic-level storage and delivery policies (set,
 //! get and remove of message TTL, retention, deduplication, compaction
-//! threshold, subscription types, delayed delivery and the unacknowledged
-//! limits), with pulsar-admin's option names, over the admin API.
+//! threshold, subscription types, delayed delivery, the unacknowledged
+//! limits, backlog quotas, auto subscription creation and the schema
+//! compatibility strategy and validation), with pulsar-admin's option names, over the admin API.
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -178,6 +179,92 @@ pub enum TopicMoreCmd {
     RemoveMaxUnackedMessagesPerSubscription {
         topic: String,
     },
+    /// The topic's backlog quotas (with `--applied`, its namespace's for the types it does not set).
+    GetBacklogQuotas {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    SetBacklogQuota {
+        topic: String,
+        #[command(flatten)]
+        quota: QuotaArgs,
+    },
+    RemoveBacklogQuota {
+        topic: String,
+        /// destination_storage or message_age.
+        #[arg(long = "backlogQuotaType", default_value = "destination_storage")]
+        backlog_quota_type: String,
+    },
+    /// Whether a consumer may create a subscription by subscribing.
+    SetAutoSubscriptionCreation {
+        topic: String,
+        #[arg(short, long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(short, long)]
+        disable: bool,
+    },
+    GetAutoSubscriptionCreation {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveAutoSubscriptionCreation {
+        topic: String,
+    },
+    /// The schema compatibility strategy (BACKWARD, FORWARD, FULL, ALWAYS_COMPATIBLE, …).
+    SetSchemaCompatibilityStrategy {
+        topic: String,
+        #[arg(short, long)]
+        strategy: String,
+    },
+    GetSchemaCompatibilityStrategy {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+    RemoveSchemaCompatibilityStrategy {
+        topic: String,
+    },
+    /// Whether producers without a schema are refused once the topic has one.
+    SetSchemaValidationEnforced {
+        topic: String,
+        #[arg(short, long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(short, long)]
+        disable: bool,
+    },
+    GetSchemaValidationEnforced {
+        topic: String,
+        #[arg(short, long)]
+        applied: bool,
+    },
+}
+
+/// pulsar-admin's `set-backlog-quota` options, for a topic or a namespace.
+#[derive(Debug, Args)]
+pub struct QuotaArgs {
+    /// Size limit in bytes (destination_storage).
+    #[arg(long, conflicts_with = "limit_time")]
+    pub limit_size: Option<i64>,
+    /// Age limit in seconds (message_age).
+    #[arg(long)]
+    pub limit_time: Option<i64>,
+    /// producer_request_hold, producer_exception or consumer_backlog_eviction.
+    #[arg(short, long)]
+    pub policy: String,
+}
+
+/// The quota's type and Pulsar's `BacklogQuota` JSON of the options.
+pub fn quota_body(q: &QuotaArgs) -> anyhow::Result<(&'static str, serde_json::Value)> {
+    Ok(match (q.limit_size, q.limit_time) {
+        (Some(b), None) => (
+            "destination_storage",
+            json!({ "limitSize": b, "policy": q.policy }),
+        ),
+        (None, Some(t)) => ("message_age", json!({ "limitTime": t, "policy": q.policy })),
+        _ => anyhow::bail!("give --limit-size or --limit-time"),
+    })
 }
 
 /// pulsar-admin's `set-delayed-delivery` options, for a topic or a namespace.
@@ -356,6 +443,76 @@ pub fn topic_more_call(cmd: TopicMoreCmd) -> anyhow::Result<(String, TopicCall)>
         }
         C::RemoveMaxUnackedMessagesPerSubscription { topic } => {
             (topic, del("maxUnackedMessagesOnSubscription"))
+        }
+        C::GetBacklogQuotas { topic, applied } => {
+            let q = if applied { "?applied=true" } else { "" };
+            (
+                topic,
+                other("GET", format!("backlogQuotaMap{q}"), String::new()),
+            )
+        }
+        C::SetBacklogQuota { topic, quota } => {
+            let (kind, body) = quota_body(&quota)?;
+            (
+                topic,
+                other(
+                    "POST",
+                    format!("backlogQuota?backlogQuotaType={kind}"),
+                    body.to_string(),
+                ),
+            )
+        }
+        C::RemoveBacklogQuota {
+            topic,
+            backlog_quota_type,
+        } => (
+            topic,
+            other(
+                "DELETE",
+                format!("backlogQuota?backlogQuotaType={backlog_quota_type}"),
+                String::new(),
+            ),
+        ),
+        C::SetAutoSubscriptionCreation {
+            topic,
+            enable,
+            disable,
+        } => (
+            topic,
+            set(
+                "autoSubscriptionCreation",
+                json!({ "allowAutoSubscriptionCreation": one_of(enable, disable)? }),
+            ),
+        ),
+        C::GetAutoSubscriptionCreation { topic, applied } => {
+            (topic, get("autoSubscriptionCreation", applied))
+        }
+        C::RemoveAutoSubscriptionCreation { topic } => (topic, del("autoSubscriptionCreation")),
+        C::SetSchemaCompatibilityStrategy { topic, strategy } => (
+            topic,
+            policy(
+                "PUT",
+                "schemaCompatibilityStrategy",
+                json!(strategy.to_uppercase()).to_string(),
+                false,
+            ),
+        ),
+        C::GetSchemaCompatibilityStrategy { topic, applied } => {
+            (topic, get("schemaCompatibilityStrategy", applied))
+        }
+        C::RemoveSchemaCompatibilityStrategy { topic } => {
+            (topic, del("schemaCompatibilityStrategy"))
+        }
+        C::SetSchemaValidationEnforced {
+            topic,
+            enable,
+            disable,
+        } => (
+            topic,
+            set("schemaValidationEnforced", json!(one_of(enable, disable)?)),
+        ),
+        C::GetSchemaValidationEnforced { topic, applied } => {
+            (topic, get("schemaValidationEnforced", applied))
         }
     })
 }

@@ -410,3 +410,78 @@ def test_encryption_required_and_bundle_delete(fresh_strobe):
         assert call(s, "DELETE", f"{ns}/0x00000000_0x00000001")[0] in (404, 412)
     finally:
         client.close()
+
+
+def test_strobe_admin_topic_quota_auto_subscription_schema_and_cluster_verbs(fresh_strobe):
+    """The pulsar-admin verbs for the remaining topic-level policies and the
+    clusters, each followed by its effect or by the API's own reading."""
+    import json
+    import os
+    import subprocess
+    s = fresh_strobe
+
+    def admin(*args, ok=True):
+        r = subprocess.run([os.environ["STROBE_BIN"], "admin", "--url", f"http://127.0.0.1:{s.http_port}",
+                            "--json", *args], capture_output=True, text=True, timeout=30)
+        assert (r.returncode == 0) == ok, (args, r.stdout, r.stderr)
+        return json.loads(r.stdout) if ok and r.stdout.strip() else r.stderr
+
+    topic = "persistent://public/default/cli-more"
+    client = pulsar.Client(s.url, operation_timeout_seconds=5)
+    try:
+        client.create_producer(topic).close()
+        # Backlog quota: a producer_exception quota of 1 KiB refuses a producer over it.
+        admin("topics", "set-backlog-quota", topic, "--limit-size", "1024", "-p", "producer_exception")
+        assert admin("topics", "get-backlog-quotas", topic)["destination_storage"]["policy"] == "producer_exception"
+        admin("namespaces", "set-backlog-quota", "public/default", "--limit-time", "3600",
+              "-p", "producer_request_hold")
+        applied = admin("topics", "get-backlog-quotas", topic, "--applied")
+        assert set(applied) == {"destination_storage", "message_age"}, applied
+        client.subscribe(topic, "holder").close()
+        p = client.create_producer(topic)
+        for _ in range(4):
+            p.send(b"x" * 600)
+        p.close()
+        wait_for("the quota refusing a producer", lambda: _refused(client, topic))
+        admin("topics", "remove-backlog-quota", topic)
+        admin("namespaces", "remove-backlog-quota", "public/default", "--backlog-quota-type", "message_age")
+        assert admin("topics", "get-backlog-quotas", topic) == {}
+        client.create_producer(topic).close()
+
+        # Auto subscription creation off for the topic: a new subscription is refused.
+        admin("topics", "set-auto-subscription-creation", topic, "--disable")
+        assert admin("topics", "get-auto-subscription-creation", topic) == {"allowAutoSubscriptionCreation": False}
+        with pytest.raises(Exception):
+            client.subscribe(topic, "brand-new")
+        client.subscribe(topic, "holder").close()
+        admin("topics", "remove-auto-subscription-creation", topic)
+        assert admin("topics", "get-auto-subscription-creation", topic, "--applied") == {
+            "allowAutoSubscriptionCreation": True}
+        client.subscribe(topic, "brand-new").close()
+
+        # Schema policies.
+        admin("topics", "set-schema-compatibility-strategy", topic, "-s", "always_incompatible")
+        assert admin("topics", "get-schema-compatibility-strategy", topic) == "ALWAYS_INCOMPATIBLE"
+        admin("topics", "remove-schema-compatibility-strategy", topic)
+        assert admin("topics", "get-schema-compatibility-strategy", topic) is None
+        admin("topics", "set-schema-validation-enforced", topic, "--enable")
+        assert admin("topics", "get-schema-validation-enforced", topic) is True
+        assert "give exactly one" in admin("topics", "set-schema-validation-enforced", topic, ok=False)
+    finally:
+        client.close()
+
+    assert admin("clusters", "list") == ["standalone"]
+    assert admin("clusters", "get", "standalone")["brokerServiceUrl"] == s.url
+    admin("clusters", "create", "standalone", "--url", f"http://127.0.0.1:{s.http_port}")
+    admin("clusters", "update", "standalone", "--broker-url", s.url)
+    assert "412" in admin("clusters", "delete", "standalone", ok=False)
+    assert "404" in admin("clusters", "get", "elsewhere", ok=False)
+    assert "400" in admin("clusters", "create", "elsewhere", ok=False)
+
+
+def _refused(client, topic):
+    try:
+        client.create_producer(topic).close()
+        return False
+    except pulsar.ProducerBlockedQuotaExceededException:
+        return True
