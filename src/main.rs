@@ -14,11 +14,12 @@ use tracing::info;
 /// burst, so resident memory kept rising long after live heap had levelled;
 /// jemalloc, purging in background threads, gives it back (figures in
 /// docs/performance.md, "Allocator").
-#[cfg(all(unix, not(target_env = "musl")))]
+#[cfg(all(unix, not(target_env = "musl"), not(feature = "system-allocator")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod admin_cli;
+mod admin_clusters;
 mod admin_http;
 mod admin_namespaces;
 mod admin_output;

@@ -15,14 +15,19 @@
 //! in place.
 
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
-use strobe_client::{Client, Compression, InitialPosition, SubType};
+use strobe_client::{Compression, InitialPosition, SubType};
+
+mod setup;
+mod stats;
+
+use stats::Stats;
 
 #[derive(Debug, Args)]
 pub struct PerfArgs {
@@ -126,6 +131,12 @@ struct Opts {
     /// more CPU than it saves (docs/performance.md).
     #[arg(long = "num-io-threads", alias = "io-threads", default_value_t = 1)]
     io_threads: usize,
+    /// Client connections (each a client of its own); topic i uses connection i mod N.
+    #[arg(long, default_value_t = 1)]
+    connections: usize,
+    /// Producers and consumers being created at once (the setup of many topics).
+    #[arg(long = "setup-concurrency", default_value_t = 256)]
+    setup_concurrency: usize,
     /// A scalable topic (topic://): produce with the V5 producer, consume
     /// with the V5 queue consumer (see src/perf_scalable.rs).
     #[arg(long)]
@@ -214,67 +225,6 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
     rt.block_on(run_async(name, opts, produce, consume))
 }
 
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
-}
-
-#[derive(Debug)]
-struct Stats {
-    sent: AtomicU64,
-    acked: AtomicU64,
-    acked_bytes: AtomicU64,
-    received: AtomicU64,
-    received_bytes: AtomicU64,
-    errors: AtomicU64,
-    /// Messages received again: a sequence id at or below the highest one
-    /// already seen from the same producer on the same consumer (exact
-    /// duplicates for Exclusive and Failover; may count reordering on Shared).
-    duplicates: AtomicU64,
-    pub_lat: Mutex<(Histogram<u64>, Histogram<u64>)>,
-    e2e_lat: Mutex<(Histogram<u64>, Histogram<u64>)>,
-    stop_producing: AtomicBool,
-    stop_consuming: AtomicBool,
-    /// Microseconds from the start to the last receipt and the last receive.
-    last_ack_us: AtomicU64,
-    last_recv_us: AtomicU64,
-    start: Instant,
-}
-
-impl Stats {
-    fn new() -> Stats {
-        Stats {
-            sent: AtomicU64::new(0),
-            acked: AtomicU64::new(0),
-            acked_bytes: AtomicU64::new(0),
-            received: AtomicU64::new(0),
-            received_bytes: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            duplicates: AtomicU64::new(0),
-            pub_lat: Mutex::new((hist(), hist())),
-            e2e_lat: Mutex::new((hist(), hist())),
-            stop_producing: AtomicBool::new(false),
-            stop_consuming: AtomicBool::new(false),
-            last_ack_us: AtomicU64::new(0),
-            last_recv_us: AtomicU64::new(0),
-            start: Instant::now(),
-        }
-    }
-}
-
-fn record(h: &Mutex<(Histogram<u64>, Histogram<u64>)>, us: u64) {
-    let us = us.clamp(1, 60_000_000);
-    let mut g = h.lock().expect("histogram lock");
-    let _ = g.0.record(us);
-    let _ = g.1.record(us);
-}
-
-fn wall_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 fn topic_names(o: &Opts) -> Vec<String> {
     if o.topics <= 1 {
         vec![o.topic.clone()]
@@ -301,96 +251,43 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
     );
     let compression = Compression::parse(&o.compression)
         .with_context(|| format!("unknown compression {:?}", o.compression))?;
-    let client = Client::builder(&o.url)
-        .build()
-        .await
-        .with_context(|| format!("connecting to {}", o.url))?;
+    let clients = setup::connect(&o.url, o.connections).await?;
     let stats = Arc::new(Stats::new());
     let topics = topic_names(&o);
-    let mut consumer_tasks = Vec::new();
-    if consume {
-        let sub_type = match o.sub_type {
+    let setup_started = Instant::now();
+    let so = setup::SetupOpts {
+        sub_type: match o.sub_type {
             SubKind::Exclusive => SubType::Exclusive,
             SubKind::Shared => SubType::Shared,
             SubKind::Failover => SubType::Failover,
             SubKind::KeyShared => SubType::KeyShared,
-        };
-        for t in &topics {
-            for _ in 0..o.consumers.max(1) {
-                let mut c = client
-                    .consumer(t, &o.subscription)
-                    .sub_type(sub_type)
-                    .receiver_queue_size(o.receiver_queue)
-                    .initial_position(match o.initial_position {
-                        Start::Latest => InitialPosition::Latest,
-                        Start::Earliest => InitialPosition::Earliest,
-                    })
-                    .subscribe()
-                    .await
-                    .with_context(|| format!("subscribing to {t}"))?;
-                let stats = stats.clone();
-                consumer_tasks.push(tokio::spawn(async move {
-                    let mut highest: std::collections::HashMap<std::sync::Arc<str>, u64> =
-                        std::collections::HashMap::new();
-                    loop {
-                        if stats.stop_consuming.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        // The fast path takes what is already here without a
-                        // timer; only an empty queue waits (with a timeout, to
-                        // see the stop flag).
-                        let next = match c.try_recv() {
-                            Ok(Some(m)) => Ok(Some(m)),
-                            _ => c.recv_timeout(Duration::from_millis(200)).await,
-                        };
-                        let m = match next {
-                            Ok(Some(m)) => m,
-                            Ok(None) => continue,
-                            Err(_) => {
-                                stats.errors.fetch_add(1, Ordering::Relaxed);
-                                tokio::time::sleep(Duration::from_millis(100)).await;
-                                continue;
-                            }
-                        };
-                        let now = wall_nanos();
-                        let sent = if m.payload.len() >= 8 {
-                            u64::from_be_bytes(m.payload[..8].try_into().expect("8 bytes"))
-                        } else {
-                            0
-                        };
-                        // A perf timestamp is within a day of now; anything else
-                        // (another producer's payload) falls back to publish time.
-                        let us = if sent > 0 && now >= sent && now - sent < 86_400_000_000_000 {
-                            (now - sent) / 1000
-                        } else {
-                            (now / 1_000_000).saturating_sub(m.publish_time) * 1000
-                        };
-                        match highest.get_mut(&m.producer_name) {
-                            Some(h) if m.sequence_id <= *h => {
-                                stats.duplicates.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Some(h) => *h = m.sequence_id,
-                            None => {
-                                highest.insert(m.producer_name.clone(), m.sequence_id);
-                            }
-                        }
-                        record(&stats.e2e_lat, us);
-                        stats.received.fetch_add(1, Ordering::Relaxed);
-                        stats
-                            .last_recv_us
-                            .store(stats.start.elapsed().as_micros() as u64, Ordering::Relaxed);
-                        stats
-                            .received_bytes
-                            .fetch_add(m.payload.len() as u64, Ordering::Relaxed);
-                        let _ = c.ack(&m);
-                    }
-                    c.flush_acks();
-                    let _ = c.close().await;
-                }));
-            }
-        }
-    }
-
+        },
+        initial: match o.initial_position {
+            Start::Latest => InitialPosition::Latest,
+            Start::Earliest => InitialPosition::Earliest,
+        },
+        subscription: o.subscription.clone(),
+        receiver_queue: o.receiver_queue,
+        consumers: o.consumers,
+        producers: o.producers,
+        batching: (o.batch_delay_ms > 0.0).then(|| {
+            (
+                Duration::from_secs_f64(o.batch_delay_ms / 1000.0),
+                o.batch_max_messages,
+                o.batch_max_bytes,
+            )
+        }),
+        compression,
+        max_pending: o.max_pending,
+        size: o.size,
+        paced: o.rate > 0.0,
+        concurrency: o.setup_concurrency,
+    };
+    let consumer_tasks = if consume {
+        setup::open_consumers(&clients, &topics, &so, &stats).await?
+    } else {
+        Vec::new()
+    };
     let n_producers = if produce {
         topics.len() * o.producers.max(1)
     } else {
@@ -401,47 +298,20 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
     } else {
         0
     };
-    let mut producer_tasks = Vec::new();
-    // With a rate: one gate per producer, opened message by message by the pacer.
-    let mut gates: Vec<Arc<tokio::sync::Semaphore>> = Vec::new();
-    if produce {
-        for t in &topics {
-            for _ in 0..o.producers.max(1) {
-                let mut b = client
-                    .producer(t)
-                    .compression(compression)
-                    .max_pending_messages(o.max_pending)
-                    .send_timeout(None);
-                b = if o.batch_delay_ms > 0.0 {
-                    b.batching(
-                        Duration::from_secs_f64(o.batch_delay_ms / 1000.0),
-                        o.batch_max_messages,
-                        o.batch_max_bytes,
-                    )
-                } else {
-                    b.no_batching()
-                };
-                let producer = b
-                    .create()
-                    .await
-                    .with_context(|| format!("creating a producer on {t}"))?;
-                let stats = stats.clone();
-                let size = o.size;
-                let gate = (o.rate > 0.0).then(|| {
-                    let g = Arc::new(tokio::sync::Semaphore::new(0));
-                    gates.push(g.clone());
-                    g
-                });
-                producer_tasks.push(tokio::spawn(produce_loop(
-                    producer,
-                    stats,
-                    size,
-                    gate,
-                    per_producer_count,
-                    o.max_pending,
-                )));
-            }
-        }
+    let (producer_tasks, gates) = if produce {
+        setup::open_producers(&clients, &topics, &so, &stats, per_producer_count).await?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let setup_s = setup_started.elapsed().as_secs_f64();
+    if topics.len() > 1 {
+        eprintln!(
+            "{} producers and {} consumers on {} topics over {} connections ready in {setup_s:.1} s",
+            producer_tasks.len(),
+            consumer_tasks.len(),
+            topics.len(),
+            clients.len()
+        );
     }
     if !gates.is_empty() {
         let rate = o.rate;
@@ -560,7 +430,7 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
         let _ = t.await;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    stats.stop_consuming.store(true, Ordering::Relaxed);
+    stats.stop_consuming.cancel();
     for t in consumer_tasks {
         let _ = t.await;
     }
@@ -568,8 +438,10 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
     if tty {
         println!();
     }
-    summary(mode, &o, &stats, elapsed, cpu, produce, consume);
-    client.close().await;
+    summary(mode, &o, &stats, (elapsed, setup_s), cpu, produce, consume);
+    for c in clients {
+        c.close().await;
+    }
     Ok(())
 }
 
@@ -587,8 +459,16 @@ const PACE_QUANTUM: Duration = Duration::from_micros(200);
 fn pace(rate: f64, gates: &[Arc<tokio::sync::Semaphore>], stats: &Stats) {
     let start = Instant::now();
     let mut k: u64 = 0;
+    // Whether every producer finished is looked at ten times a second: with
+    // 100,000 gates a look costs more than the wake-up it rides on.
+    let mut looked = Instant::now();
     loop {
-        if stats.stop_producing.load(Ordering::Relaxed) || gates.iter().all(|g| g.is_closed()) {
+        let all_closed = || gates.iter().all(|g| g.is_closed());
+        let look = looked.elapsed() >= Duration::from_millis(100);
+        if look {
+            looked = Instant::now();
+        }
+        if stats.stop_producing.load(Ordering::Relaxed) || (look && all_closed()) {
             // Wakes the producers waiting for their next permit.
             for g in gates {
                 g.close();
@@ -613,85 +493,6 @@ fn pace(rate: f64, gates: &[Arc<tokio::sync::Semaphore>], stats: &Stats) {
             k += 1;
         }
     }
-}
-
-async fn produce_loop(
-    producer: strobe_client::Producer,
-    stats: Arc<Stats>,
-    size: usize,
-    gate: Option<Arc<tokio::sync::Semaphore>>,
-    count: u64,
-    max_pending: usize,
-) {
-    let (tx, mut rx) =
-        tokio::sync::mpsc::channel::<(strobe_client::SendFuture, Instant)>(max_pending.max(1) * 2);
-    let st = stats.clone();
-    let receipts = tokio::spawn(async move {
-        while let Some((f, at)) = rx.recv().await {
-            match f.await {
-                Ok(_) => {
-                    let now = Instant::now();
-                    record(&st.pub_lat, now.duration_since(at).as_micros() as u64);
-                    st.acked.fetch_add(1, Ordering::Relaxed);
-                    st.last_ack_us.store(
-                        now.duration_since(st.start).as_micros() as u64,
-                        Ordering::Relaxed,
-                    );
-                    st.acked_bytes.fetch_add(size as u64, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    st.errors.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-    });
-    let filler = vec![b'x'; size - 8];
-    let mut sent: u64 = 0;
-    'outer: loop {
-        let due = match &gate {
-            // Open loop: one message per permit from the pacer.
-            Some(g) => match g.acquire().await {
-                Ok(p) => {
-                    p.forget();
-                    1
-                }
-                Err(_) => break 'outer,
-            },
-            None => 256,
-        };
-        for _ in 0..due {
-            if stats.stop_producing.load(Ordering::Relaxed) || (count > 0 && sent >= count) {
-                break 'outer;
-            }
-            let mut payload = Vec::with_capacity(size);
-            payload.extend_from_slice(&wall_nanos().to_be_bytes());
-            payload.extend_from_slice(&filler);
-            let at = Instant::now();
-            match producer.send(payload).await {
-                Ok(f) => {
-                    sent += 1;
-                    stats.sent.fetch_add(1, Ordering::Relaxed);
-                    if tx.send((f, at)).await.is_err() {
-                        break 'outer;
-                    }
-                }
-                Err(_) => {
-                    stats.errors.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        }
-        if gate.is_none() {
-            tokio::task::yield_now().await;
-        }
-    }
-    if let Some(g) = &gate {
-        g.close();
-    }
-    let _ = producer.flush().await;
-    drop(tx);
-    let _ = receipts.await;
-    let _ = producer.close().await;
 }
 
 fn pcts(h: &Histogram<u64>) -> [f64; 6] {
@@ -765,16 +566,17 @@ fn summary(
     mode: &str,
     o: &Opts,
     stats: &Stats,
-    elapsed: f64,
+    (elapsed, setup_s): (f64, f64),
     cpu: f64,
     produce: bool,
     consume: bool,
 ) {
     let acked = stats.acked.load(Ordering::Relaxed);
     let received = stats.received.load(Ordering::Relaxed);
-    // Rates over the active window: from the start to the last receipt / receive.
-    let pub_s = (stats.last_ack_us.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
-    let recv_s = (stats.last_recv_us.load(Ordering::Relaxed) as f64 / 1e6).max(1e-3);
+    // Rates over the active window: from the end of the setup (every
+    // producer and consumer created) to the last receipt / receive.
+    let pub_s = (stats.last_ack_us.load(Ordering::Relaxed) as f64 / 1e6 - setup_s).max(1e-3);
+    let recv_s = (stats.last_recv_us.load(Ordering::Relaxed) as f64 / 1e6 - setup_s).max(1e-3);
     let dups = stats.duplicates.load(Ordering::Relaxed);
     let pubp = pcts(&stats.pub_lat.lock().expect("histogram lock").1);
     let e2ep = pcts(&stats.e2e_lat.lock().expect("histogram lock").1);
@@ -787,6 +589,8 @@ fn summary(
         "rate": o.rate,
         "batching_delay_ms": o.batch_delay_ms,
         "elapsed_s": elapsed,
+        "connections": o.connections,
+        "setup_s": setup_s,
         "published": if produce { Some(acked) } else { None },
         "publish_rate": if produce { Some(acked as f64 / pub_s) } else { None },
         "publish_mb_s": if produce { Some(stats.acked_bytes.load(Ordering::Relaxed) as f64 / pub_s / 1e6) } else { None },

@@ -68,6 +68,7 @@ impl Broker {
             max_sync_interval: std::time::Duration::from_micros(config.sync_max_interval_us),
             page_cache_window: config.page_cache_window_mb << 20,
             page_cache_budget: config.page_cache_budget_mb << 20,
+            max_open_segment_files: config.max_open_segment_files,
             ..strobe_ledger::FileBackendConfig::new("")
         };
         let backend = strobe_ledger::open_backend(&url, tuning)?;

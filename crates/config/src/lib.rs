@@ -134,6 +134,11 @@ pub struct BrokerConfig {
     /// of page_cache_window_mb and its share of this, but at least 1 MiB (0: no budget, every topic keeps the
     /// whole window; at most 1048576).
     pub page_cache_budget_mb: u64,
+    /// Segment files the local file backend keeps open at most: over it, a
+    /// segment's file is closed once its bytes are synced and opened again
+    /// on demand, so descriptors do not grow with the topic count (0: no
+    /// limit).
+    pub max_open_segment_files: usize,
     /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).
     pub allow_auto_topic_creation: bool,
     /// "non-partitioned" or "partitioned" (Pulsar: allowAutoTopicCreationType).
@@ -399,6 +404,7 @@ impl Default for BrokerConfig {
             sync_max_interval_us: storage.max_sync_interval.as_micros() as u64,
             page_cache_window_mb: storage.page_cache_window >> 20,
             page_cache_budget_mb: storage.page_cache_budget >> 20,
+            max_open_segment_files: storage.max_open_segment_files,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,

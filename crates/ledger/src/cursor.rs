@@ -37,7 +37,11 @@ impl ManagedCursor {
     fn with<R>(&self, f: impl FnOnce(&mut CursorState, &State) -> R) -> R {
         let mut cs = self.shared.state.lock();
         let st = self.ledger.state.lock();
-        f(&mut cs, &st)
+        let r = f(&mut cs, &st);
+        if cs.dirty && self.shared.durable {
+            self.ledger.cursors_dirty.notify_one();
+        }
+        r
     }
 
     /// Pulsar's mark-delete position: the last entry of the acknowledged

@@ -153,11 +153,13 @@ impl ManagedLedger {
             cursors: Mutex::new(cursors),
             lac_tx,
             shutdown: Arc::new(Notify::new()),
+            cursors_dirty: Arc::new(Notify::new()),
             background: Mutex::new(None),
         });
         let handle = tokio::spawn(background(
             Arc::downgrade(&inner),
             inner.shutdown.clone(),
+            inner.cursors_dirty.clone(),
             inner.config.cursor_flush_interval,
             inner.config.trim_interval,
         ));
@@ -585,14 +587,20 @@ impl ManagedLedger {
 async fn background(
     weak: Weak<Inner>,
     shutdown: Arc<Notify>,
+    dirty: Arc<Notify>,
     flush_every: Duration,
     trim_every: Option<Duration>,
 ) {
-    let mut flush_tick = tokio::time::interval(flush_every);
-    flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Cursors are persisted when told they changed, at most once per
+    // `flush_every`, not on a timer of their own: with 100,000 topics a
+    // tick per topic per second was 100,000 wake-ups a second for nothing
+    // (issue 47). A slow tick persists whatever changed without a word.
+    let mut safety_tick = tokio::time::interval(flush_every * 30);
+    safety_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_flush = tokio::time::Instant::now();
     let mut trim_tick = tokio::time::interval(trim_every.unwrap_or(Duration::from_secs(3600)));
     trim_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    flush_tick.tick().await;
+    safety_tick.tick().await;
     trim_tick.tick().await;
     // What the recovered cursors have consumed is trimmed at once, as Pulsar
     // trims when a ledger is closed and a new one opened: a topic that changes
@@ -616,7 +624,19 @@ async fn background(
     loop {
         tokio::select! {
             _ = shutdown.notified() => return,
-            _ = flush_tick.tick() => {
+            _ = dirty.notified() => {
+                // Changes arriving together are persisted together.
+                tokio::select! {
+                    _ = shutdown.notified() => return,
+                    _ = tokio::time::sleep_until(last_flush + flush_every) => {}
+                }
+                last_flush = tokio::time::Instant::now();
+                let Some(inner) = weak.upgrade() else { return };
+                if let Err(e) = inner.flush_cursors().await {
+                    tracing::warn!(topic = %inner.name, error = %e, "persisting cursors failed");
+                }
+            }
+            _ = safety_tick.tick() => {
                 let Some(inner) = weak.upgrade() else { return };
                 if let Err(e) = inner.flush_cursors().await {
                     tracing::warn!(topic = %inner.name, error = %e, "persisting cursors failed");

@@ -159,6 +159,8 @@ pub(crate) struct Inner {
     pub(crate) cursors: Mutex<BTreeMap<String, Arc<CursorShared>>>,
     pub(crate) lac_tx: watch::Sender<Option<Position>>,
     pub(crate) shutdown: Arc<Notify>,
+    /// Told when a cursor has changes to persist (see `ledger::background`).
+    pub(crate) cursors_dirty: Arc<Notify>,
     pub(crate) background: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 

@@ -87,3 +87,14 @@ async fn file_backend_write_once_threshold() {
     run(&mut h).await;
     assert!(h.direct_entries() > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_backend_one_open_segment_file() {
+    // Every segment file is closed after each use once synced and opened
+    // again on the next: every case runs through the reopening paths.
+    run(&mut File::with(SyncMode::Always, 64 << 10, true, |c| {
+        c.checkpoint_bytes_per_topic = 0;
+        c.max_open_segment_files = 1;
+    }))
+    .await;
+}

@@ -39,6 +39,7 @@ impl Consumer {
     fn push_ack(&self, id: MessageIdData) {
         let mut a = self.acks.lock().expect("ack lock");
         a.individual.push(id);
+        a.wake.notify_one();
         if self.cfg.ack_group_time.is_zero() || a.individual.len() >= 1000 {
             a.flush(self.id);
         }
@@ -101,6 +102,7 @@ impl Consumer {
         self.trackers.retain(|p, _| *p > id.position);
         let mut a = self.acks.lock().expect("ack lock");
         a.cumulative = Some(d);
+        a.wake.notify_one();
         if self.cfg.ack_group_time.is_zero() {
             a.flush(self.id);
         }
@@ -120,7 +122,9 @@ impl Consumer {
             d.partition = Some(msg.id.partition);
         }
         let due = Instant::now() + self.cfg.nack_delay;
-        self.acks.lock().expect("ack lock").nacks.push((due, d));
+        let mut a = self.acks.lock().expect("ack lock");
+        a.nacks.push((due, d));
+        a.wake.notify_one();
         Ok(())
     }
 

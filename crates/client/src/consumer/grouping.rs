@@ -17,9 +17,17 @@ pub(super) struct AckState {
     pub(super) individual: Vec<MessageIdData>,
     pub(super) cumulative: Option<MessageIdData>,
     pub(super) nacks: Vec<(Instant, MessageIdData)>,
+    /// Told when an ack or a negative ack is queued: the ticker waits on it
+    /// while there is nothing to send.
+    pub(super) wake: Arc<tokio::sync::Notify>,
 }
 
 impl AckState {
+    /// Nothing queued to send.
+    pub(super) fn is_idle(&self) -> bool {
+        self.individual.is_empty() && self.cumulative.is_none() && self.nacks.is_empty()
+    }
+
     pub(super) fn flush(&mut self, consumer_id: u64) {
         let Some(conn) = &self.conn else { return };
         if !self.individual.is_empty() {

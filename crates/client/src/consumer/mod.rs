@@ -338,10 +338,19 @@ impl Consumer {
         c.connect(Some(Instant::now() + Duration::from_secs(60)))
             .await?;
         let (acks, period, cid) = (c.acks.clone(), c.cfg.ack_group_time, c.id);
+        let wake = acks.lock().expect("ack lock").wake.clone();
         c.ticker = tokio::spawn(async move {
             let mut tick = tokio::time::interval(period.max(Duration::from_millis(1)));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                // Nothing to send: no timer until an ack is queued (100,000
+                // idle consumers ticking ten times a second kept a client's
+                // core busy, issue 47).
+                if acks.lock().expect("ack lock").is_idle() {
+                    wake.notified().await;
+                    tick.reset();
+                    continue;
+                }
                 tick.tick().await;
                 let mut a = acks.lock().expect("ack lock");
                 a.flush(cid);

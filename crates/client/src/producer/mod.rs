@@ -100,6 +100,8 @@ struct ProducerShared {
     state: Mutex<State>,
     permits: Semaphore,
     idle: Notify,
+    /// Told when a message is queued, so an idle producer's ticker wakes.
+    work: Notify,
     events: mpsc::UnboundedSender<ProducerEvent>,
     /// A connection was lost while messages were pending: some of them may
     /// be stored without a receipt (see [`Producer::in_doubt`]).
@@ -217,6 +219,7 @@ impl ProducerBuilder {
                 closed: None,
             }),
             idle: Notify::new(),
+            work: Notify::new(),
             events: tx,
             in_doubt: std::sync::atomic::AtomicBool::new(false),
         });
@@ -322,7 +325,14 @@ impl Producer {
     /// Queues a message. Waits only for room in the pending queue; the
     /// returned future resolves when the broker has stored the message.
     pub async fn send(&self, msg: impl Into<ProducerMessage>) -> Result<SendFuture> {
-        let msg = msg.into();
+        let r = self.queue(msg.into()).await;
+        // After the message is in a batch or pending (never before: the
+        // ticker could look, find nothing and sleep past it).
+        self.shared.work.notify_one();
+        r
+    }
+
+    async fn queue(&self, msg: ProducerMessage) -> Result<SendFuture> {
         let sh = &self.shared;
         if sh.cfg.block_if_full {
             sh.permits
@@ -671,6 +681,17 @@ async fn ticker(sh: Arc<ProducerShared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_expire = Instant::now();
     loop {
+        let busy = {
+            let st = sh.state.lock().expect("producer lock");
+            !st.batches.is_empty() || !st.pending.is_empty()
+        };
+        if !busy {
+            // Idle: no timer until a send (100,000 idle producers ticking
+            // every millisecond kept a client's core busy, issue 47).
+            sh.work.notified().await;
+            tick.reset();
+            continue;
+        }
         tick.tick().await;
         let has_batches = !sh.state.lock().expect("producer lock").batches.is_empty();
         if has_batches {

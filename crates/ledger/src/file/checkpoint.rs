@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::journal::{prepare_pool, recycle_below};
 use super::segment;
-use super::shared::{BackendShared, start_counted, start_writebacks, sync_dir};
+use super::shared::{BackendShared, SyncClose, start_counted, start_writebacks, sync_dir};
 use super::topic::{TopicMeta, TopicShared};
 use crate::{LedgerError, Result};
 
@@ -133,6 +133,49 @@ pub(super) fn hand_to_checkpoint(
     }
 }
 
+/// Hands a segment file written over the descriptor budget to the
+/// checkpoint thread, to be synced and closed.
+pub(super) fn sync_and_close_later(sh: &BackendShared, sc: SyncClose) {
+    sh.ckpt.lock().sync_close.push(sc);
+    sh.ckpt_cv.notify_all();
+}
+
+/// Syncs the segment files queued by [`sync_and_close_later`] together, then
+/// closes each that is still over the budget and wholly synced. A failed
+/// sync makes its topic refuse service, as a checkpoint's would.
+pub(super) fn sync_and_close_queued(sh: &BackendShared) {
+    let mut queued = std::mem::take(&mut sh.ckpt.lock().sync_close);
+    if queued.is_empty() {
+        return;
+    }
+    // One sync per file, covering the most bytes queued for it.
+    queued.sort_by_key(|q| (Arc::as_ptr(&q.file) as usize, std::cmp::Reverse(q.written)));
+    queued.dedup_by_key(|q| Arc::as_ptr(&q.file) as usize);
+    let files: Vec<ToSync> = queued
+        .iter()
+        .enumerate()
+        .map(|(i, q)| ToSync {
+            topic: i,
+            what: SyncTarget::Segment(q.file.clone(), q.path.clone()),
+        })
+        .collect();
+    let results = sync_together(&files);
+    drop(files);
+    for (q, r) in queued.into_iter().zip(results) {
+        if let Err(e) = r {
+            refuse_service(&q.topic, e);
+            continue;
+        }
+        let mut f = q.topic.files.lock();
+        if let Some(seg) = f.ledgers.get_mut(&q.ledger) {
+            seg.synced_len = seg.synced_len.max(q.written);
+            // Dropped here, so the segment's own handle is the last one.
+            drop(q.file);
+            seg.close_if_over(sh.cfg.max_open_segment_files);
+        }
+    }
+}
+
 /// Hands files of trimmed ledgers to the checkpoint thread for deletion.
 pub(super) fn delete_later(sh: &BackendShared, mut trash: Vec<PathBuf>) {
     if !trash.is_empty() {
@@ -165,7 +208,8 @@ pub fn run(sh: Arc<BackendShared>) {
         let (upto, topics, shutdown) = {
             let mut p = sh.ckpt.lock();
             loop {
-                if p.requested || p.shutdown || !p.writeback.is_empty() {
+                if p.requested || p.shutdown || !p.writeback.is_empty() || !p.sync_close.is_empty()
+                {
                     break;
                 }
                 if p.trash.is_empty() {
@@ -183,6 +227,11 @@ pub fn run(sh: Arc<BackendShared>) {
             if !p.writeback.is_empty() {
                 drop(p);
                 start_writebacks(&sh);
+                continue;
+            }
+            if !p.sync_close.is_empty() {
+                drop(p);
+                sync_and_close_queued(&sh);
                 continue;
             }
             if !p.requested && !p.shutdown {
@@ -378,12 +427,37 @@ pub(super) fn checkpoint(
 ) -> Result<CheckpointCost> {
     let mut cost = CheckpointCost::default();
     let mut seen = std::collections::HashSet::new();
+    let topics: Vec<&Arc<TopicShared>> = topics.iter().filter(|t| seen.insert(t.id)).collect();
+    // In parts, so the segment files opened to be synced together stay
+    // within half the descriptor budget (100,000 touched topics would
+    // otherwise hold 100,000 files open at once).
+    let part = match sh.cfg.max_open_segment_files {
+        0 => usize::MAX,
+        n => (n / 2).max(16),
+    };
+    for chunk in topics.chunks(part) {
+        // Files queued meanwhile are synced and closed between the parts.
+        sync_and_close_queued(sh);
+        checkpoint_part(sh, chunk, &mut cost)?;
+    }
+    let meta = sh.meta.lock().clone();
+    let t0 = std::time::Instant::now();
+    CheckpointFile::write(&sh.cfg.dir, upto, &meta)?;
+    cost.file_ms = t0.elapsed().as_millis() as u64;
+    recycle_below(sh, upto);
+    Ok(cost)
+}
+
+/// Syncs the segments `topics` wrote since the last checkpoint and records
+/// their entry counts; over the descriptor budget, closes their files after.
+fn checkpoint_part(
+    sh: &BackendShared,
+    topics: &[&Arc<TopicShared>],
+    cost: &mut CheckpointCost,
+) -> Result<()> {
     // Per topic: the segments to sync, and those the write-once path already synced.
     let mut planned = Vec::new();
-    for t in topics {
-        if !seen.insert(t.id) {
-            continue;
-        }
+    for &t in topics {
         // Segments with unsynced bytes are synced here; those the write-once
         // path already synced only need their entry counts recorded.
         let (work, already): (Vec<SyncWork>, Vec<(u64, u64)>) = {
@@ -400,12 +474,12 @@ pub(super) fn checkpoint(
             }
             let mut work = Vec::new();
             let mut already = Vec::new();
-            for (&id, s) in &f.ledgers {
+            for (&id, s) in f.ledgers.iter_mut() {
                 if s.synced_len < s.len || s.new_file {
                     cost.unsynced_bytes += s.len.saturating_sub(s.synced_len);
                     work.push(SyncWork {
                         ledger: id,
-                        file: s.file.clone(),
+                        file: s.file()?,
                         path: s.path.clone(),
                         from: s.synced_len.min(s.len),
                         len: s.len,
@@ -453,8 +527,8 @@ pub(super) fn checkpoint(
     }
     let t0 = std::time::Instant::now();
     let results = sync_together(&files);
-    cost.sync_us = t0.elapsed().as_micros() as u64;
-    cost.segments = files
+    cost.sync_us += t0.elapsed().as_micros() as u64;
+    cost.segments += files
         .iter()
         .filter(|f| matches!(f.what, SyncTarget::Segment(..)))
         .count();
@@ -497,6 +571,9 @@ pub(super) fn checkpoint(
                     uncache.extend(seg.take_cache_drop_sealed(sh.cfg.page_cache_window));
                 }
             }
+            for seg in f.ledgers.values_mut() {
+                seg.close_if_over(sh.cfg.max_open_segment_files);
+            }
             cost.max_locked_ms = cost.max_locked_ms.max(locked.elapsed().as_millis() as u64);
         }
         for wb in uncache.drain(..) {
@@ -512,12 +589,7 @@ pub(super) fn checkpoint(
             }
         });
     }
-    let meta = sh.meta.lock().clone();
-    let t0 = std::time::Instant::now();
-    CheckpointFile::write(&sh.cfg.dir, upto, &meta)?;
-    cost.file_ms = t0.elapsed().as_millis() as u64;
-    recycle_below(sh, upto);
-    Ok(cost)
+    Ok(())
 }
 
 #[cfg(test)]

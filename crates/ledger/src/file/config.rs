@@ -95,6 +95,12 @@ pub struct FileBackendConfig {
     /// which costs the kernel a copy into a fresh page. 0: no budget. Default
     /// 256 MiB.
     pub page_cache_budget: u64,
+    /// How many segment files may stay open in the process (0: no limit).
+    /// Over it, a segment file is closed after each use once every byte
+    /// written to it is synced (a checkpoint syncs the rest, then closes
+    /// them), and opened again when next needed; so the descriptors a broker
+    /// holds do not grow with its topics. Default 1,000.
+    pub max_open_segment_files: usize,
 }
 
 /// The least a topic keeps in the page cache under
@@ -125,6 +131,7 @@ impl FileBackendConfig {
             max_sync_interval: Duration::from_micros(600),
             page_cache_window: 64 << 20,
             page_cache_budget: 256 << 20,
+            max_open_segment_files: 1000,
         }
     }
 }

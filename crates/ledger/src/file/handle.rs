@@ -90,8 +90,13 @@ pub fn open_topic(
     // Create the new ledger's segment now, off the flusher thread, so the
     // first append of each of many topics does not stall the group commit.
     if let std::collections::btree_map::Entry::Vacant(v) = files.ledgers.entry(rec.next_ledger_id) {
-        v.insert(Segment::create(&t.dir, rec.next_ledger_id)?);
+        v.insert(Box::new(Segment::create(&t.dir, rec.next_ledger_id)?));
         files.next_ledger_hint = files.next_ledger_hint.max(rec.next_ledger_id + 1);
+    }
+    // Nothing is written yet: over the budget, no descriptor stays behind.
+    let max_open = sh.cfg.max_open_segment_files;
+    for seg in files.ledgers.values_mut() {
+        seg.close_if_over(max_open);
     }
     files.open = true;
     drop(files);
@@ -99,6 +104,7 @@ pub fn open_topic(
         sh: Arc::downgrade(sh),
         topic: t,
         released: Arc::new(AtomicBool::new(false)),
+        max_open,
     });
     Ok((h, rec))
 }
@@ -192,7 +198,7 @@ fn load(
             seg.write_index(&segment::idx_path(&t.dir, id))?;
             seg.indexed = true;
         }
-        ledgers.insert(id, seg);
+        ledgers.insert(id, Box::new(seg));
     }
     for (&id, &n) in &meta.ledgers {
         if id >= meta.first_kept && n > 0 && !ledgers.contains_key(&id) {
@@ -217,6 +223,8 @@ pub struct FileTopicHandle {
     sh: std::sync::Weak<BackendShared>,
     topic: Arc<TopicShared>,
     released: Arc<AtomicBool>,
+    /// [`super::FileBackendConfig::max_open_segment_files`].
+    max_open: usize,
 }
 
 fn release(t: &TopicShared, released: &AtomicBool) {
@@ -276,7 +284,7 @@ impl TopicStorage for FileTopicHandle {
         last: u64,
     ) -> BoxFuture<'static, Result<Vec<Bytes>>> {
         let t = self.topic.clone();
-        let loc = match locate(&t, ledger_id, first, last) {
+        let loc = match locate(&t, ledger_id, first, last, self.max_open) {
             Ok(loc) => loc,
             Err(e) => return futures::future::ready(Err(e)).boxed(),
         };
@@ -348,7 +356,8 @@ const INLINE_READ_RECENT: u64 = 8 << 20;
 
 /// Where entries `first..=last` of a ledger are, found under the topic's lock.
 struct Located {
-    file: Arc<std::fs::File>,
+    /// None when every byte is in the write-behind buffer.
+    file: Option<Arc<std::fs::File>>,
     path: PathBuf,
     start: u64,
     end: u64,
@@ -363,14 +372,15 @@ struct Located {
     in_memory: bool,
 }
 
-fn locate(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Located> {
-    let f = t.files.lock();
+fn locate(t: &TopicShared, ledger: u64, first: u64, last: u64, max_open: usize) -> Result<Located> {
+    let mut f = t.files.lock();
     if let Some(e) = &f.corrupt {
         return Err(e.clone());
     }
+    let newest = f.ledgers.keys().next_back() == Some(&ledger);
     let seg = f
         .ledgers
-        .get(&ledger)
+        .get_mut(&ledger)
         .filter(|s| (last as usize) < s.offsets.len() && first <= last);
     let Some(seg) = seg else {
         return Err(LedgerError::InvalidPosition {
@@ -389,9 +399,17 @@ fn locate(t: &TopicShared, ledger: u64, first: u64, last: u64) -> Result<Located
     } else {
         Vec::new()
     };
-    let newest = f.ledgers.keys().next_back() == Some(&ledger);
+    let file = if file_end > start {
+        let file = seg.file()?;
+        // The read keeps its own handle: over the budget the segment need
+        // not keep one (the descriptor closes when the read is done).
+        seg.close_if_over(max_open);
+        Some(file)
+    } else {
+        None
+    };
     Ok(Located {
-        file: seg.file.clone(),
+        file,
         path: seg.path.clone(),
         start,
         end,
@@ -417,7 +435,7 @@ fn read_located(t: &TopicShared, loc: Located, first: u64, last: u64) -> Result<
         tail,
         ..
     } = loc;
-    let buf = if file_end > start {
+    let buf = if let Some(file) = file.filter(|_| file_end > start) {
         let mut buf = Vec::with_capacity((end - start) as usize);
         buf.resize((file_end - start) as usize, 0);
         file.read_exact_at(&mut buf, start)

@@ -123,6 +123,9 @@ pub struct FileBackendStats {
     pub journal_sync_buckets: [u64; JOURNAL_SYNC_BUCKETS],
     /// Their total duration, in microseconds.
     pub journal_sync_micros: u64,
+    /// Segment files open now, in the whole process (see
+    /// [`FileBackendConfig::max_open_segment_files`]).
+    pub open_segment_files: u64,
 }
 
 impl FileBackendStats {
@@ -203,6 +206,12 @@ impl FileBackendStats {
             help: "Interval now kept between journal fdatasyncs (sync = always)",
             kind: MetricKind::Gauge,
             value: MetricValue::Int(self.sync_interval_us),
+        });
+        out.push(EngineMetric {
+            name: "strobe_storage_open_segment_files".into(),
+            help: "Segment files open now (bounded by max_open_segment_files once synced)",
+            kind: MetricKind::Gauge,
+            value: MetricValue::Int(self.open_segment_files),
         });
         out
     }
@@ -343,6 +352,7 @@ impl FileBackend {
             sync_interval_raises: q.pacer.raises(),
             journal_sync_buckets: sync_buckets,
             journal_sync_micros: c.syncs.sum_micros.load(Ordering::Relaxed),
+            open_segment_files: segment::open_files() as u64,
         }
     }
 

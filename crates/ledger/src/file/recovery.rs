@@ -129,7 +129,7 @@ pub fn recover(sh: &BackendShared, start_seq: u64) -> Result<u64> {
     }
     let mut meta = sh.meta.lock();
     for ((name, ledger), r) in repairs {
-        let seg = match (r.corrupt, r.seg) {
+        let mut seg = match (r.corrupt, r.seg) {
             (None, Some(seg)) => seg,
             (reason, _) => {
                 let reason = reason.unwrap_or_else(|| "missing segment file".into());
@@ -142,7 +142,7 @@ pub fn recover(sh: &BackendShared, start_seq: u64) -> Result<u64> {
             }
         };
         if r.touched || r.created {
-            seg.file
+            seg.file()?
                 .sync_data()
                 .map_err(|e| LedgerError::io("fdatasync", &seg.path, e))?;
         }

@@ -6,6 +6,7 @@ use std::io::{IoSlice, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::format::{self, HEADER, SEG_FIXED};
 use crate::{LedgerError, Result};
@@ -202,11 +203,28 @@ impl Offsets {
     }
 }
 
+/// Segment files open in this process. Descriptors are the process's to
+/// share (sockets, journal files, segments), so the count is too: with a
+/// file open for every segment of every topic, a broker ran out of them
+/// near 19,000 topics (issue 47).
+static OPEN_FILES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many segment files are open in this process now.
+pub fn open_files() -> usize {
+    OPEN_FILES.load(Ordering::Relaxed)
+}
+
 /// One ledger's segment file and its in-memory index.
+///
+/// The file is opened on demand and may be closed again while every byte
+/// written to it is synced ([`Segment::close_file`]): an idle topic holds no
+/// descriptor. A file with bytes written but not yet synced stays open until
+/// a sync covers them: a write-out error is reported to the descriptors open
+/// when it happens, and one opened later might never hear of it.
 #[derive(Debug)]
 pub struct Segment {
     pub path: PathBuf,
-    pub file: Arc<File>,
+    file: Option<Arc<File>>,
     pub offsets: Offsets,
     /// Bytes of valid records (the logical end, including `pending`).
     pub len: u64,
@@ -255,6 +273,14 @@ pub fn parse_seg_name(name: &str) -> Option<u64> {
     name.strip_prefix('L')?.strip_suffix(".seg")?.parse().ok()
 }
 
+impl Drop for Segment {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            OPEN_FILES.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Where scanning stopped short of the file's end.
 #[derive(Debug, Clone)]
 pub struct ScanStop {
@@ -272,9 +298,10 @@ impl Segment {
             .truncate(true)
             .open(&path)
             .map_err(|e| LedgerError::io("create", &path, e))?;
+        OPEN_FILES.fetch_add(1, Ordering::Relaxed);
         Ok(Segment {
             path,
-            file: Arc::new(file),
+            file: Some(Arc::new(file)),
             offsets: Offsets::default(),
             len: 0,
             written: 0,
@@ -308,9 +335,10 @@ impl Segment {
             .metadata()
             .map_err(|e| LedgerError::io("stat", &path, e))?
             .len();
+        OPEN_FILES.fetch_add(1, Ordering::Relaxed);
         let mut seg = Segment {
             path,
-            file: Arc::new(file),
+            file: Some(Arc::new(file)),
             offsets: Offsets::default(),
             len: 0,
             written: 0,
@@ -375,7 +403,7 @@ impl Segment {
     }
 
     fn scan(&mut self, file_len: u64) -> Result<Option<ScanStop>> {
-        let file = self.file.clone();
+        let file = self.file()?;
         let mut f = std::io::BufReader::with_capacity(1 << 20, &*file);
         let mut pos = 0u64;
         let mut header = [0u8; HEADER];
@@ -446,7 +474,7 @@ impl Segment {
 
     /// Cuts the file back to `len` bytes (a torn tail).
     pub fn truncate(&mut self, len: u64) -> Result<()> {
-        self.file
+        self.file()?
             .set_len(len)
             .map_err(|e| LedgerError::io("truncate", &self.path, e))?;
         self.len = len;
@@ -480,8 +508,9 @@ impl Segment {
     pub fn write_direct(&mut self, mut recs: &mut [IoSlice<'_>]) -> Result<u64> {
         self.flush_pending()?;
         let at = self.written;
+        let file = self.file()?;
         let err = |e| LedgerError::io("write", &self.path, e);
-        let mut f: &File = &self.file;
+        let mut f: &File = &file;
         f.seek(SeekFrom::Start(at)).map_err(err)?;
         let mut total = 0u64;
         while !recs.is_empty() {
@@ -509,7 +538,7 @@ impl Segment {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.file
+        self.file()?
             .write_all_at(&self.pending, self.written)
             .map_err(|e| LedgerError::io("write", &self.path, e))?;
         self.written += self.pending.len() as u64;
@@ -518,6 +547,50 @@ impl Segment {
         // tests/soak/ showed). A busy topic grows it again in a few doublings.
         self.pending = Vec::new();
         Ok(())
+    }
+
+    /// The segment's file, opened again if it was closed.
+    pub fn file(&mut self) -> Result<Arc<File>> {
+        if let Some(f) = &self.file {
+            return Ok(f.clone());
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| LedgerError::io("open", &self.path, e))?;
+        OPEN_FILES.fetch_add(1, Ordering::Relaxed);
+        let f = Arc::new(f);
+        self.file = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Closes the file if every byte written to it is synced (see
+    /// [`Segment`]); whether it is closed now. Callers that hold a clone of
+    /// it (a read, a sync under way) keep the descriptor until they finish.
+    pub fn close_file(&mut self) -> bool {
+        if self.file.is_none() {
+            return true;
+        }
+        if self.synced_len < self.written {
+            return false;
+        }
+        self.file = None;
+        OPEN_FILES.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
+    /// The file if it is open now (without opening it).
+    pub fn open_handle(&self) -> Option<Arc<File>> {
+        self.file.clone()
+    }
+
+    /// Closes the file (if it may: see [`Segment::close_file`]) when more
+    /// than `budget` segment files are open in the process (0: no budget).
+    pub fn close_if_over(&mut self, budget: usize) {
+        if budget > 0 && open_files() > budget {
+            self.close_file();
+        }
     }
 
     /// Byte offsets `[start, end)` of entries `first..=last` (both stored).
@@ -537,11 +610,13 @@ impl Segment {
         if self.written < self.writeback_due {
             return None;
         }
+        // Closed, the file is synced to `written`: nothing to write out.
+        let file = self.file.clone()?;
         let from = self.writeback_from;
         self.writeback_from = self.written;
         self.writeback_due = self.written + WRITEBACK_STEP;
         Some(Writeback {
-            file: self.file.clone(),
+            file,
             from,
             len: self.written - from,
             drop_cache: false,
@@ -562,7 +637,9 @@ impl Segment {
     /// they are reported. Consumers within the window (at the tail) still
     /// read from the page cache; one further behind reads from the disk.
     pub fn take_cache_drop(&mut self, clean_to: u64, window: u64) -> Option<Writeback> {
-        if window == 0 {
+        // A closed file's pages are clean; they are dropped once it is
+        // open again (cache_dropped stays where it was).
+        if window == 0 || self.file.is_none() {
             return None;
         }
         let to = clean_to.min(self.len).saturating_sub(window) & !(PAGE - 1);
@@ -575,7 +652,11 @@ impl Segment {
     /// A sealed segment, synced in full: all of its pages may go (with
     /// `window` 0 none do).
     pub fn take_cache_drop_sealed(&mut self, window: u64) -> Option<Writeback> {
-        if window == 0 || self.synced_len < self.len || self.cache_dropped >= self.len {
+        if window == 0
+            || self.file.is_none()
+            || self.synced_len < self.len
+            || self.cache_dropped >= self.len
+        {
             return None;
         }
         Some(self.drop_cache_to(self.len))
@@ -585,7 +666,7 @@ impl Segment {
     fn drop_cache_to(&mut self, to: u64) -> Writeback {
         let from = std::mem::replace(&mut self.cache_dropped, to);
         Writeback {
-            file: self.file.clone(),
+            file: self.file.clone().expect("checked open by the callers"),
             from,
             len: to - from,
             drop_cache: true,

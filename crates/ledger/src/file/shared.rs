@@ -212,14 +212,34 @@ pub struct CheckpointState {
     pub trash: Vec<PathBuf>,
     /// Segment ranges whose write-out to the disk should start.
     pub writeback: Vec<segment::Writeback>,
+    /// Segment files to sync and then close (over the descriptor budget).
+    pub sync_close: Vec<SyncClose>,
     /// The thread is working (not waiting for work).
     pub busy: bool,
+}
+
+/// A segment file written while more than
+/// [`FileBackendConfig::max_open_segment_files`] were open: the checkpoint
+/// thread syncs it and closes it, rather than leaving it open and dirty
+/// until the next checkpoint (under load, every topic's file would be).
+#[derive(Debug)]
+pub struct SyncClose {
+    pub topic: Arc<TopicShared>,
+    pub ledger: u64,
+    pub file: Arc<File>,
+    pub path: PathBuf,
+    /// Bytes in the file when it was queued (what its sync covers).
+    pub written: u64,
 }
 
 impl CheckpointState {
     /// Work queued or under way.
     pub fn active(&self) -> bool {
-        self.busy || self.requested || !self.trash.is_empty() || !self.writeback.is_empty()
+        self.busy
+            || self.requested
+            || !self.trash.is_empty()
+            || !self.writeback.is_empty()
+            || !self.sync_close.is_empty()
     }
 }
 

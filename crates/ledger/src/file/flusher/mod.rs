@@ -195,7 +195,7 @@ pub(super) fn flush_segments(sh: &BackendShared, deferred: Vec<(Arc<TopicShared>
         // On an error the entries are durable in the journal, but the
         // segment can no longer be trusted to hold them: the topic refuses
         // service (a restart replays the journal).
-        if let Err(e) = flush_if_full(sh, topic.id, seg) {
+        if let Err(e) = flush_if_full(sh, &topic, ledger, seg) {
             f.refuse_service(&topic.name, &e);
         }
     }

@@ -15,13 +15,15 @@ use bytes::Bytes;
 
 use super::commit::{SLOW_IO, book_direct, commit_written, stop_accepting, sync_direct};
 use super::plan::{Chunk, Plan, chunk_entries};
-use crate::file::checkpoint::{delete_later, hand_to_checkpoint};
+use crate::file::checkpoint::{delete_later, hand_to_checkpoint, sync_and_close_later};
 use crate::file::format::{
     self, K_CURSOR, K_CURSOR_DELETE, K_DECLARE, K_ENTRY, K_SEGREF, K_TRIM, SEGREF_LEN,
 };
 use crate::file::journal::open_journal;
-use crate::file::segment::Segment;
-use crate::file::shared::{BackendShared, DirectSync, Flusher, FramedRecord, Written, ensure_dir};
+use crate::file::segment::{self, Segment};
+use crate::file::shared::{
+    BackendShared, DirectSync, Flusher, FramedRecord, SyncClose, Written, ensure_dir,
+};
 use crate::file::topic::{Req, TopicFiles, TopicShared};
 use crate::{LedgerError, Result, SyncMode};
 
@@ -567,7 +569,7 @@ impl Flusher {
                     for id in ids {
                         if let Some(seg) = f.ledgers.remove(id) {
                             trash.push(seg.path.with_extension("idx"));
-                            trash.push(seg.path);
+                            trash.push(seg.path.clone());
                         }
                     }
                 }
@@ -634,7 +636,7 @@ pub(super) fn segment_for<'a>(
     }
     if let std::collections::btree_map::Entry::Vacant(v) = f.ledgers.entry(ledger) {
         ensure_dir(sh, &t.dir)?;
-        v.insert(Segment::create(&t.dir, ledger)?);
+        v.insert(Box::new(Segment::create(&t.dir, ledger)?));
         f.next_ledger_hint = f.next_ledger_hint.max(ledger + 1);
         let older: Vec<u64> = f
             .ledgers
@@ -692,7 +694,7 @@ pub(super) fn write_chunk<'a>(
     if defer {
         return Ok(seg.flush_due());
     }
-    if let Err(e) = flush_if_full(sh, c.topic.id, seg) {
+    if let Err(e) = flush_if_full(sh, &c.topic, c.ledger, seg) {
         f.corrupt = Some(e.clone());
         return Err(e);
     }
@@ -703,14 +705,36 @@ pub(super) fn write_chunk<'a>(
 /// hands the write-out that became due to the checkpoint thread (the
 /// syscall can wait on the device queue, and the flusher's time is every
 /// producer's latency).
-pub(super) fn flush_if_full(sh: &BackendShared, topic: u32, seg: &mut Segment) -> Result<()> {
-    if seg.flush_when_full()?
-        && let Some(wb) = seg.take_writeback()
-    {
+pub(super) fn flush_if_full(
+    sh: &BackendShared,
+    topic: &Arc<TopicShared>,
+    ledger: u64,
+    seg: &mut Segment,
+) -> Result<()> {
+    if !seg.flush_when_full()? {
+        return Ok(());
+    }
+    if let Some(wb) = seg.take_writeback() {
         // Everything below this write-out's start was handed to the disk a
         // step ago: what lies a window behind it may leave the page cache.
-        let uncache = seg.take_cache_drop(wb.from(), sh.page_cache_keep(topic));
+        let uncache = seg.take_cache_drop(wb.from(), sh.page_cache_keep(topic.id));
         hand_to_checkpoint(sh, std::iter::once(wb).chain(uncache));
+    }
+    let budget = sh.cfg.max_open_segment_files;
+    if budget > 0
+        && segment::open_files() > budget
+        && let Some(file) = seg.open_handle()
+    {
+        sync_and_close_later(
+            sh,
+            SyncClose {
+                topic: topic.clone(),
+                ledger,
+                file,
+                path: seg.path.clone(),
+                written: seg.written,
+            },
+        );
     }
     Ok(())
 }
@@ -743,11 +767,5 @@ pub(super) fn place_direct(
     {
         seg.push(base + at, ts, len, n);
     }
-    Ok((
-        base,
-        seg.len,
-        seg.file.clone(),
-        seg.path.clone(),
-        seg.new_file,
-    ))
+    Ok((base, seg.len, seg.file()?, seg.path.clone(), seg.new_file))
 }
