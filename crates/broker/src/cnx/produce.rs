@@ -367,8 +367,10 @@ impl ServerCnx {
                 let Some(p) = self.producers.get(&c.producer_id) else {
                     return Next::Continue;
                 };
-                if let Err(mpsc::error::SendError(pending)) = p.pending.send(pending).await {
-                    self.abandon(c, pending);
+                if let Err(mpsc::error::SendError(pending)) =
+                    p.pending.send(Box::new(pending)).await
+                {
+                    self.abandon(c, *pending);
                     return Next::Close("producer task ended");
                 }
                 Next::Continue
