@@ -114,11 +114,17 @@ impl BrokerService {
     /// Pulsar's compaction threshold: a topic with more than its
     /// `compaction_threshold` (its own, else its namespace's) bytes after its
     /// last compaction is compacted.
-    pub(super) async fn maybe_compact(self: &Arc<Self>, t: &Arc<Topic>) {
+    /// `ns`: the topic's namespace policies (the caller reads them once per
+    /// namespace for all its topics).
+    pub(super) async fn maybe_compact(
+        self: &Arc<Self>,
+        t: &Arc<Topic>,
+        ns: &strobe_resources::policies::NamespacePolicies,
+    ) {
         if !t.name.is_persistent() {
             return;
         }
-        let threshold = self.effective_for(&t.name).compaction_threshold;
+        let threshold = self.effective_with(&t.name, ns).compaction_threshold;
         if threshold == 0
             || *t.compaction_status.lock() == crate::compaction::CompactionStatus::Running
         {
