@@ -3,12 +3,12 @@ broker that does not own the topic reach its owner (forwarded) and take effect
 there when the call returns; a namespace policy set on one broker reaches the
 topics another broker has loaded (through the metadata watch). Checked with
 the official client against the owner."""
-import time
 
 import pulsar
 import pytest
 
 from cluster_harness import Cluster
+from util import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -17,16 +17,6 @@ def cluster():
     c = Cluster(n=2, ttl=4, config="load_balancer_enabled = false\n")
     yield c
     c.stop()
-
-
-def wait_for(what, check, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = check()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def owner_and_other(cluster, topic):
@@ -85,7 +75,7 @@ def test_a_namespace_policy_set_on_one_broker_reaches_the_others_topics(cluster)
                     return False
                 except pulsar.NotAllowedError:
                     return True
-            wait_for("the namespace's subscription types on the owner", refused)
+            wait_for("the namespace's subscription types on the owner", refused, timeout=20)
             client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover).close()
         finally:
             assert other.http("DELETE", f"{ns}/subscriptionTypesEnabled")[0] == 204

@@ -3,7 +3,6 @@ deduplication, retention, backlog quotas and the compaction threshold. Each
 is set over HTTP on Pulsar's path, read back (its own value, and with
 ?applied=true what the topic enforces: its own, else its namespace's, else the
 broker's), and its effect is seen by the official client."""
-import time
 from datetime import timedelta
 
 import pulsar
@@ -11,16 +10,7 @@ import pytest
 from pulsar import InitialPosition
 
 from test_admin import call
-
-
-def wait_for(what, check, timeout=15):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = check()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+from util import wait_for
 
 
 def test_message_ttl_of_one_topic_expires_its_backlog(strobe):
