@@ -314,9 +314,19 @@ impl Topic {
         }
     }
 
+    /// A TTL where there was none wakes the subscriptions, whose expiry
+    /// check only ticks while there is one.
     pub fn set_message_ttl(&self, secs: u64) {
-        self.message_ttl_secs
-            .store(secs, std::sync::atomic::Ordering::Relaxed);
+        let old = self
+            .message_ttl_secs
+            .swap(secs, std::sync::atomic::Ordering::Relaxed);
+        if old == 0 && secs > 0 {
+            self.state
+                .lock()
+                .subscriptions
+                .values()
+                .for_each(|s| s.nudge());
+        }
     }
 
     pub fn message_ttl_secs(&self) -> u64 {

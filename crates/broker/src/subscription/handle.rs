@@ -315,6 +315,12 @@ impl SubscriptionHandle {
         let _ = self.tx.send(Cmd::Wake).await;
     }
 
+    /// Makes the subscription look at its topic's settings again, without
+    /// waiting (a full queue means it is busy and will).
+    pub fn nudge(&self) {
+        let _ = self.tx.try_send(Cmd::Wake);
+    }
+
     /// Stops an unused subscription actor without waiting.
     pub fn shutdown(&self) {
         let (done, _) = oneshot::channel();
