@@ -3,6 +3,7 @@ deduplication, retention, backlog quotas and the compaction threshold. Each
 is set over HTTP on Pulsar's path, read back (its own value, and with
 ?applied=true what the topic enforces: its own, else its namespace's, else the
 broker's), and its effect is seen by the official client."""
+import time
 from datetime import timedelta
 
 import pulsar
@@ -475,3 +476,28 @@ def _refused(client, topic):
         return False
     except pulsar.ProducerBlockedQuotaExceededException:
         return True
+
+
+def test_a_ttl_set_on_an_idle_topic_expires_its_backlog(strobe):
+    """The subscriptions' expiry check runs only while the topic has a TTL:
+    one set on a topic where nothing else happens must still wake them."""
+    client = pulsar.Client(strobe.url)
+    try:
+        topic = "persistent://public/default/topic-ttl-idle"
+        path = "/admin/v2/persistent/public/default/topic-ttl-idle"
+        client.subscribe(topic, "idle").close()
+        p = client.create_producer(topic)
+        for _ in range(3):
+            p.send(b"old")
+        p.close()
+        time.sleep(2)
+        backlog = lambda: call(strobe, "GET", f"{path}/stats")[1]["subscriptions"]["idle"]["msgBacklog"]
+        assert backlog() == 3
+        assert call(strobe, "POST", f"{path}/messageTTL?messageTTL=1")[0] == 204
+        # Nothing is asked of the subscription meanwhile (a stats call wakes
+        # it too): only the TTL's own nudge can start its check.
+        time.sleep(7)
+        assert backlog() == 0
+        assert call(strobe, "DELETE", f"{path}/messageTTL")[0] == 204
+    finally:
+        client.close()
