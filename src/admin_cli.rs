@@ -124,10 +124,8 @@ enum NamespacesCmd {
     },
     SetDeduplication {
         namespace: String,
-        #[arg(long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(long)]
-        disable: bool,
+        #[command(flatten)]
+        switch: crate::admin_topics::Switch,
     },
     SetMessageTtl {
         namespace: String,
@@ -392,14 +390,8 @@ pub fn run(args: AdminArgs) -> anyhow::Result<()> {
                     namespace = segs(&namespace)
                 ))?
                 .into(),
-            NamespacesCmd::SetDeduplication {
-                namespace,
-                enable,
-                disable,
-            } => {
-                if enable == disable {
-                    bail!("give exactly one of --enable and --disable");
-                }
+            NamespacesCmd::SetDeduplication { namespace, switch } => {
+                let enable = switch.on()?;
                 http.send(
                     "POST",
                     &format!(

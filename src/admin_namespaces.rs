@@ -59,10 +59,8 @@ pub enum NamespaceMoreCmd {
     },
     SetAutoTopicCreation {
         namespace: String,
-        #[arg(short, long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(short, long)]
-        disable: bool,
+        #[command(flatten)]
+        switch: crate::admin_topics::Switch,
         /// partitioned or non-partitioned.
         #[arg(short = 't', long = "type", default_value = "non-partitioned")]
         topic_type: String,
@@ -77,10 +75,8 @@ pub enum NamespaceMoreCmd {
     },
     SetAutoSubscriptionCreation {
         namespace: String,
-        #[arg(short, long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(short, long)]
-        disable: bool,
+        #[command(flatten)]
+        switch: crate::admin_topics::Switch,
     },
     GetAutoSubscriptionCreation {
         namespace: String,
@@ -90,10 +86,8 @@ pub enum NamespaceMoreCmd {
     },
     SetEncryptionRequired {
         namespace: String,
-        #[arg(short, long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(short, long)]
-        disable: bool,
+        #[command(flatten)]
+        switch: crate::admin_topics::Switch,
     },
     GetEncryptionRequired {
         namespace: String,
@@ -200,13 +194,12 @@ pub fn namespace_more_call(cmd: NamespaceMoreCmd) -> anyhow::Result<(String, Top
         }
         C::SetAutoTopicCreation {
             namespace,
-            enable,
-            disable,
+            switch,
             topic_type,
             partitions,
         } => {
             let mut body = json!({
-                "allowAutoTopicCreation": crate::admin_topics::one_of(enable, disable)?,
+                "allowAutoTopicCreation": switch.on()?,
                 "topicType": topic_type,
             });
             if let Some(n) = partitions {
@@ -216,15 +209,11 @@ pub fn namespace_more_call(cmd: NamespaceMoreCmd) -> anyhow::Result<(String, Top
         }
         C::GetAutoTopicCreation { namespace } => (namespace, get("autoTopicCreation")),
         C::RemoveAutoTopicCreation { namespace } => (namespace, del("autoTopicCreation")),
-        C::SetAutoSubscriptionCreation {
-            namespace,
-            enable,
-            disable,
-        } => (
+        C::SetAutoSubscriptionCreation { namespace, switch } => (
             namespace,
             set(
                 "autoSubscriptionCreation",
-                json!({ "allowAutoSubscriptionCreation": crate::admin_topics::one_of(enable, disable)? }),
+                json!({ "allowAutoSubscriptionCreation": switch.on()? }),
             ),
         ),
         C::GetAutoSubscriptionCreation { namespace } => {
@@ -233,17 +222,9 @@ pub fn namespace_more_call(cmd: NamespaceMoreCmd) -> anyhow::Result<(String, Top
         C::RemoveAutoSubscriptionCreation { namespace } => {
             (namespace, del("autoSubscriptionCreation"))
         }
-        C::SetEncryptionRequired {
-            namespace,
-            enable,
-            disable,
-        } => (
-            namespace,
-            set(
-                "encryptionRequired",
-                json!(crate::admin_topics::one_of(enable, disable)?),
-            ),
-        ),
+        C::SetEncryptionRequired { namespace, switch } => {
+            (namespace, set("encryptionRequired", json!(switch.on()?)))
+        }
         C::GetEncryptionRequired { namespace } => (namespace, get("encryptionRequired")),
         C::SetProperty {
             namespace,

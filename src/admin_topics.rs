@@ -99,10 +99,8 @@ pub enum TopicMoreCmd {
     },
     SetDeduplication {
         topic: String,
-        #[arg(long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(long)]
-        disable: bool,
+        #[command(flatten)]
+        switch: Switch,
     },
     GetDeduplication {
         topic: String,
@@ -199,10 +197,8 @@ pub enum TopicMoreCmd {
     /// Whether a consumer may create a subscription by subscribing.
     SetAutoSubscriptionCreation {
         topic: String,
-        #[arg(short, long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(short, long)]
-        disable: bool,
+        #[command(flatten)]
+        switch: Switch,
     },
     GetAutoSubscriptionCreation {
         topic: String,
@@ -229,10 +225,8 @@ pub enum TopicMoreCmd {
     /// Whether producers without a schema are refused once the topic has one.
     SetSchemaValidationEnforced {
         topic: String,
-        #[arg(short, long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(short, long)]
-        disable: bool,
+        #[command(flatten)]
+        switch: Switch,
     },
     GetSchemaValidationEnforced {
         topic: String,
@@ -270,10 +264,8 @@ pub fn quota_body(q: &QuotaArgs) -> anyhow::Result<(&'static str, serde_json::Va
 /// pulsar-admin's `set-delayed-delivery` options, for a topic or a namespace.
 #[derive(Debug, Args)]
 pub struct DelayedArgs {
-    #[arg(short, long, conflicts_with = "disable")]
-    enable: bool,
-    #[arg(short, long)]
-    disable: bool,
+    #[command(flatten)]
+    switch: Switch,
     /// The tick in milliseconds.
     #[arg(short = 't', long, default_value_t = 1000)]
     time: i64,
@@ -281,7 +273,7 @@ pub struct DelayedArgs {
 
 /// Pulsar's `DelayedDeliveryPolicies` of the options.
 pub fn delayed_body(d: &DelayedArgs) -> anyhow::Result<serde_json::Value> {
-    Ok(json!({ "active": one_of(d.enable, d.disable)?, "tickTime": d.time }))
+    Ok(json!({ "active": d.switch.on()?, "tickTime": d.time }))
 }
 
 /// What a verb asks of the API, below the topic's path.
@@ -301,11 +293,24 @@ fn policy(method: &'static str, resource: &'static str, body: String, applied: b
     })
 }
 
-pub fn one_of(enable: bool, disable: bool) -> anyhow::Result<bool> {
-    if enable == disable {
-        anyhow::bail!("give exactly one of --enable and --disable");
+// pulsar-admin's `--enable` / `--disable` pair, of which exactly one is given (a
+// plain comment: a doc comment would become the help text of every verb using it).
+#[derive(Debug, Args)]
+pub struct Switch {
+    #[arg(short, long, conflicts_with = "disable")]
+    enable: bool,
+    #[arg(short, long)]
+    disable: bool,
+}
+
+impl Switch {
+    /// Which of the two was given.
+    pub fn on(&self) -> anyhow::Result<bool> {
+        if self.enable == self.disable {
+            anyhow::bail!("give exactly one of --enable and --disable");
+        }
+        Ok(self.enable)
     }
-    Ok(enable)
 }
 
 /// The topic a verb names and its call.
@@ -397,14 +402,9 @@ pub fn topic_more_call(cmd: TopicMoreCmd) -> anyhow::Result<(String, TopicCall)>
         ),
         C::GetRetention { topic, applied } => (topic, get("retention", applied)),
         C::RemoveRetention { topic } => (topic, del("retention")),
-        C::SetDeduplication {
-            topic,
-            enable,
-            disable,
-        } => (
-            topic,
-            set("deduplicationEnabled", json!(one_of(enable, disable)?)),
-        ),
+        C::SetDeduplication { topic, switch } => {
+            (topic, set("deduplicationEnabled", json!(switch.on()?)))
+        }
         C::GetDeduplication { topic, applied } => (topic, get("deduplicationEnabled", applied)),
         C::RemoveDeduplication { topic } => (topic, del("deduplicationEnabled")),
         C::SetCompactionThreshold { topic, threshold } => {
@@ -473,15 +473,11 @@ pub fn topic_more_call(cmd: TopicMoreCmd) -> anyhow::Result<(String, TopicCall)>
                 String::new(),
             ),
         ),
-        C::SetAutoSubscriptionCreation {
-            topic,
-            enable,
-            disable,
-        } => (
+        C::SetAutoSubscriptionCreation { topic, switch } => (
             topic,
             set(
                 "autoSubscriptionCreation",
-                json!({ "allowAutoSubscriptionCreation": one_of(enable, disable)? }),
+                json!({ "allowAutoSubscriptionCreation": switch.on()? }),
             ),
         ),
         C::GetAutoSubscriptionCreation { topic, applied } => {
@@ -503,14 +499,9 @@ pub fn topic_more_call(cmd: TopicMoreCmd) -> anyhow::Result<(String, TopicCall)>
         C::RemoveSchemaCompatibilityStrategy { topic } => {
             (topic, del("schemaCompatibilityStrategy"))
         }
-        C::SetSchemaValidationEnforced {
-            topic,
-            enable,
-            disable,
-        } => (
-            topic,
-            set("schemaValidationEnforced", json!(one_of(enable, disable)?)),
-        ),
+        C::SetSchemaValidationEnforced { topic, switch } => {
+            (topic, set("schemaValidationEnforced", json!(switch.on()?)))
+        }
         C::GetSchemaValidationEnforced { topic, applied } => {
             (topic, get("schemaValidationEnforced", applied))
         }

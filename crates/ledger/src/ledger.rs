@@ -584,6 +584,17 @@ impl ManagedLedger {
     }
 }
 
+/// Persists the ledger's changed cursors; false once the ledger is gone.
+async fn persist_cursors(weak: &Weak<Inner>) -> bool {
+    let Some(inner) = weak.upgrade() else {
+        return false;
+    };
+    if let Err(e) = inner.flush_cursors().await {
+        tracing::warn!(topic = %inner.name, error = %e, "persisting cursors failed");
+    }
+    true
+}
+
 async fn background(
     weak: Weak<Inner>,
     shutdown: Arc<Notify>,
@@ -631,15 +642,13 @@ async fn background(
                     _ = tokio::time::sleep_until(last_flush + flush_every) => {}
                 }
                 last_flush = tokio::time::Instant::now();
-                let Some(inner) = weak.upgrade() else { return };
-                if let Err(e) = inner.flush_cursors().await {
-                    tracing::warn!(topic = %inner.name, error = %e, "persisting cursors failed");
+                if !persist_cursors(&weak).await {
+                    return;
                 }
             }
             _ = safety_tick.tick() => {
-                let Some(inner) = weak.upgrade() else { return };
-                if let Err(e) = inner.flush_cursors().await {
-                    tracing::warn!(topic = %inner.name, error = %e, "persisting cursors failed");
+                if !persist_cursors(&weak).await {
+                    return;
                 }
             }
             _ = trim_tick.tick(), if trim_every.is_some() => {
