@@ -50,9 +50,13 @@ def wait_ready(proc, log_text, ready, starts, what, timeout=20):
 class StrobeProcess:
     """A strobe standalone process. `restart()` keeps the data directory and ports."""
 
-    def __init__(self, binary, extra_config=""):
+    def __init__(self, binary, extra_config="", before_start=None):
         self.binary = binary
         self.dir = tempfile.TemporaryDirectory(prefix="strobe-conformance-")
+        self.data_dir = os.path.join(self.dir.name, "data")
+        if before_start:
+            # E.g. mounts a small file system there (tests/conformance/test_disk_full.py).
+            before_start(self.data_dir)
         # 0 until the first start: the broker binds free ports itself and logs
         # them, so no port is picked here that another process could take first.
         self.port = 0
@@ -69,7 +73,7 @@ class StrobeProcess:
     def start(self):
         starts = self.log_text().count(self.READY)
         self.proc = subprocess.Popen(
-            [self.binary, "standalone", "--config", self.cfg, "--data-dir", os.path.join(self.dir.name, "data"),
+            [self.binary, "standalone", "--config", self.cfg, "--data-dir", self.data_dir,
              "--broker-port", str(self.port), "--http-port", str(self.http_port),
              "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1"],
             stdout=subprocess.DEVNULL, stderr=self.log)

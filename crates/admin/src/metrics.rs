@@ -147,6 +147,7 @@ pub(crate) fn render(s: &BrokerService) -> String {
     }
     storage_latency_metrics(&mut out, cluster, &topics);
     storage_engine_metrics(&mut out, cluster, &s.storage_engine_stats());
+    disk_metrics(&mut out, s);
     cluster_metrics(&mut out, cluster, &s.cluster_counters);
     txn_metrics(&mut out, s);
     let _ = writeln!(
@@ -441,6 +442,24 @@ fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>
             l.sum_micros.load(Relaxed) as f64 / 1000.0
         );
     }
+}
+
+/// The disk guard's state (`service::disk`).
+fn disk_metrics(out: &mut String, s: &BrokerService) {
+    if let Some((ratio, free)) = s.disk.usage() {
+        let _ = writeln!(
+            out,
+            "# HELP strobe_disk_usage_ratio Share of the data directory's file system used (blocks or inodes, the larger).\n# TYPE strobe_disk_usage_ratio gauge\nstrobe_disk_usage_ratio {ratio:.4}\n# HELP strobe_disk_free_bytes Bytes free on the data directory's file system.\n# TYPE strobe_disk_free_bytes gauge\nstrobe_disk_free_bytes {free}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP strobe_broker_read_only Whether the broker refuses writes for a full disk (1) or takes them (0).\n# TYPE strobe_broker_read_only gauge\nstrobe_broker_read_only {}\n# HELP strobe_broker_read_only_episodes_total Times the broker turned read-only for a full disk.\n# TYPE strobe_broker_read_only_episodes_total counter\nstrobe_broker_read_only_episodes_total {}\n# HELP strobe_broker_read_only_refusals_total Producers and topic creations refused while read-only.\n# TYPE strobe_broker_read_only_refusals_total counter\nstrobe_broker_read_only_refusals_total {}\n# HELP strobe_storage_no_space_errors_total Storage writes refused for want of space (ENOSPC, EDQUOT).\n# TYPE strobe_storage_no_space_errors_total counter\nstrobe_storage_no_space_errors_total {}",
+        u8::from(s.disk.read_only().is_some()),
+        s.disk.read_only_episodes.load(Relaxed),
+        s.disk.refusals.load(Relaxed),
+        strobe_ledger::disk::storage_full_errors()
+    );
 }
 
 /// Resident memory, CPU time and open files, read from /proc (Linux), and the

@@ -64,6 +64,9 @@ pub enum BrokerError {
     /// policy is producer_exception (else producer_request_hold).
     #[error("{message}")]
     BacklogQuotaExceeded { message: String, exception: bool },
+    /// The broker's disk is too full to take writes (see `service::disk`).
+    #[error("{0}")]
+    DiskFull(String),
     #[error("{0}")]
     IncompatibleSchema(String),
     #[error("{0}")]
@@ -112,6 +115,9 @@ impl BrokerError {
             BrokerError::BacklogQuotaExceeded { .. } => {
                 ServerError::ProducerBlockedQuotaExceededError
             }
+            // The code the official clients fail pending sends with, then reconnect
+            // with their backoff (as for a backlog quota with producer_exception).
+            BrokerError::DiskFull(_) => ServerError::ProducerBlockedQuotaExceededException,
             BrokerError::IncompatibleSchema(_) => ServerError::IncompatibleSchema,
             BrokerError::Authentication(_) => ServerError::AuthenticationError,
             BrokerError::Authorization(_) => ServerError::AuthorizationError,
@@ -151,6 +157,7 @@ impl BrokerError {
                 LedgerClass::Failed => 500,
             },
             BrokerError::IncompatibleSchema(_) => 409,
+            BrokerError::DiskFull(_) => 507,
             BrokerError::Authentication(_) => 401,
             BrokerError::Authorization(_) => 403,
             BrokerError::Txn(strobe_txn::TxnError::NotFound(_)) => 404,

@@ -150,6 +150,7 @@ impl Broker {
         let addr = self.local_addr();
         let service = self.service.clone();
         tokio::spawn(self.service.clone().run_background(stop_accepting.clone()));
+        tokio::spawn(self.service.clone().run_disk_guard(stop_accepting.clone()));
         let slots = Arc::new(Semaphore::new(self.service.config.max_connections));
         let tls = match (self.tls_listener, self.service.security.tls.clone()) {
             (Some(l), Some(cfg)) => Some(tokio::spawn(accept_loop(

@@ -139,6 +139,15 @@ pub struct BrokerConfig {
     /// on demand, so descriptors do not grow with the topic count (0: no
     /// limit).
     pub max_open_segment_files: usize,
+    /// At this share of the data directory's file system used (blocks or inodes), the
+    /// broker takes no new writes: producers are refused with
+    /// ProducerBlockedQuotaExceededException, reads and acks go on (Pulsar's bookies:
+    /// diskUsageThreshold).
+    pub disk_usage_threshold: f64,
+    /// Under this share writes are taken again (Pulsar: diskUsageLwmThreshold).
+    pub disk_usage_lwm_threshold: f64,
+    /// How often the disk's usage is read (Pulsar: diskCheckInterval).
+    pub disk_check_interval_ms: u64,
     /// Create a topic on first use by a producer or consumer (Pulsar: allowAutoTopicCreation).
     pub allow_auto_topic_creation: bool,
     /// "non-partitioned" or "partitioned" (Pulsar: allowAutoTopicCreationType).
@@ -405,6 +414,9 @@ impl Default for BrokerConfig {
             page_cache_window_mb: storage.page_cache_window >> 20,
             page_cache_budget_mb: storage.page_cache_budget >> 20,
             max_open_segment_files: storage.max_open_segment_files,
+            disk_usage_threshold: 0.95,
+            disk_usage_lwm_threshold: 0.90,
+            disk_check_interval_ms: 1000,
             allow_auto_topic_creation: true,
             auto_topic_creation_type: "non-partitioned".into(),
             default_num_partitions: 1,
@@ -563,6 +575,16 @@ impl BrokerConfig {
                 "scalable_topic_failpoint must be empty, after-record, after-create, after-terminate or after-commit, not {:?}",
                 self.scalable_topic_failpoint
             )));
+        }
+        strobe_ledger::disk::Watermarks::new(
+            self.disk_usage_threshold,
+            self.disk_usage_lwm_threshold,
+        )
+        .map_err(ConfigError::Invalid)?;
+        if self.disk_check_interval_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "disk_check_interval_ms must be at least 1".into(),
+            ));
         }
         if self.page_cache_budget_mb > 1 << 20 {
             return Err(ConfigError::Invalid(format!(

@@ -73,6 +73,12 @@ impl LedgerError {
     pub fn is_out_of_descriptors(&self) -> bool {
         matches!(self, LedgerError::Io { message, .. } if names_out_of_descriptors(message))
     }
+
+    /// Whether this is a write refused for want of space (ENOSPC, EDQUOT): a condition
+    /// that passes when space is freed (see [`crate::disk`]).
+    pub fn is_storage_full(&self) -> bool {
+        matches!(self, LedgerError::Io { message, .. } if crate::disk::names_storage_full(message))
+    }
 }
 
 /// Whether an error's text carries the OS's "out of file descriptors" (EMFILE, ENFILE), as

@@ -25,6 +25,7 @@ mod config;
 pub mod crc;
 mod cursor;
 mod cursor_state;
+pub mod disk;
 mod error;
 mod factory;
 pub mod file;

@@ -169,8 +169,23 @@ async fn ok() -> &'static str {
     "ok"
 }
 
-/// Health: a metadata write and a storage round trip succeed.
+/// Health: a metadata write and a storage round trip succeed, and the disk takes writes
+/// (a read-only broker answers 503 with its disk's usage and its descriptors in use).
 async fn health(State(s): State<Svc>) -> ApiResult<&'static str> {
+    if let Some(why) = s.disk.read_only() {
+        let (ratio, free) = s.disk.usage().unwrap_or((0.0, 0));
+        let limit = strobe_broker::accept::files_limit()
+            .map(|(soft, _)| soft.to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(ApiError(
+            503,
+            format!(
+                "unhealthy: read-only: {why} (disk {:.1}% used, {free} bytes free; {} of {limit} file descriptors open)",
+                ratio * 100.0,
+                strobe_broker::accept::open_files()
+            ),
+        ));
+    }
     s.health_check()
         .await
         .map_err(|e| ApiError(503, format!("unhealthy: {e}")))?;

@@ -80,6 +80,9 @@ async fn create_topic(State(s): State<Svc>, TopicPath(name): TopicPath) -> ApiRe
         return Err(ApiError(409, format!("topic {name} already exists")));
     }
     s.check_topic_count(name.namespace(), 1, true).await?;
+    if name.is_persistent() {
+        s.refuse_if_read_only()?;
+    }
     s.topic(&name, true).await?;
     Ok(no_content())
 }

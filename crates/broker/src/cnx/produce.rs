@@ -92,6 +92,9 @@ impl ServerCnx {
                 "Encryption is required in {topic_name}: this producer does not encrypt"
             )));
         }
+        if topic_name.is_persistent() {
+            self.service.refuse_if_read_only()?;
+        }
         let topic = self.service.topic(&topic_name, true).await?;
         let schema = c
             .schema

@@ -13,6 +13,8 @@ mod controller_slots;
 pub mod controllers;
 pub mod coordinator;
 mod counters;
+pub mod disk;
+mod disk_guard;
 mod keyed;
 pub mod lookup;
 mod namespaces;
@@ -88,6 +90,8 @@ pub struct BrokerService {
     drained_marked: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     /// The load last recorded for each active segment loaded here.
     load_reported: Mutex<HashMap<String, strobe_layout::SegmentLoad>>,
+    /// Whether the data directory's disk is too full to take writes (see `disk`).
+    pub disk: disk::DiskState,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -120,6 +124,7 @@ impl BrokerService {
             controllers: controller_slots::Controllers::default(),
             drained_marked: Mutex::new(HashMap::new()),
             load_reported: Mutex::new(HashMap::new()),
+            disk: disk::DiskState::default(),
             security,
             schemas: SchemaRegistry::new(resources.clone()),
             resources,

@@ -20,8 +20,12 @@ pub fn journal_path(sh: &BackendShared, seq: u64) -> PathBuf {
 pub fn open_journal(sh: &BackendShared, seq: u64) -> Result<JournalFile> {
     let path = journal_path(sh, seq);
     let spare = sh.take_pool_file();
-    if let Some(spare) = &spare {
-        std::fs::rename(spare, &path).map_err(|e| LedgerError::io("rename", spare, e))?;
+    if let Some(spare) = &spare
+        && let Err(e) = std::fs::rename(spare, &path)
+    {
+        // Kept for the next try.
+        sh.pool.lock().push(spare.clone());
+        return Err(LedgerError::io("rename", spare, e));
     }
     let file = OpenOptions::new()
         .read(true)

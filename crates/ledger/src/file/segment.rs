@@ -258,6 +258,9 @@ pub struct Segment {
     pub indexed: bool,
     /// Created since the directory was last fsync'd.
     pub new_file: bool,
+    /// The file could not be created yet (no space or descriptor): the first write
+    /// creates it ([`Segment::file`]); the records wait in the write-behind buffer.
+    pub needs_create: bool,
 }
 
 pub fn seg_path(dir: &Path, ledger: u64) -> PathBuf {
@@ -291,17 +294,29 @@ pub struct ScanStop {
 impl Segment {
     pub fn create(dir: &Path, ledger: u64) -> Result<Segment> {
         let path = seg_path(dir, ledger);
-        let file = OpenOptions::new()
+        let file = match OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(&path)
-            .map_err(|e| LedgerError::io("create", &path, e))?;
-        OPEN_FILES.fetch_add(1, Ordering::Relaxed);
+            .map_err(|e| LedgerError::io("create", &path, e))
+        {
+            Ok(f) => {
+                OPEN_FILES.fetch_add(1, Ordering::Relaxed);
+                Some(Arc::new(f))
+            }
+            // The ledger's records are in the journal and go into the write-behind
+            // buffer: the file is made at the first flush that can (a ledger that
+            // failed here used to fail its appends).
+            Err(e) if e.is_storage_full() || e.is_out_of_descriptors() => None,
+            Err(e) => return Err(e),
+        };
+        let needs_create = file.is_none();
         Ok(Segment {
             path,
-            file: Some(Arc::new(file)),
+            file,
+            needs_create,
             offsets: Offsets::default(),
             len: 0,
             written: 0,
@@ -354,6 +369,7 @@ impl Segment {
             last_ts: 0,
             indexed: false,
             new_file: false,
+            needs_create: false,
         };
         let stop = if seg.load_index(&idx_path(dir, ledger), file_len) {
             None
@@ -557,8 +573,11 @@ impl Segment {
         let f = OpenOptions::new()
             .read(true)
             .write(true)
+            .create(self.needs_create)
+            .truncate(self.needs_create)
             .open(&self.path)
             .map_err(|e| LedgerError::io("open", &self.path, e))?;
+        self.needs_create = false;
         OPEN_FILES.fetch_add(1, Ordering::Relaxed);
         let f = Arc::new(f);
         self.file = Some(f.clone());

@@ -262,14 +262,24 @@ pub(super) const WAL_STEP: u64 = 16 << 20;
 pub(super) const WAL_KEEP: u64 = 256 << 20;
 
 /// Appends `bytes` (whole records) to the log and makes them durable.
-pub(super) fn append(disk: &mut Disk, bytes: &[u8]) -> std::io::Result<()> {
-    let end = disk.len + bytes.len() as u64;
+/// Makes room in the log for `bytes` more. A failure (no space) changes nothing the log
+/// holds, so the store goes on: the write is refused and a later one may fit.
+pub(super) fn reserve(disk: &mut Disk, bytes: usize) -> std::io::Result<()> {
+    let end = disk.len + bytes as u64;
     if end > disk.cap {
-        // Made durable by the fdatasync below, with the new size and the records.
+        // Made durable by `append`'s fdatasync, with the new size and the records.
         let cap = end.div_ceil(WAL_STEP) * WAL_STEP;
         zero_fill(&disk.wal, disk.cap, cap)?;
         disk.cap = cap;
     }
+    Ok(())
+}
+
+/// Writes records into space [`reserve`]d for them and syncs them. A failure here leaves
+/// the log in doubt (a failed fdatasync may have dropped pages), so the store fails.
+pub(super) fn append(disk: &mut Disk, bytes: &[u8]) -> std::io::Result<()> {
+    let end = disk.len + bytes.len() as u64;
+    reserve(disk, bytes.len())?;
     disk.wal.write_all_at(bytes, disk.len)?;
     disk.wal.sync_data()?;
     disk.len = end;

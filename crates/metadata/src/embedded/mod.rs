@@ -269,6 +269,15 @@ impl Inner {
         if !lines.is_empty()
             && let Some(disk) = st.disk.as_mut()
         {
+            if let Err(e) = disk::reserve(disk, lines.len()) {
+                // Nothing written: these writes are refused, the store goes on.
+                tracing::warn!(error = %e, "the metadata log cannot grow; writes are refused until it can");
+                for (w, _) in accepted {
+                    let copy = std::io::Error::new(e.kind(), e.to_string());
+                    *w.answer.lock() = Some(Err(copy.into()));
+                }
+                return;
+            }
             let res = disk::append(disk, &lines);
             if let Err(e) = res {
                 st.failed = Some(e.to_string());
@@ -346,6 +355,10 @@ fn commit_locked(st: &mut State, ops: &[Op], snapshot_every: usize) -> Result<Tx
     let rev = st.rev + 1;
     if let Some(disk) = st.disk.as_mut() {
         let line = encode_line(&Record { rev, muts })?;
+        if let Err(e) = disk::reserve(disk, line.len()) {
+            tracing::warn!(error = %e, "the metadata log cannot grow; writes are refused until it can");
+            return Err(e.into());
+        }
         let res = disk::append(disk, &line);
         if let Err(e) = res {
             st.failed = Some(e.to_string());

@@ -121,6 +121,7 @@ pub fn take_batch(sh: &BackendShared, q: &mut Queue) -> Option<Vec<Req>> {
 /// at least [`PIPELINE_REQS`] requests or [`PIPELINE_BYTES`] (a low rate
 /// keeps to one thread and saves the wake-ups).
 pub fn run(sh: Arc<BackendShared>) {
+    write::mark_flusher_thread();
     loop {
         let plan = match sh.flusher.lock().as_ref() {
             Some(f) => f.wait_plan(),
@@ -192,11 +193,9 @@ pub(super) fn flush_segments(sh: &BackendShared, deferred: Vec<(Arc<TopicShared>
             continue; // trimmed meanwhile
         };
         // Not full any more if the other thread or a checkpoint wrote it.
-        // On an error the entries are durable in the journal, but the
-        // segment can no longer be trusted to hold them: the topic refuses
-        // service (a restart replays the journal).
+        // A failed write keeps the bytes in the buffer (see `write_failed`).
         if let Err(e) = flush_if_full(sh, &topic, ledger, seg) {
-            f.refuse_service(&topic.name, &e);
+            write::write_failed(&topic, &e);
         }
     }
 }

@@ -27,8 +27,27 @@ use crate::file::shared::{
 use crate::file::topic::{Req, TopicFiles, TopicShared};
 use crate::{LedgerError, Result, SyncMode};
 
-/// How long a journal that could not roll for want of descriptors waits before it tries again.
+/// How long a journal that could not roll for want of descriptors or space waits before it
+/// tries again.
 const ROLL_RETRY: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// Set on the flusher threads: they may wait on the disk, an appending thread that
+    /// runs a group commit itself (`sync = never`) may not.
+    static FLUSHER_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Called by each flusher thread as it starts.
+pub(super) fn mark_flusher_thread() {
+    FLUSHER_THREAD.with(|f| f.set(true));
+}
+
+fn in_flusher_thread() -> bool {
+    FLUSHER_THREAD.with(|f| f.get())
+}
+
+/// How often a journal write refused for want of space is tried again.
+const JOURNAL_FULL_RETRY: Duration = Duration::from_millis(250);
 
 impl Flusher {
     pub(super) fn sync(&mut self) -> Result<()> {
@@ -65,12 +84,14 @@ impl Flusher {
             // Out of descriptors: the current file grows past its size until one is free
             // (recovery reads a journal file of any length). Failing here stopped every write
             // of the backend for good, for a condition that passes.
-            Err(e) if e.is_out_of_descriptors() => {
+            // Out of space, likewise: the current file may have room left, and if not its
+            // writes wait for space (`write_journal`).
+            Err(e) if e.is_out_of_descriptors() || e.is_storage_full() => {
                 if self.roll_retry_at.is_none() {
                     tracing::error!(
                         seq = self.jf.seq + 1,
                         error = %e,
-                        "cannot open the next journal file; the current one grows until a file descriptor is free"
+                        "cannot open the next journal file; the current one grows until it can"
                     );
                 }
                 self.roll_retry_at = Some(Instant::now() + ROLL_RETRY);
@@ -119,6 +140,57 @@ impl Flusher {
         p.requested = true;
         self.sh.ckpt_cv.notify_all();
         Ok(())
+    }
+
+    /// Writes the encoded group at the journal's end. Out of space (a journal file that
+    /// could not be preallocated, or grew because none could be opened), a flusher thread
+    /// writes the same bytes at the same offset again until they fit, so a torn attempt
+    /// leaves nothing behind that a later group would not overwrite, and no append
+    /// fails: appends, cursor updates and trims wait in the queue meanwhile (the broker
+    /// refuses new writes while its disk is full, see [`crate::disk`]). Before, the
+    /// first failed write stopped the backend's writes for good.
+    /// Whether it waited for space.
+    fn write_journal(&mut self) -> Result<bool> {
+        let mut waiting: Option<Instant> = None;
+        loop {
+            let e = match self.jf.file.write_all_at(&self.buf, self.jf.offset) {
+                Ok(()) => {
+                    if let Some(t0) = waiting {
+                        tracing::warn!(
+                            seq = self.jf.seq,
+                            waited_ms = t0.elapsed().as_millis() as u64,
+                            "the journal is written again"
+                        );
+                    }
+                    return Ok(waiting.is_some());
+                }
+                Err(e) => LedgerError::io("write", &self.jf.path, e),
+            };
+            if !e.is_storage_full() || !in_flusher_thread() || self.sh.queue.lock().shutdown {
+                return Err(e);
+            }
+            crate::disk::note_storage_full();
+            if waiting.is_none() {
+                tracing::error!(seq = self.jf.seq, error = %e,
+                    "the journal cannot be written for want of space; appends wait until space is free");
+                waiting = Some(Instant::now());
+            }
+            std::thread::sleep(JOURNAL_FULL_RETRY);
+        }
+    }
+
+    /// Hands a batch back to the queue's front for a flusher thread (the appending thread
+    /// that ran it found the journal out of space, and must not wait on the disk). Its
+    /// topics' declarations were not written: they are made again.
+    fn requeue(&mut self, reqs: Vec<Req>) {
+        crate::disk::note_storage_full();
+        self.declared.clear();
+        let mut q = self.sh.queue.lock();
+        for r in reqs.into_iter().rev() {
+            q.bytes += r.size();
+            q.reqs.push_front(r);
+        }
+        self.sh.queue_cv.notify_one();
     }
 
     pub(super) fn fail_all(&mut self, reqs: Vec<Req>, e: LedgerError) {
@@ -238,7 +310,10 @@ impl Flusher {
                 match place_direct(&self.sh, c, &mut slices, &self.recs) {
                     Ok(placed) => placed,
                     Err(e) => {
-                        c.result = Err(e);
+                        // Through the journal instead, as a small chunk goes: its
+                        // segment takes the records into its write-behind buffer.
+                        write_failed(&c.topic, &e);
+                        c.direct = false;
                         continue;
                     }
                 };
@@ -438,12 +513,17 @@ impl Flusher {
         }
         let mut plan = self.plan(&reqs);
         let defer = !cfg.reference_sync_window.is_zero();
+        let mut direct = Vec::new();
+        if plan.chunks.iter().any(|c| c.direct) {
+            direct = self.write_direct(&reqs, &mut plan, defer);
+        }
         if plan
             .chunks
             .iter()
             .any(|c| !c.direct && self.inflight.contains_key(&c.topic.id))
         {
-            // A topic's journal-path entries must not become durable before
+            // (After the write-once chunks: one that could not be written goes
+            // through the journal too.) A topic's journal-path entries must not become durable before
             // its earlier write-once entries are synced in their segment
             // (after a power loss recovery would find the journal resuming
             // past entries the segment lacks): the groups written so far are
@@ -451,10 +531,6 @@ impl Flusher {
             // refusing service by then, see `commit_round`).
             commit_written(&self.sh);
             self.take_synced_refs();
-        }
-        let mut direct = Vec::new();
-        if plan.chunks.iter().any(|c| c.direct) {
-            direct = self.write_direct(&reqs, &mut plan, defer);
         }
         self.encode(&reqs, &plan);
         if self.jf.offset > 0
@@ -467,12 +543,15 @@ impl Flusher {
         }
         if !self.buf.is_empty() {
             let t0 = Instant::now();
-            if let Err(e) = self.jf.file.write_all_at(&self.buf, self.jf.offset) {
-                let e = LedgerError::io("write", &self.jf.path, e);
-                return self.fail_all(reqs, e);
-            }
+            let waited = match self.write_journal() {
+                Ok(waited) => waited,
+                Err(e) if e.is_storage_full() && !in_flusher_thread() => {
+                    return self.requeue(reqs);
+                }
+                Err(e) => return self.fail_all(reqs, e),
+            };
             let took = t0.elapsed();
-            if took >= SLOW_IO {
+            if took >= SLOW_IO && !waited {
                 // A write into the page cache that blocks (dirty-page
                 // throttling, the file system's journal) delays every append.
                 tracing::warn!(
@@ -647,8 +726,7 @@ pub(super) fn segment_for<'a>(
         for id in older {
             let seg = f.ledgers.get_mut(&id).expect("listed");
             if let Err(e) = seg.flush_pending() {
-                f.corrupt = Some(e.clone());
-                return Err(e);
+                write_failed(t, &e);
             }
         }
     }
@@ -695,10 +773,27 @@ pub(super) fn write_chunk<'a>(
         return Ok(seg.flush_due());
     }
     if let Err(e) = flush_if_full(sh, &c.topic, c.ledger, seg) {
-        f.corrupt = Some(e.clone());
-        return Err(e);
+        write_failed(&c.topic, &e);
     }
     Ok(false)
+}
+
+/// A segment's write-behind buffer could not be written (no space, no descriptor): its
+/// bytes stay in the buffer, where reads find them and the next flush or checkpoint tries
+/// again, and the journal keeps them until a checkpoint has synced them. A failed
+/// `pwrite` leaves nothing the page cache might lose later (unlike a failed sync, after
+/// which the topic refuses service), so the topic goes on serving.
+pub(super) fn write_failed(t: &TopicShared, e: &LedgerError) {
+    if e.is_storage_full() {
+        crate::disk::note_storage_full();
+    }
+    static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if last.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+        *last = Some(Instant::now());
+        tracing::error!(topic = %t.name, error = %e,
+            "a segment write failed; its bytes stay buffered (and in the journal) and are written again later");
+    }
 }
 
 /// Writes a segment's write-behind buffer to its file if it is full, and
@@ -750,13 +845,9 @@ pub(super) fn place_direct(
 ) -> Result<(u64, u64, Arc<File>, PathBuf, bool)> {
     let mut f = c.topic.files.lock();
     let seg = segment_for(sh, &c.topic, &mut f, c.ledger)?;
-    let base = match seg.write_direct(slices) {
-        Ok(b) => b,
-        Err(e) => {
-            f.corrupt = Some(e.clone());
-            return Err(e);
-        }
-    };
+    // A failed write left nothing the segment counts (its end is where it was, and
+    // the next write goes there): the caller sends the chunk through the journal.
+    let base = seg.write_direct(slices)?;
     debug_assert_eq!(base, seg.len, "write-behind flushed before the chunk");
     for &FramedRecord {
         offset: at,
