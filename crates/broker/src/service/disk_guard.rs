@@ -22,14 +22,34 @@ impl BrokerService {
         }
     }
 
-    /// Reads the data directory's usage every `disk_check_interval_ms` and turns the
-    /// broker read-only and back. Runs until `shutdown`; returns at once without a
-    /// data directory (memory storage).
+    /// The directories whose file systems take this broker's writes: a file store's
+    /// directory (a cluster's shared `file://` store: every broker then sees the same
+    /// usage and turns read-only with the others, as there is no other disk to move
+    /// its bundles to) and a standalone broker's data directory (its metadata log).
+    /// None for memory or an object store (a full bucket fails its puts: the topic
+    /// is closed and loaded again by its next client, see `current`).
+    fn watched_dirs(&self) -> Vec<std::path::PathBuf> {
+        let mut dirs = Vec::new();
+        if let Ok(strobe_ledger::StorageUrl::File(p)) = self.config.storage_url() {
+            dirs.push(p);
+        }
+        if self.cluster.is_none() && !dirs.is_empty() {
+            dirs.push(self.config.data_dir.clone());
+        }
+        dirs.retain(|d| d.is_dir());
+        dirs
+    }
+
+    /// Reads the usage of the directories that take writes every
+    /// `disk_check_interval_ms` (the fullest counts) and turns the broker read-only and
+    /// back. Runs until `shutdown`; returns at once when no such directory exists.
     pub async fn run_disk_guard(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
-        let dir = self.config.data_dir.clone();
-        if self.backend.kind() == "memory" || !dir.is_dir() {
+        let dirs = self.watched_dirs();
+        if dirs.is_empty() {
             return;
         }
+        tracing::info!(dirs = ?dirs, threshold = self.config.disk_usage_threshold,
+            lwm = self.config.disk_usage_lwm_threshold, "the disk guard watches");
         let marks = match Watermarks::new(
             self.config.disk_usage_threshold,
             self.config.disk_usage_lwm_threshold,
@@ -51,16 +71,19 @@ impl BrokerService {
                 _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let usage = match disk_usage(&dir) {
-                Ok(u) => {
+            let read: Result<Vec<_>, _> = dirs.iter().map(|d| disk_usage(d)).collect();
+            let usage = match read {
+                Ok(us) => {
                     unread_logged = false;
-                    self.disk.usage.store(u.ratio.to_bits(), Ordering::Relaxed);
-                    self.disk.free_bytes.store(u.free_bytes, Ordering::Relaxed);
-                    Some(u.ratio)
+                    let ratio = us.iter().map(|u| u.ratio).fold(0.0, f64::max);
+                    let free = us.iter().map(|u| u.free_bytes).min().unwrap_or(0);
+                    self.disk.usage.store(ratio.to_bits(), Ordering::Relaxed);
+                    self.disk.free_bytes.store(free, Ordering::Relaxed);
+                    Some(ratio)
                 }
                 Err(e) => {
                     if !unread_logged {
-                        tracing::warn!(dir = %dir.display(), error = %e, "cannot read the data directory's disk usage");
+                        tracing::warn!(dirs = ?dirs, error = %e, "cannot read the disk usage");
                         unread_logged = true;
                     }
                     None
