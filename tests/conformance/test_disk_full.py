@@ -15,6 +15,7 @@ import urllib.request
 import pulsar
 import pytest
 
+from cluster_harness import Cluster
 from conftest import StrobeProcess, strobe_binary
 from util import wait_for
 
@@ -164,10 +165,11 @@ def check_recovered(s, load):
         client.close()
 
 
-def resumed(s, load, since):
-    """Space is free since `since`: the broker takes writes, every producer sends again by
+def resumed(brokers, load, since):
+    """Space is free since `since`: the brokers take writes, every producer sends again by
     itself (its client reconnects with its backoff), and the consumers drain once it stops."""
-    wait_for("the broker to take writes", lambda: metrics(s)["strobe_broker_read_only"] == 0, timeout=20)
+    wait_for("the brokers to take writes",
+             lambda: all(metrics(b)["strobe_broker_read_only"] == 0 for b in brokers), timeout=20)
     wait_for("every producer to send again",
              lambda: all(load.last_ok[t] > since for t in load.topics), timeout=70)
     load.stop()
@@ -205,7 +207,7 @@ def test_a_full_disk_refuses_producers_keeps_consumers_and_recovers_when_space_i
         # Space freed: the broker takes writes again and the producers resume by themselves.
         freed_at = time.time()
         os.remove(filler)
-        resumed(s, load, freed_at)
+        resumed([s], load, freed_at)
         assert health(s)[0] == 200
     finally:
         load.close()
@@ -231,7 +233,7 @@ def test_writes_that_run_out_of_space_fence_nothing_and_resume_once_the_volume_g
             client.close()
         grown_at = time.time()
         subprocess.run(["mount", "-o", "remount,size=900m", s.data_dir], check=True)
-        resumed(s, load, grown_at)
+        resumed([s], load, grown_at)
         client = pulsar.Client(s.url, operation_timeout_seconds=15)
         try:
             client.create_producer("persistent://public/default/no-space-new").send(b"x")
@@ -243,3 +245,39 @@ def test_writes_that_run_out_of_space_fence_nothing_and_resume_once_the_volume_g
     finally:
         load.close()
     check_recovered(s, load)
+
+
+def test_a_full_shared_store_turns_every_broker_read_only_and_writes_resume(tmp_path):
+    # Two cluster brokers on a file:// shared store on a 64 MB tmpfs: each watches it.
+    shared = str(tmp_path / "shared")
+    mount_tmpfs("64m")(shared)
+    cluster = None
+    try:
+        cluster = Cluster(n=2, ttl=4, storage=f"file://{shared}",
+                          config="load_balancer_enabled = false\ndisk_check_interval_ms = 200\n")
+        brokers = cluster.brokers
+        load = Load(brokers[0].url, "shared-full", size=4096, pause=0.01)
+        try:
+            wait_for("every producer to store messages", lambda: all(len(load.acked[t]) >= 20 for t in load.topics))
+            owners = {cluster.owner(t).id for t in load.topics}
+            filler = os.path.join(shared, "filler")
+            fill(filler)
+            wait_for("every broker to turn read-only",
+                     lambda: all(metrics(b)["strobe_broker_read_only"] == 1 for b in brokers), timeout=10)
+            wait_for("every producer to get the error", lambda: all(load.errors[t] for t in load.topics), timeout=15)
+            assert {e[1] for t in load.topics for e in load.errors[t]} == {"ProducerBlockedQuotaExceededException"}
+            wait_for("consumers to drain", load.drained, timeout=20)
+            freed_at = time.time()
+            os.remove(filler)
+            resumed(brokers, load, freed_at)
+        finally:
+            load.close()
+        for t in load.topics:
+            missing = load.acked[t] - read_all(brokers[0].url, t)
+            assert not missing, f"{t}: {len(missing)} acknowledged messages missing"
+        # The topics were spread over both brokers, or the test proved less than it says.
+        assert len(owners) == 2, owners
+    finally:
+        if cluster:
+            cluster.stop()
+        subprocess.run(["umount", "-l", shared], check=False)
