@@ -35,6 +35,7 @@ mod ledger_state;
 mod memory;
 #[cfg(feature = "object")]
 pub mod object;
+pub mod test_fs;
 pub mod testing;
 
 pub use backend::{

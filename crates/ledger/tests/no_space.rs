@@ -4,63 +4,20 @@
 //! free, before and after a crash. Before, the first failed segment write made the topic
 //! refuse service for good and a failed journal write stopped the backend's writes.
 //!
-//! The backend's directory is a small tmpfs: the test needs root to mount it (the CI
-//! test command runs as root), and fails without it rather than skip.
+//! The backend's directory is a small tmpfs (`strobe_ledger::test_fs`): the test needs
+//! root to mount it, and fails without it rather than skip.
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use common::read_all;
 use strobe_ledger::disk::storage_full_errors;
+use strobe_ledger::test_fs::Tmpfs;
 use strobe_ledger::{FileBackend, FileBackendConfig, LedgerConfig, ManagedLedger, SyncMode};
-
-/// A tmpfs mounted on a temporary directory, unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Tmpfs {
-        assert!(
-            nix::unistd::geteuid().is_root(),
-            "no_space mounts a tmpfs: run it as root (the CI test command does)"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mount -t tmpfs failed");
-        Tmpfs { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
-/// Writes zeros to `path` until the file system refuses (ENOSPC).
-fn fill(path: &Path) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path).unwrap();
-    let zeros = vec![0u8; 1 << 16];
-    while f.write_all(&zeros).is_ok() {}
-}
 
 fn entry(i: usize) -> Bytes {
     Bytes::from(format!("entry {i:05} ").repeat(1500))
@@ -78,7 +35,8 @@ fn config(dir: PathBuf) -> FileBackendConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_on_a_full_disk_wait_for_space_and_none_is_lost() {
-    let fs = Tmpfs::mount("16m");
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Tmpfs::mount(dir.path(), "16m");
     let cfg = config(fs.path().join("data"));
     let b = Arc::new(FileBackend::open(cfg.clone()).unwrap());
     let ml = ManagedLedger::open(&*b, "t", LedgerConfig::default())
@@ -87,8 +45,7 @@ async fn appends_on_a_full_disk_wait_for_space_and_none_is_lost() {
     for i in 0..20 {
         ml.append(entry(i)).await.unwrap();
     }
-    let filler = fs.path().join("filler");
-    fill(&filler);
+    let filler = fs.fill("filler");
     let errors = storage_full_errors();
     // 200 entries of 18 KB: more than the journal's file and its spare hold, so the
     // journal must grow into space there is not.
