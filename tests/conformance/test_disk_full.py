@@ -1,5 +1,6 @@
 """A full disk (issue 48): the broker turns read-only instead of fencing topics or failing
-its metadata store for good. Producers get ProducerBlockedQuotaExceededException within
+its metadata store for good (the storage's own handling of ENOSPC, below the watermark too,
+is tested in crates/ledger/tests/no_space.rs and crates/metadata/tests/no_space.rs). Producers get ProducerBlockedQuotaExceededException within
 seconds and no reconnect storm, consumers drain, writes resume by themselves once space is
 free, and every acknowledged message is there afterwards, before and after a restart.
 
@@ -134,17 +135,19 @@ class Load:
         self.client.close()
 
 
-def read_all(url, topic):
-    """The keys the audit subscription holds (received, not acknowledged)."""
+def missing_from_audit(url, topic, want):
+    """The keys of `want` the audit subscription does not hold (received, not acknowledged):
+    read until every one came, or nothing came for 2 s."""
     client = pulsar.Client(url, operation_timeout_seconds=15)
     try:
         consumer = client.subscribe(topic, "audit")
-        keys = set()
-        while True:
+        missing = set(want)
+        while missing:
             try:
-                keys.add(consumer.receive(2000).properties()["k"])
+                missing.discard(consumer.receive(2000).properties()["k"])
             except pulsar.Timeout:
-                return keys
+                break
+        return missing
     finally:
         client.close()
 
@@ -152,11 +155,11 @@ def read_all(url, topic):
 def check_recovered(s, load):
     """Every acknowledged message reads back, now and after a restart; a new topic takes a producer."""
     for t in load.topics:
-        missing = load.acked[t] - read_all(s.url, t)
+        missing = missing_from_audit(s.url, t, load.acked[t])
         assert not missing, f"{t}: {len(missing)} acknowledged messages missing"
     s.restart()
     for t in load.topics:
-        missing = load.acked[t] - read_all(s.url, t)
+        missing = missing_from_audit(s.url, t, load.acked[t])
         assert not missing, f"{t} after a restart: {len(missing)} acknowledged messages missing"
     client = pulsar.Client(s.url, operation_timeout_seconds=15)
     try:
@@ -198,50 +201,33 @@ def test_a_full_disk_refuses_producers_keeps_consumers_and_recovers_when_space_i
         assert m["strobe_broker_read_only"] == 1 and m["strobe_disk_usage_ratio"] >= 0.95, m
         # No reconnect storm: the clients back off between attempts.
         before = metrics(s)["strobe_broker_read_only_refusals_total"]
-        time.sleep(5)
+        time.sleep(4)
         refused = metrics(s)["strobe_broker_read_only_refusals_total"] - before
-        assert refused < 60, f"{refused} producer refusals in 5 s from 4 producers"
+        assert refused < 50, f"{refused} producer refusals in 4 s from 4 producers"
+        # A new topic's producer is refused with the error too, not left to time out.
+        client = pulsar.Client(s.url, operation_timeout_seconds=10)
+        try:
+            with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+                client.create_producer("persistent://public/default/disk-full-new")
+        finally:
+            client.close()
         # Consumers drain what was acknowledged.
         wait_for("consumers to drain", load.drained, timeout=20)
+        # The fill met writes in flight (ENOSPC), which fenced nothing.
         assert "refuses service" not in s.log_text()
+        assert "stops accepting writes" not in s.log_text()
+        assert "store failed earlier" not in s.log_text()
         # Space freed: the broker takes writes again and the producers resume by themselves.
         freed_at = time.time()
         os.remove(filler)
         resumed([s], load, freed_at)
         assert health(s)[0] == 200
-    finally:
-        load.close()
-    check_recovered(s, load)
-
-
-@pytest.mark.strobe_config("disk_check_interval_ms = 200\ndisk_usage_threshold = 1.0\ndisk_usage_lwm_threshold = 0.9\n")
-def test_writes_that_run_out_of_space_fence_nothing_and_resume_once_the_volume_grows(small_disk):
-    # No watermark to stop them first: the producers fill the disk themselves, so the
-    # segments' writes, the journal's next file and the metadata log meet ENOSPC.
-    load = Load(small_disk.url, "no-space", size=20000, pause=0.0)
-    s, topics = small_disk, load.topics
-    try:
-        wait_for("every producer to get the error", lambda: all(load.errors[t] for t in topics), timeout=60)
-        assert metrics(s)["strobe_storage_no_space_errors_total"] > 0
-        wait_for("consumers to drain", load.drained, timeout=30)
-        # A new topic's producer is refused with the error, not left to time out.
-        client = pulsar.Client(s.url, operation_timeout_seconds=10)
-        try:
-            with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
-                client.create_producer("persistent://public/default/no-space-new")
-        finally:
-            client.close()
-        grown_at = time.time()
-        subprocess.run(["mount", "-o", "remount,size=900m", s.data_dir], check=True)
-        resumed([s], load, grown_at)
+        # The topic refused before is created now, without a restart.
         client = pulsar.Client(s.url, operation_timeout_seconds=15)
         try:
-            client.create_producer("persistent://public/default/no-space-new").send(b"x")
+            client.create_producer("persistent://public/default/disk-full-new").send(b"x")
         finally:
             client.close()
-        assert "refuses service" not in s.log_text()
-        assert "stops accepting writes" not in s.log_text()
-        assert "store failed earlier" not in s.log_text()
     finally:
         load.close()
     check_recovered(s, load)
@@ -273,7 +259,7 @@ def test_a_full_shared_store_turns_every_broker_read_only_and_writes_resume(tmp_
         finally:
             load.close()
         for t in load.topics:
-            missing = load.acked[t] - read_all(brokers[0].url, t)
+            missing = missing_from_audit(brokers[0].url, t, load.acked[t])
             assert not missing, f"{t}: {len(missing)} acknowledged messages missing"
         # The topics were spread over both brokers, or the test proved less than it says.
         assert len(owners) == 2, owners
