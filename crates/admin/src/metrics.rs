@@ -148,6 +148,11 @@ pub(crate) fn render(s: &BrokerService) -> String {
     storage_latency_metrics(&mut out, cluster, &topics);
     storage_engine_metrics(&mut out, cluster, &s.storage_engine_stats());
     disk_metrics(&mut out, s);
+    let (running, waiting) = s.topic_loads();
+    let _ = writeln!(
+        out,
+        "# HELP strobe_topic_loads_running Topic loads running now (at most max_concurrent_topic_load_request).\n# TYPE strobe_topic_loads_running gauge\nstrobe_topic_loads_running {running}\n# HELP strobe_topic_loads_waiting Topic loads waiting for their turn.\n# TYPE strobe_topic_loads_waiting gauge\nstrobe_topic_loads_waiting {waiting}"
+    );
     cluster_metrics(&mut out, cluster, &s.cluster_counters);
     txn_metrics(&mut out, s);
     let _ = writeln!(

@@ -256,6 +256,11 @@ pub struct BrokerConfig {
     pub subscribe_throttling_rate_per_consumer: i32,
     /// That period, in seconds (Pulsar: subscribeRatePeriodPerConsumerInSecond).
     pub subscribe_rate_period_per_consumer_in_second: i32,
+    /// Topic loads (opening a topic's log, its subscriptions' cursors) run at most this
+    /// many at a time; more wait their turn (Pulsar: maxConcurrentTopicLoadRequest). A
+    /// broker that takes over a lost broker's bundles, or restarts, loads its topics
+    /// without letting every request open storage at once.
+    pub max_concurrent_topic_load_request: usize,
     /// Delete topics nothing uses (Pulsar: brokerDeleteInactiveTopicsEnabled).
     pub broker_delete_inactive_topics_enabled: bool,
     /// Seconds between inactive-topic checks (Pulsar: brokerDeleteInactiveTopicsFrequencySeconds).
@@ -466,6 +471,7 @@ impl Default for BrokerConfig {
             subscribe_rate_period_per_consumer_in_second: 30,
             broker_delete_inactive_topics_enabled: true,
             broker_delete_inactive_topics_frequency_seconds: 60,
+            max_concurrent_topic_load_request: 5000,
             broker_delete_inactive_topics_mode: Default::default(),
             broker_delete_inactive_topics_max_inactive_duration_seconds: None,
             broker_delete_inactive_partitioned_topic_metadata_enabled: false,
@@ -522,6 +528,11 @@ impl BrokerConfig {
             return Err(ConfigError::Invalid(
                 "stats_update_interval_secs and backlog_quota_check_interval_secs must be at least 1"
                     .into(),
+            ));
+        }
+        if self.max_concurrent_topic_load_request == 0 {
+            return Err(ConfigError::Invalid(
+                "max_concurrent_topic_load_request must be at least 1".into(),
             ));
         }
         if self.broker_delete_inactive_topics_frequency_seconds == 0 {

@@ -92,6 +92,10 @@ pub struct BrokerService {
     load_reported: Mutex<HashMap<String, strobe_layout::SegmentLoad>>,
     /// Whether the data directory's disk is too full to take writes (see `disk`).
     pub disk: disk::DiskState,
+    /// Permits for topic loads running at once (`max_concurrent_topic_load_request`).
+    topic_loads: tokio::sync::Semaphore,
+    /// Topic loads waiting for a permit now.
+    topic_loads_waiting: AtomicU64,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -125,6 +129,8 @@ impl BrokerService {
             drained_marked: Mutex::new(HashMap::new()),
             load_reported: Mutex::new(HashMap::new()),
             disk: disk::DiskState::default(),
+            topic_loads: tokio::sync::Semaphore::new(config.max_concurrent_topic_load_request),
+            topic_loads_waiting: AtomicU64::new(0),
             security,
             schemas: SchemaRegistry::new(resources.clone()),
             resources,
@@ -389,6 +395,9 @@ impl BrokerService {
             info!(topic = %name, "closing a topic loaded under a lost ownership");
             stale.close().await;
         }
+        // Bounded: a broker taking over a lost broker's bundles gets requests for
+        // all their topics at once (Pulsar: maxConcurrentTopicLoadRequest).
+        let _permit = self.load_permit().await?;
         let fence = match fence {
             Some(f) => f,
             None => self.fence_for(name).await?,
@@ -422,6 +431,25 @@ impl BrokerService {
         self.topics.lock().insert(key, topic.clone());
         info!(topic = %name, fence, load_ms = started.elapsed().as_millis() as u64, "topic loaded");
         Ok(topic)
+    }
+
+    /// A permit to load a topic, waiting while `max_concurrent_topic_load_request` loads run.
+    async fn load_permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, BrokerError> {
+        if let Ok(p) = self.topic_loads.try_acquire() {
+            return Ok(p);
+        }
+        self.topic_loads_waiting.fetch_add(1, Ordering::Relaxed);
+        let p = self.topic_loads.acquire().await;
+        self.topic_loads_waiting.fetch_sub(1, Ordering::Relaxed);
+        p.map_err(|_| BrokerError::ServiceNotReady("the broker is shutting down".into()))
+    }
+
+    /// Topic loads running now and waiting for their turn.
+    pub fn topic_loads(&self) -> (usize, u64) {
+        (
+            self.config.max_concurrent_topic_load_request - self.topic_loads.available_permits(),
+            self.topic_loads_waiting.load(Ordering::Relaxed),
+        )
     }
 
     /// The loaded topic `key` if it may still serve: in a cluster, loaded

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Topic scale in a cluster (issue 47): etcd, a shared directory (file://) and three
+# `strobe broker`s on one machine. Creates TOPICS topics with a producer each over
+# CONNECTIONS connections (lookups follow the bundle owners), then kill -9s the broker
+# that holds the most and measures how long until every topic takes a producer again
+# (the survivors take its bundles once its session expires, then load its topics).
+#
+#   TOPICS=30000 CONNECTIONS=100 benches/perf/cluster_topics.sh
+#   LOAD_LIMIT=100 TOPICS=30000 benches/perf/cluster_topics.sh   # max_concurrent_topic_load_request
+#
+# Figures (stdout, and $OUT/summary.json):
+#  - create_s / lookups_per_s: `strobe perf`'s setup time for every producer (a lookup
+#    and, at the owner, a topic load each), and topics / that;
+#  - topics per broker before the kill (pulsar_topics_count);
+#  - reload_s: from the kill -9 to every producer answered again (`strobe perf` setup
+#    time, started at the kill), with the session TTL (SESSION_S) part of it;
+#  - the survivors' and etcd's CPU seconds and RSS during the reload, peak topic loads
+#    waiting (strobe_topic_loads_waiting, sampled each second).
+# STROBE_BIN (default target/release/strobe, built with --features cluster), OUT (kept).
+set -euo pipefail
+
+TOPICS=${TOPICS:-30000}
+CONNECTIONS=${CONNECTIONS:-100}
+CONCURRENCY=${CONCURRENCY:-256}
+LOAD_LIMIT=${LOAD_LIMIT:-5000}
+SESSION_S=${SESSION_S:-5}
+STROBE_BIN=${STROBE_BIN:-target/release/strobe}
+OUT=${OUT:-$(mktemp -d /tmp/strobe-cluster-topics.XXXXXX)}
+mkdir -p "$OUT/shared"
+log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_s() { awk '{ print ($14 + $15) / 100 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+rss_mb() { awk '$1 == "VmRSS:" { print int($2 / 1024) }' "/proc/$1/status" 2>/dev/null || echo 0; }
+metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'; }
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+ETCD=$(command -v etcd || echo /usr/bin/etcd)
+EP=$(free_port); PEER=$(free_port)
+"$ETCD" --name bench --data-dir "$OUT/etcd" --listen-client-urls "http://127.0.0.1:$EP" \
+  --advertise-client-urls "http://127.0.0.1:$EP" --listen-peer-urls "http://127.0.0.1:$PEER" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$PEER" --initial-cluster "bench=http://127.0.0.1:$PEER" \
+  --quota-backend-bytes 8589934592 > "$OUT/etcd.log" 2>&1 &
+ETCD_PID=$!; PIDS+=("$ETCD_PID")
+until (exec 3<>"/dev/tcp/127.0.0.1/$EP") 2>/dev/null; do sleep 0.05; done
+
+BPIDS=() BPORTS=() BHTTP=()
+for i in 0 1 2; do
+  port=$(free_port); http=$(free_port)
+  printf 'max_concurrent_topic_load_request = %s\nmetadata_session_timeout_secs = %s\nload_balancer_enabled = false\n' \
+    "$LOAD_LIMIT" "$SESSION_S" > "$OUT/b$i.toml"
+  STROBE_LOG=${STROBE_LOG:-warn} "$STROBE_BIN" broker --config "$OUT/b$i.toml" --metadata-store "etcd:http://127.0.0.1:$EP" \
+    --storage "file://$OUT/shared" --broker-id "b$i" --data-dir "$OUT/b$i" --broker-port "$port" --http-port "$http" \
+    --bind-address 127.0.0.1 --advertised-address 127.0.0.1 > "$OUT/b$i.log" 2>&1 &
+  BPIDS+=($!); BPORTS+=("$port"); BHTTP+=("$http"); PIDS+=($!)
+done
+for i in 0 1 2; do until (exec 3<>"/dev/tcp/127.0.0.1/${BPORTS[$i]}") 2>/dev/null; do sleep 0.05; done; done
+sleep 2
+log "etcd :$EP, brokers ${BPORTS[*]}, load limit $LOAD_LIMIT"
+
+perf() { # perf NAME URL: one producer per topic, no consumers; setup_s is the figure
+  "$STROBE_BIN" perf produce -u "$2" --topic "persistent://public/default/scale" -t "$TOPICS" -c 0 \
+    -r 200 -d 2 -s 64 --max-pending 10 --connections "$CONNECTIONS" --setup-concurrency "$CONCURRENCY" \
+    --json > "$OUT/$1.json" 2> "$OUT/$1.log" || { log "perf $1 failed"; tail -5 "$OUT/$1.log" >&2; }
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("setup_s", -1))' "$OUT/$1.json"
+}
+
+log "creating $TOPICS topics"
+CREATE_S=$(perf create "pulsar://127.0.0.1:${BPORTS[0]}")
+COUNTS=(); VICTIM=0; MOST=-1
+for i in 0 1 2; do
+  c=$(metric "${BHTTP[$i]}" pulsar_topics_count); COUNTS+=("$c")
+  if (( c > MOST )); then MOST=$c; VICTIM=$i; fi
+done
+log "created in ${CREATE_S} s; topics per broker ${COUNTS[*]}; killing b$VICTIM ($MOST topics)"
+SURV=(); for i in 0 1 2; do [[ $i == "$VICTIM" ]] || SURV+=("$i"); done
+c0=(); for i in "${SURV[@]}"; do c0+=("$(cpu_s "${BPIDS[$i]}")"); done
+e0=$(cpu_s "$ETCD_PID")
+( peak=0; while true; do
+    w=0; for i in "${SURV[@]}"; do w=$(( w + $(metric "${BHTTP[$i]}" strobe_topic_loads_waiting) )); done
+    (( w > peak )) && peak=$w; echo "$peak" > "$OUT/peak_waiting"; sleep 1
+  done ) &
+SAMPLER=$!; PIDS+=("$SAMPLER")
+kill -9 "${BPIDS[$VICTIM]}"
+RELOAD_S=$(perf reload "pulsar://127.0.0.1:${BPORTS[${SURV[0]}]}")
+kill "$SAMPLER" 2>/dev/null || true
+cpu=(); rss=(); for k in "${!SURV[@]}"; do
+  i=${SURV[$k]}; cpu+=("$(python3 -c "print(round($(cpu_s "${BPIDS[$i]}") - ${c0[$k]}, 1))")"); rss+=("$(rss_mb "${BPIDS[$i]}")")
+done
+ECPU=$(python3 -c "print(round($(cpu_s "$ETCD_PID") - $e0, 1))")
+PEAK=$(cat "$OUT/peak_waiting" 2>/dev/null || echo 0)
+python3 - "$OUT/summary.json" <<EOF
+import json, sys
+s = {"topics": $TOPICS, "connections": $CONNECTIONS, "load_limit": $LOAD_LIMIT, "session_s": $SESSION_S,
+     "create_s": $CREATE_S, "lookups_per_s": round($TOPICS / max($CREATE_S, 1e-9)),
+     "topics_per_broker": [${COUNTS[0]}, ${COUNTS[1]}, ${COUNTS[2]}], "killed": $MOST,
+     "reload_s": $RELOAD_S, "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
+     "etcd_cpu_s": $ECPU, "peak_loads_waiting": $PEAK}
+json.dump(s, open(sys.argv[1], "w"))
+print(json.dumps(s))
+EOF
