@@ -15,7 +15,8 @@
 #  - reload_s: from the kill -9 to every producer answered again (`strobe perf` setup
 #    time, started at the kill), with the session TTL (SESSION_S) part of it;
 #  - the survivors' and etcd's CPU seconds and RSS during the reload, peak topic loads
-#    waiting (strobe_topic_loads_waiting, sampled each second).
+#    waiting (strobe_topic_loads_waiting, sampled each second), and etcd's requests by
+#    kind in each phase (etcd_mvcc_*_total).
 # STROBE_BIN (default target/release/strobe, built with --features cluster), OUT (kept).
 set -euo pipefail
 
@@ -67,8 +68,15 @@ perf() { # perf NAME URL: one producer per topic, no consumers; setup_s is the f
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("setup_s", -1))' "$OUT/$1.json"
 }
 
+# etcd's requests by kind (mvcc puts, ranges, txns, deletes), for the per-topic cost of each phase.
+etcd_ops() { curl -s "http://127.0.0.1:$EP/metrics" | awk '$1 ~ /^etcd_mvcc_(put|range|txn|delete)_total$/ { sub("etcd_mvcc_", "", $1); sub("_total", "", $1); printf "%s=%d ", $1, $2 }'; }
+ops_delta() { python3 -c 'import sys
+a = dict(kv.split("=") for kv in sys.argv[1].split()); b = dict(kv.split("=") for kv in sys.argv[2].split())
+print(", ".join(f"\"{k}\": {int(b[k]) - int(a.get(k, 0))}" for k in sorted(b)))' "$1" "$2"; }
 log "creating $TOPICS topics"
+OPS0=$(etcd_ops)
 CREATE_S=$(perf create "pulsar://127.0.0.1:${BPORTS[0]}")
+OPS1=$(etcd_ops)
 COUNTS=(); VICTIM=0; MOST=-1
 for i in 0 1 2; do
   c=$(metric "${BHTTP[$i]}" pulsar_topics_count); COUNTS+=("$c")
@@ -85,6 +93,7 @@ e0=$(cpu_s "$ETCD_PID")
 SAMPLER=$!; PIDS+=("$SAMPLER")
 kill -9 "${BPIDS[$VICTIM]}"
 RELOAD_S=$(perf reload "pulsar://127.0.0.1:${BPORTS[${SURV[0]}]}")
+OPS2=$(etcd_ops)
 kill "$SAMPLER" 2>/dev/null || true
 cpu=(); rss=(); for k in "${!SURV[@]}"; do
   i=${SURV[$k]}; cpu+=("$(python3 -c "print(round($(cpu_s "${BPIDS[$i]}") - ${c0[$k]}, 1))")"); rss+=("$(rss_mb "${BPIDS[$i]}")")
@@ -97,7 +106,8 @@ s = {"topics": $TOPICS, "connections": $CONNECTIONS, "load_limit": $LOAD_LIMIT, 
      "create_s": $CREATE_S, "lookups_per_s": round($TOPICS / max($CREATE_S, 1e-9)),
      "topics_per_broker": [${COUNTS[0]}, ${COUNTS[1]}, ${COUNTS[2]}], "killed": $MOST,
      "reload_s": $RELOAD_S, "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
-     "etcd_cpu_s": $ECPU, "peak_loads_waiting": $PEAK}
+     "etcd_cpu_s": $ECPU, "peak_loads_waiting": $PEAK,
+     "etcd_ops_create": {$(ops_delta "$OPS0" "$OPS1")}, "etcd_ops_reload": {$(ops_delta "$OPS1" "$OPS2")}}
 json.dump(s, open(sys.argv[1], "w"))
 print(json.dumps(s))
 EOF
