@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Strobe's test command: installs what the tests need when it is missing, then
 # runs every test. Works on a fresh Debian machine that has only the Rust
-# toolchain (run as root, or with sudo available).
+# toolchain (run as root, or with sudo available for apt-get; the full-disk tests mount
+# tmpfs volumes and need root themselves: crates/{ledger,metadata}/tests/no_space.rs and
+# tests/conformance/test_disk_full.py fail without it).
 #
 #   - Debian packages: protobuf-compiler (the cluster build's etcd client),
 #     etcd-server (the metadata tests run against a real etcd)
