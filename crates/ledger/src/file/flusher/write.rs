@@ -149,7 +149,8 @@ impl Flusher {
     /// fails: appends, cursor updates and trims wait in the queue meanwhile (the broker
     /// refuses new writes while its disk is full, see [`crate::disk`]). Before, the
     /// first failed write stopped the backend's writes for good.
-    /// Whether it waited for space.
+    ///
+    /// Returns whether it waited for space.
     fn write_journal(&mut self) -> Result<bool> {
         let mut waiting: Option<Instant> = None;
         loop {
