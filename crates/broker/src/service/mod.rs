@@ -15,7 +15,7 @@ pub mod coordinator;
 mod counters;
 pub mod disk;
 mod disk_guard;
-mod keyed;
+pub(crate) mod keyed;
 pub mod lookup;
 mod namespaces;
 pub mod segments;
