@@ -89,12 +89,12 @@ impl BrokerService {
                     None
                 }
             };
-            if !guard.observe(usage, storage_full_errors(), Instant::now()) {
-                *self.disk.read_only.lock() = guard.read_only().cloned();
-                continue;
-            }
+            let changed = guard.observe(usage, storage_full_errors(), Instant::now());
             let now = guard.read_only().cloned();
             *self.disk.read_only.lock() = now.clone();
+            if !changed {
+                continue;
+            }
             match now {
                 Some(why) => {
                     self.disk.read_only_episodes.fetch_add(1, Ordering::Relaxed);
