@@ -10,14 +10,13 @@ import os
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pulsar
 import pytest
 
 from cluster_harness import Cluster
 from conftest import StrobeProcess, strobe_binary
+from test_admin import call
 from util import wait_for
 
 MB = 1 << 20
@@ -45,22 +44,13 @@ def small_disk(request):
 
 
 def metrics(s):
-    with urllib.request.urlopen(f"http://127.0.0.1:{s.http_port}/metrics", timeout=10) as r:
-        page = r.read().decode()
+    """The strobe_ samples of a broker's /metrics, by name."""
     out = {}
-    for line in page.splitlines():
+    for line in call(s, "GET", "/metrics")[1].splitlines():
         if line.startswith("strobe_") and " " in line:
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
-
-
-def health(s):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{s.http_port}/admin/v2/brokers/health", timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def fill(path):
@@ -195,8 +185,8 @@ def test_a_full_disk_refuses_producers_keeps_consumers_and_recovers_when_space_i
             first = load.errors[t][0]
             assert first[1] == "ProducerBlockedQuotaExceededException", load.errors[t][:3]
             assert first[0] - filled_at < 8, f"{t}: first error {first[0] - filled_at:.1f} s after the fill"
-        status, body = health(s)
-        assert status == 503 and "read-only" in body and "file descriptors open" in body, (status, body)
+        status, body = call(s, "GET", "/admin/v2/brokers/health")
+        assert status == 503 and "read-only" in body["reason"] and "file descriptors open" in body["reason"], body
         m = metrics(s)
         assert m["strobe_broker_read_only"] == 1 and m["strobe_disk_usage_ratio"] >= 0.95, m
         # No reconnect storm: the clients back off between attempts.
@@ -221,7 +211,7 @@ def test_a_full_disk_refuses_producers_keeps_consumers_and_recovers_when_space_i
         freed_at = time.time()
         os.remove(filler)
         resumed([s], load, freed_at)
-        assert health(s)[0] == 200
+        assert call(s, "GET", "/admin/v2/brokers/health") == (200, "ok")
         # The topic refused before is created now, without a restart.
         client = pulsar.Client(s.url, operation_timeout_seconds=15)
         try:

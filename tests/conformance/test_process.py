@@ -43,7 +43,7 @@ def test_topic_loads_beyond_the_bound_wait_their_turn(fresh_strobe):
     # 40 topics asked for at once with 2 loads allowed at a time: every producer is
     # answered (the rest waited, nothing was refused), and /metrics shows the gauges.
     import threading
-    import urllib.request
+    from test_admin import call
     client = pulsar.Client(fresh_strobe.url, operation_timeout_seconds=30)
     errors = []
 
@@ -61,6 +61,5 @@ def test_topic_loads_beyond_the_bound_wait_their_turn(fresh_strobe):
     finally:
         client.close()
     assert not errors, errors[:3]
-    with urllib.request.urlopen(f"http://127.0.0.1:{fresh_strobe.http_port}/metrics", timeout=10) as r:
-        page = r.read().decode()
+    page = call(fresh_strobe, "GET", "/metrics")[1]
     assert "strobe_topic_loads_running 0" in page and "strobe_topic_loads_waiting 0" in page
