@@ -561,24 +561,36 @@ impl Resources {
         Ok(())
     }
 
-    /// Read-modify-write (compare-and-set) of what is recorded of a topic.
+    /// Read-modify-write (compare-and-set) of what is recorded of a topic;
+    /// `f` runs again on what is read anew when another write came between
+    /// (a migration and the controller's recovery terminate the same
+    /// partitions at once; compaction records its horizon meanwhile), so
+    /// neither write is lost and neither caller fails for the other.
     pub async fn update_topic_meta(
         &self,
         topic: &TopicName,
-        f: impl FnOnce(&mut TopicMeta),
+        f: impl Fn(&mut TopicMeta),
     ) -> Result<(), ResourcesError> {
-        let current = self.topic_meta(topic).await?;
-        let version = current.as_ref().map(|v| v.version);
-        let mut meta = current.map(|v| v.value).unwrap_or_default();
-        f(&mut meta);
-        self.store
-            .put(
-                &paths::managed_ledger(topic),
-                &encode(&meta),
-                expect_version(version),
-            )
-            .await?;
-        Ok(())
+        const ATTEMPTS: usize = 16;
+        let path = paths::managed_ledger(topic);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = self.topic_meta(topic).await?;
+            let version = current.as_ref().map(|v| v.version);
+            let mut meta = current.map(|v| v.value).unwrap_or_default();
+            f(&mut meta);
+            match self
+                .store
+                .put(&path, &encode(&meta), expect_version(version))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(MetadataError::BadVersion { .. } | MetadataError::AlreadyExists(_))
+                    if attempt < ATTEMPTS => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     pub async fn delete_topic_record(&self, topic: &TopicName) -> Result<(), ResourcesError> {
@@ -780,6 +792,46 @@ mod tests {
             r.topic_meta(&t).await,
             Err(ResourcesError::Corrupt { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_topic_record_written_meanwhile_is_read_again_not_lost() {
+        let store: Arc<dyn MetadataStore> = Arc::new(EmbeddedStore::in_memory());
+        let r = Resources::load(store.clone()).await.unwrap();
+        let t = TopicName::parse("persistent://public/default/meta").unwrap();
+        r.record_topic(&t).await.unwrap();
+        let calls = AtomicU64::new(0);
+        r.update_topic_meta(&t, |m| {
+            // The first time, another writer records a compaction between
+            // this update's read and its write.
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                let (store, path) = (store.clone(), paths::managed_ledger(&t));
+                std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap();
+                    let meta = TopicMeta {
+                        terminated: None,
+                        compaction: Some(CompactionMeta {
+                            horizon: StoredPosition::at(None),
+                            ledger: "c".into(),
+                            generation: 3,
+                        }),
+                    };
+                    rt.block_on(store.put(&path, &encode(&meta), Expect::Any))
+                        .unwrap();
+                })
+                .join()
+                .unwrap();
+            }
+            m.terminated = Some(StoredPosition::at(Some(Position::new(1, 2))));
+        })
+        .await
+        .unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "read again once");
+        let meta = r.topic_meta(&t).await.unwrap().unwrap().value;
+        assert_eq!(meta.compaction.map(|c| c.generation), Some(3));
+        assert!(meta.terminated.is_some());
     }
 
     #[tokio::test]
