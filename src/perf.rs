@@ -6,6 +6,7 @@
 //! - `consume`: consumers read (and ack); latency is end to end when the
 //!   payload carries perf's timestamp, else from the broker's publish time.
 //! - `e2e`: both in one process on one clock: publish and end-to-end latency.
+//! - `lookup`: topic lookups a second (see `perf/lookup.rs`); `txn`: transactions.
 //!
 //! Every payload starts with the sender's wall clock in nanoseconds (8 bytes),
 //! so a `consume` in another process still measures end to end. Histograms
@@ -24,6 +25,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use hdrhistogram::Histogram;
 use strobe_client::{Compression, InitialPosition, SubType};
 
+mod lookup;
 mod setup;
 mod stats;
 
@@ -45,6 +47,8 @@ enum Mode {
     E2e(Opts),
     /// Transactions per second and their latency (NEW_TXN, sends, COMMIT).
     Txn(crate::perf_txn::TxnOpts),
+    /// Topic lookups per second and their latency (no producers).
+    Lookup(lookup::LookupOpts),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -171,6 +175,7 @@ struct Opts {
 pub fn run(args: PerfArgs) -> anyhow::Result<()> {
     let (name, opts, produce, consume) = match args.mode {
         Mode::Txn(o) => return crate::perf_txn::run(o),
+        Mode::Lookup(o) => return lookup::run(o),
         Mode::Produce(o) => ("produce", o, true, false),
         Mode::Consume(o) => ("consume", o, false, true),
         Mode::E2e(o) => ("e2e", o, true, true),

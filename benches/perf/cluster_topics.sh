@@ -7,13 +7,25 @@
 #
 #   TOPICS=30000 CONNECTIONS=100 benches/perf/cluster_topics.sh
 #   LOAD_LIMIT=100 TOPICS=30000 benches/perf/cluster_topics.sh   # max_concurrent_topic_load_request
+#   BUNDLES=48 STOP=term TOPICS=30000 benches/perf/cluster_topics.sh
+#
+# BUNDLES: public/default's bundles (default_number_of_namespace_bundles; Pulsar's
+# default 4 spreads unevenly over three brokers, two on one). STOP=kill (default):
+# kill -9 of the fullest broker with no client connected, then a client makes every
+# producer again; STOP=term: SIGTERM of it while every producer is connected and
+# sending, its bundles handed over by PIP-307 transfers, the producers following.
 #
 # Figures (stdout, and $OUT/summary.json):
 #  - create_s / lookups_per_s: `strobe perf`'s setup time for every producer (a lookup
 #    and, at the owner, a topic load each), and topics / that;
 #  - topics per broker before the kill (pulsar_topics_count);
+#  - lookup_s / lookups_per_s: `strobe perf lookup`, every topic looked up once (owned
+#    and loaded: the lookups alone);
 #  - reload_s: from the kill -9 to every producer answered again (`strobe perf` setup
 #    time, started at the kill), with the session TTL (SESSION_S) part of it;
+#  - STOP=term: handover_s (SIGTERM to the broker's exit), moved_s (SIGTERM to every
+#    topic loaded on the survivors again), the producers' publish latency max and
+#    errors over the run;
 #  - the survivors' and etcd's CPU seconds and RSS during the reload, peak topic loads
 #    waiting (strobe_topic_loads_waiting, sampled each second), and etcd's requests by
 #    kind in each phase (etcd_mvcc_*_total).
@@ -25,6 +37,9 @@ CONNECTIONS=${CONNECTIONS:-100}
 CONCURRENCY=${CONCURRENCY:-256}
 LOAD_LIMIT=${LOAD_LIMIT:-5000}
 SESSION_S=${SESSION_S:-5}
+BUNDLES=${BUNDLES:-4}
+STOP=${STOP:-kill}
+[[ $STOP == kill || $STOP == term ]] || { echo "STOP is kill or term" >&2; exit 2; }
 STROBE_BIN=${STROBE_BIN:-target/release/strobe}
 OUT=${OUT:-$(mktemp -d /tmp/strobe-cluster-topics.XXXXXX)}
 mkdir -p "$OUT/shared"
@@ -50,8 +65,8 @@ until (exec 3<>"/dev/tcp/127.0.0.1/$EP") 2>/dev/null; do sleep 0.05; done
 BPIDS=() BPORTS=() BHTTP=()
 for i in 0 1 2; do
   port=$(free_port); http=$(free_port)
-  printf 'max_concurrent_topic_load_request = %s\nmetadata_session_timeout_secs = %s\nload_balancer_enabled = false\n' \
-    "$LOAD_LIMIT" "$SESSION_S" > "$OUT/b$i.toml"
+  printf 'max_concurrent_topic_load_request = %s\nmetadata_session_timeout_secs = %s\nload_balancer_enabled = false\ndefault_number_of_namespace_bundles = %s\n' \
+    "$LOAD_LIMIT" "$SESSION_S" "$BUNDLES" > "$OUT/b$i.toml"
   STROBE_LOG=${STROBE_LOG:-warn} "$STROBE_BIN" broker --config "$OUT/b$i.toml" --metadata-store "etcd:http://127.0.0.1:$EP" \
     --storage "file://$OUT/shared" --broker-id "b$i" --data-dir "$OUT/b$i" --broker-port "$port" --http-port "$http" \
     --bind-address 127.0.0.1 --advertised-address 127.0.0.1 > "$OUT/b$i.log" 2>&1 &
@@ -75,14 +90,34 @@ a = dict(kv.split("=") for kv in sys.argv[1].split()); b = dict(kv.split("=") fo
 print(", ".join(f"\"{k}\": {int(b[k]) - int(a.get(k, 0))}" for k in sorted(b)))' "$1" "$2"; }
 log "creating $TOPICS topics"
 OPS0=$(etcd_ops)
-CREATE_S=$(perf create "pulsar://127.0.0.1:${BPORTS[0]}")
+if [[ $STOP == kill ]]; then
+  CREATE_S=$(perf create "pulsar://127.0.0.1:${BPORTS[0]}")
+else
+  # The producers stay connected and sending through the SIGTERM (RUN_S after their setup).
+  RUN_S=${RUN_S:-120}
+  "$STROBE_BIN" perf produce -u "pulsar://127.0.0.1:${BPORTS[0]}" --topic "persistent://public/default/scale" -t "$TOPICS" \
+    -c 0 -r 200 -d "$RUN_S" -s 64 --max-pending 10 --connections "$CONNECTIONS" --setup-concurrency "$CONCURRENCY" \
+    --json > "$OUT/create.json" 2> "$OUT/create.log" &
+  PERF_PID=$!; PIDS+=("$PERF_PID")
+  until grep -q "ready in" "$OUT/create.log"; do
+    kill -0 "$PERF_PID" 2>/dev/null || { log "perf create failed"; tail -5 "$OUT/create.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  CREATE_S=$(sed -n 's/.* ready in \([0-9.]*\) s.*/\1/p' "$OUT/create.log" | head -1)
+fi
 OPS1=$(etcd_ops)
+"$STROBE_BIN" perf lookup -u "pulsar://127.0.0.1:${BPORTS[0]}" --topic "persistent://public/default/scale" -t "$TOPICS" \
+  --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --json > "$OUT/lookup.json" 2> "$OUT/lookup.log"
+LOOKUP=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(round(j["seconds"], 2), round(j["lookups_per_s"]), j["errors"], j["latency_ms"]["p99"])' "$OUT/lookup.json")
+read -r LOOKUP_S LOOKUPS_PER_S LOOKUP_ERRORS LOOKUP_P99 <<< "$LOOKUP"
+log "looked up every topic in $LOOKUP_S s ($LOOKUPS_PER_S/s, p99 $LOOKUP_P99 ms, $LOOKUP_ERRORS errors)"
+OPS1L=$(etcd_ops)
 COUNTS=(); VICTIM=0; MOST=-1
 for i in 0 1 2; do
   c=$(metric "${BHTTP[$i]}" pulsar_topics_count); COUNTS+=("$c")
   if (( c > MOST )); then MOST=$c; VICTIM=$i; fi
 done
-log "created in ${CREATE_S} s; topics per broker ${COUNTS[*]}; killing b$VICTIM ($MOST topics)"
+log "created in ${CREATE_S} s; topics per broker ${COUNTS[*]}; stopping ($STOP) b$VICTIM ($MOST topics)"
 SURV=(); for i in 0 1 2; do [[ $i == "$VICTIM" ]] || SURV+=("$i"); done
 c0=(); for i in "${SURV[@]}"; do c0+=("$(cpu_s "${BPIDS[$i]}")"); done
 e0=$(cpu_s "$ETCD_PID")
@@ -91,8 +126,29 @@ e0=$(cpu_s "$ETCD_PID")
     (( w > peak )) && peak=$w; echo "$peak" > "$OUT/peak_waiting"; sleep 1
   done ) &
 SAMPLER=$!; PIDS+=("$SAMPLER")
-kill -9 "${BPIDS[$VICTIM]}"
-RELOAD_S=$(perf reload "pulsar://127.0.0.1:${BPORTS[${SURV[0]}]}")
+HANDOVER_S=null MOVED_S=null PUB_MAX=null PUB_ERRORS=null
+if [[ $STOP == kill ]]; then
+  kill -9 "${BPIDS[$VICTIM]}"
+  RELOAD_S=$(perf reload "pulsar://127.0.0.1:${BPORTS[${SURV[0]}]}")
+else
+  RELOAD_S=null
+  t0=$(date +%s.%N); kill -TERM "${BPIDS[$VICTIM]}"
+  while true; do
+    now=$(date +%s.%N)
+    if [[ $HANDOVER_S == null ]] && ! kill -0 "${BPIDS[$VICTIM]}" 2>/dev/null; then
+      HANDOVER_S=$(python3 -c "print(round($now - $t0, 2))")
+    fi
+    n=0; for i in "${SURV[@]}"; do n=$(( n + $(metric "${BHTTP[$i]}" pulsar_topics_count) )); done
+    if (( n >= TOPICS )); then MOVED_S=$(python3 -c "print(round($now - $t0, 2))"); break; fi
+    python3 -c "import sys; sys.exit($now - $t0 < 600)" && { log "not every topic moved in 600 s ($n)"; break; }
+    sleep 0.2
+  done
+  wait "${BPIDS[$VICTIM]}" 2>/dev/null || true
+  [[ $HANDOVER_S != null ]] || HANDOVER_S=$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")
+  log "SIGTERM: every topic served by the survivors after ${MOVED_S} s, the broker gone after ${HANDOVER_S} s"
+  wait "$PERF_PID" || true
+  read -r PUB_MAX PUB_ERRORS <<< "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["publish_latency_ms"]["max"], j["errors"])' "$OUT/create.json")"
+fi
 OPS2=$(etcd_ops)
 kill "$SAMPLER" 2>/dev/null || true
 cpu=(); rss=(); for k in "${!SURV[@]}"; do
@@ -102,12 +158,18 @@ ECPU=$(python3 -c "print(round($(cpu_s "$ETCD_PID") - $e0, 1))")
 PEAK=$(cat "$OUT/peak_waiting" 2>/dev/null || echo 0)
 python3 - "$OUT/summary.json" <<EOF
 import json, sys
+null = None
 s = {"topics": $TOPICS, "connections": $CONNECTIONS, "load_limit": $LOAD_LIMIT, "session_s": $SESSION_S,
-     "create_s": $CREATE_S, "lookups_per_s": round($TOPICS / max($CREATE_S, 1e-9)),
-     "topics_per_broker": [${COUNTS[0]}, ${COUNTS[1]}, ${COUNTS[2]}], "killed": $MOST,
-     "reload_s": $RELOAD_S, "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
+     "bundles": $BUNDLES, "stop": "$STOP",
+     "create_s": $CREATE_S, "created_per_s": round($TOPICS / max($CREATE_S, 1e-9)),
+     "lookup_s": $LOOKUP_S, "lookups_per_s": $LOOKUPS_PER_S, "lookup_p99_ms": $LOOKUP_P99, "lookup_errors": $LOOKUP_ERRORS,
+     "topics_per_broker": [${COUNTS[0]}, ${COUNTS[1]}, ${COUNTS[2]}], "stopped": $MOST,
+     "reload_s": $RELOAD_S, "handover_s": $HANDOVER_S, "moved_s": $MOVED_S,
+     "publish_max_ms": $PUB_MAX, "publish_errors": $PUB_ERRORS,
+     "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
      "etcd_cpu_s": $ECPU, "peak_loads_waiting": $PEAK,
-     "etcd_ops_create": {$(ops_delta "$OPS0" "$OPS1")}, "etcd_ops_reload": {$(ops_delta "$OPS1" "$OPS2")}}
+     "etcd_ops_create": {$(ops_delta "$OPS0" "$OPS1")}, "etcd_ops_lookup": {$(ops_delta "$OPS1" "$OPS1L")},
+     "etcd_ops_reload": {$(ops_delta "$OPS1L" "$OPS2")}}
 json.dump(s, open(sys.argv[1], "w"))
 print(json.dumps(s))
 EOF

@@ -56,12 +56,50 @@ impl BundlesData {
     /// topic name with CRC-32).
     pub fn bundle_of(&self, name: &str) -> Option<String> {
         let v = self.parsed().ok()?;
-        let h = u64::from(topic_hash(name));
-        let i = v
-            .windows(2)
-            .position(|w| h >= w[0] && (h < w[1] || w[1] == 0xffff_ffff))?;
+        let i = bound_below(&v, topic_hash(name));
         Some(format!("0x{:08x}_0x{:08x}", v[i], v[i + 1]))
     }
+
+    /// The boundaries parsed once, for placing many topics (a walk over
+    /// every loaded topic parsed them again for each).
+    pub fn index(&self) -> Result<BundleIndex, ResourcesError> {
+        let bounds = self.parsed()?;
+        let names = bounds
+            .windows(2)
+            .map(|w| format!("0x{:08x}_0x{:08x}", w[0], w[1]))
+            .collect();
+        Ok(BundleIndex { bounds, names })
+    }
+}
+
+/// A namespace's bundles, parsed: [`BundleIndex::position`] places a topic.
+#[derive(Debug, Clone)]
+pub struct BundleIndex {
+    /// Validated boundaries: at least two, rising from 0 to 0xffffffff.
+    bounds: Vec<u64>,
+    /// Each bundle's name, `0xLOW_0xHIGH`.
+    names: Vec<String>,
+}
+
+impl BundleIndex {
+    /// The bundles' names, in hash order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The index (into [`BundleIndex::names`]) of the bundle holding topic
+    /// `name`: the last bundle holds 0xffffffff too.
+    pub fn position(&self, name: &str) -> usize {
+        bound_below(&self.bounds, topic_hash(name))
+    }
+}
+
+/// The index of the bundle of validated boundaries `bounds` holding hash
+/// `h`: the one whose lower bound is the greatest not above `h` (the last
+/// bundle holds 0xffffffff, its upper bound, too).
+fn bound_below(bounds: &[u64], h: u32) -> usize {
+    let at_or_below = bounds.partition_point(|b| *b <= u64::from(h));
+    at_or_below.saturating_sub(1).min(bounds.len() - 2)
 }
 
 impl BundlesData {
@@ -144,6 +182,26 @@ mod tests {
         ] {
             let bundle = b.bundle_of(name).unwrap();
             b.range_of(&bundle).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_index_places_every_topic_in_the_bundle_whose_range_holds_its_hash() {
+        // Uneven boundaries (a split), each topic checked against the range
+        // it lands in: [lo, hi), the last bundle's hi included.
+        let (b, _) = BundlesData::even(3).split("0x55555555_0xaaaaaaaa").unwrap();
+        let index = b.index().unwrap();
+        assert_eq!(index.names().len(), 4);
+        for i in 0..20_000 {
+            let name = format!("persistent://t/n/topic-{i}");
+            let bundle = &index.names()[index.position(&name)];
+            let (lo, hi) = b.range_of(bundle).unwrap();
+            let h = u64::from(super::topic_hash(&name));
+            assert!(
+                h >= lo && (h < hi || hi == 0xffff_ffff),
+                "{name} ({h:#x}) in {bundle}"
+            );
+            assert_eq!(b.bundle_of(&name).as_deref(), Some(bundle.as_str()));
         }
     }
 

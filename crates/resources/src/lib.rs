@@ -23,7 +23,7 @@ pub mod bundles;
 pub mod paths;
 pub mod policies;
 
-pub use bundles::BundlesData;
+pub use bundles::{BundleIndex, BundlesData};
 pub use error::ResourcesError;
 pub use scalable::{
     LayoutChange, LayoutWatch, ScalableSubscription, ScalableTopics, ScalableTopicsWatch,

@@ -144,28 +144,13 @@ impl BrokerService {
     ) -> std::collections::BTreeMap<String, (u32, u64)> {
         let mut loads: std::collections::BTreeMap<String, (u32, u64)> =
             c.owned_bundles().into_iter().map(|b| (b, (0, 0))).collect();
-        // One copy of each namespace's boundaries per round, not one per topic.
-        let mut boundaries: std::collections::HashMap<
-            String,
-            Option<strobe_resources::BundlesData>,
-        > = std::collections::HashMap::new();
-        for t in self.loaded_topics() {
-            let ns = t.name.namespace();
-            let bundles = boundaries
-                .entry(ns.to_string())
-                .or_insert_with(|| self.bundles(ns).ok());
-            let Some(bundle) = bundles
-                .as_ref()
-                .and_then(|b| b.bundle_of(&t.name.to_string()))
-            else {
-                continue;
-            };
-            if let Some((topics, rate)) = loads.get_mut(&strobe_cluster::bundle_path(ns, &bundle)) {
+        self.for_each_loaded_with_bundle(|t, path| {
+            if let Some((topics, rate)) = path.and_then(|p| loads.get_mut(p)) {
                 let tr = t.counters.rates.lock();
                 *topics += 1;
                 *rate += (tr.msg_in + tr.msg_out).round() as u64;
             }
-        }
+        });
         loads
     }
 

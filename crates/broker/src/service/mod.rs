@@ -186,6 +186,34 @@ impl BrokerService {
         ))
     }
 
+    /// Calls `f` with every loaded topic and the path of its bundle (None:
+    /// its namespace or its boundaries are gone). Each namespace's
+    /// boundaries are parsed once for the walk: parsing them for each topic
+    /// was an eighth of a cluster broker's CPU with 10,000 topics, every
+    /// second (issue 47).
+    pub(crate) fn for_each_loaded_with_bundle(&self, mut f: impl FnMut(&Arc<Topic>, Option<&str>)) {
+        let mut paths: HashMap<String, Option<(strobe_resources::BundleIndex, Vec<String>)>> =
+            HashMap::new();
+        for t in self.loaded_topics() {
+            let ns = t.name.namespace();
+            if !paths.contains_key(ns) {
+                let entry = self.bundles(ns).ok().and_then(|b| b.index().ok()).map(|i| {
+                    let p = i
+                        .names()
+                        .iter()
+                        .map(|b| strobe_cluster::bundle_path(ns, b))
+                        .collect();
+                    (i, p)
+                });
+                paths.insert(ns.to_string(), entry);
+            }
+            let path = paths[ns]
+                .as_ref()
+                .map(|(i, p)| p[i.position(&t.name.to_string())].as_str());
+            f(&t, path);
+        }
+    }
+
     /// The fencing token for opening `topic`'s storage: standalone, a fresh
     /// one per open; in a cluster, the version of this broker's lock on the
     /// topic's bundle, taken now if the bundle is free (refused with
@@ -473,16 +501,14 @@ impl BrokerService {
         // another broker wrote the log meanwhile. Such a topic's consumers
         // would wait for entries it never sees (its producers are moved on
         // by the next PRODUCER's load, its consumers only by this).
-        let stale: Vec<Arc<Topic>> = self
-            .loaded_topics()
-            .into_iter()
-            .filter(|t| {
-                self.bundle_path(&t.name)
-                    .map(|p| c.holds(&p) != Some(t.ledger.config().fence))
-                    .unwrap_or(true)
-                    || t.ledger.failure().is_some()
-            })
-            .collect();
+        let mut stale: Vec<Arc<Topic>> = Vec::new();
+        self.for_each_loaded_with_bundle(|t, path| {
+            if path.is_none_or(|p| c.holds(p) != Some(t.ledger.config().fence))
+                || t.ledger.failure().is_some()
+            {
+                stale.push(t.clone());
+            }
+        });
         for t in stale {
             let key = t.name.to_string();
             let _closing = self.topic_locks.lock(&key).await;
