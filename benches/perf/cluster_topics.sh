@@ -27,7 +27,8 @@
 #    topic loaded on the survivors again), the producers' publish latency max and
 #    errors over the run;
 #  - the survivors' and etcd's CPU seconds and RSS during the reload, peak topic loads
-#    waiting (strobe_topic_loads_waiting, sampled each second), and etcd's requests by
+#    waiting (strobe_topic_loads_waiting, sampled every SAMPLE_S s), one /metrics
+#    scrape's time on the fullest broker, and etcd's requests by
 #    kind in each phase (etcd_mvcc_*_total).
 # STROBE_BIN (default target/release/strobe, built with --features cluster), OUT (kept).
 set -euo pipefail
@@ -39,6 +40,9 @@ LOAD_LIMIT=${LOAD_LIMIT:-5000}
 SESSION_S=${SESSION_S:-5}
 BUNDLES=${BUNDLES:-4}
 STOP=${STOP:-kill}
+# The loads-waiting sampler's period: a /metrics scrape renders every topic's series,
+# and scraping the survivors every second was an eighth of their CPU during a reload.
+SAMPLE_S=${SAMPLE_S:-5}
 [[ $STOP == kill || $STOP == term ]] || { echo "STOP is kill or term" >&2; exit 2; }
 STROBE_BIN=${STROBE_BIN:-target/release/strobe}
 OUT=${OUT:-$(mktemp -d /tmp/strobe-cluster-topics.XXXXXX)}
@@ -117,13 +121,15 @@ for i in 0 1 2; do
   c=$(metric "${BHTTP[$i]}" pulsar_topics_count); COUNTS+=("$c")
   if (( c > MOST )); then MOST=$c; VICTIM=$i; fi
 done
-log "created in ${CREATE_S} s; topics per broker ${COUNTS[*]}; stopping ($STOP) b$VICTIM ($MOST topics)"
+t0=$(date +%s.%N); curl -s -o /dev/null "http://127.0.0.1:${BHTTP[$VICTIM]}/metrics"
+SCRAPE_MS=$(python3 -c "print(round(($(date +%s.%N) - $t0) * 1000))")
+log "created in ${CREATE_S} s; topics per broker ${COUNTS[*]}; a /metrics scrape of b$VICTIM took $SCRAPE_MS ms; stopping ($STOP) b$VICTIM ($MOST topics)"
 SURV=(); for i in 0 1 2; do [[ $i == "$VICTIM" ]] || SURV+=("$i"); done
 c0=(); for i in "${SURV[@]}"; do c0+=("$(cpu_s "${BPIDS[$i]}")"); done
 e0=$(cpu_s "$ETCD_PID")
 ( peak=0; while true; do
     w=0; for i in "${SURV[@]}"; do w=$(( w + $(metric "${BHTTP[$i]}" strobe_topic_loads_waiting) )); done
-    (( w > peak )) && peak=$w; echo "$peak" > "$OUT/peak_waiting"; sleep 1
+    (( w > peak )) && peak=$w; echo "$peak" > "$OUT/peak_waiting"; sleep "$SAMPLE_S"
   done ) &
 SAMPLER=$!; PIDS+=("$SAMPLER")
 HANDOVER_S=null MOVED_S=null PUB_MAX=null PUB_ERRORS=null
@@ -167,7 +173,7 @@ s = {"topics": $TOPICS, "connections": $CONNECTIONS, "load_limit": $LOAD_LIMIT, 
      "reload_s": $RELOAD_S, "handover_s": $HANDOVER_S, "moved_s": $MOVED_S,
      "publish_max_ms": $PUB_MAX, "publish_errors": $PUB_ERRORS,
      "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
-     "etcd_cpu_s": $ECPU, "peak_loads_waiting": $PEAK,
+     "etcd_cpu_s": $ECPU, "peak_loads_waiting": $PEAK, "metrics_scrape_ms": $SCRAPE_MS,
      "etcd_ops_create": {$(ops_delta "$OPS0" "$OPS1")}, "etcd_ops_lookup": {$(ops_delta "$OPS1" "$OPS1L")},
      "etcd_ops_reload": {$(ops_delta "$OPS1L" "$OPS2")}}
 json.dump(s, open(sys.argv[1], "w"))

@@ -77,28 +77,16 @@ pub(crate) fn render(s: &BrokerService) -> String {
         ),
     ];
     let topics = s.loaded_topics();
-    for (name, kind, help) in families {
+    // Each topic read and its labels written once for the page, not once
+    // a family: a scrape of 10,670 topics took 354 ms when every family
+    // copied the topic's subscriptions and producers and formatted its
+    // labels again (issue 47).
+    let rows: Vec<TopicRow> = topics.iter().map(|t| TopicRow::of(cluster, t)).collect();
+    for (i, (name, kind, help)) in families.into_iter().enumerate() {
         let help = escape_help(help);
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for t in &topics {
-            let ls = t.ledger.stats();
-            let subs = t.subscriptions();
-            let v = match name {
-                "pulsar_in_messages_total" => t.counters.msg_in.load(Relaxed),
-                "pulsar_in_bytes_total" => t.counters.bytes_in.load(Relaxed),
-                "pulsar_out_messages_total" => t.counters.msg_out.load(Relaxed),
-                "pulsar_out_bytes_total" => t.counters.bytes_out.load(Relaxed),
-                "pulsar_storage_read_entries_total" => t.counters.entries_read.load(Relaxed),
-                "pulsar_storage_size" => ls.bytes,
-                "pulsar_storage_entries" => ls.entries,
-                "pulsar_subscriptions_count" => subs.len() as u64,
-                "pulsar_producers_count" => t.producer_names().len() as u64,
-                "pulsar_publish_rate_limit_times" => t.limits.publish_throttled.load(Relaxed),
-                "strobe_dispatch_rate_limit_times" => t.limits.dispatch_throttled.load(Relaxed),
-                "strobe_subscribe_rate_limit_times" => t.limits.subscribe_throttled.load(Relaxed),
-                _ => subs.iter().map(|s| s.cursor.backlog()).sum(),
-            };
-            let _ = writeln!(out, "{name}{{{}}} {v}", topic_labels(cluster, t));
+        for r in &rows {
+            let _ = writeln!(out, "{name}{{{}}} {}", r.labels, r.values[i]);
         }
     }
     let rates: [(&str, &str); 4] = [
@@ -122,30 +110,30 @@ pub(crate) fn render(s: &BrokerService) -> String {
     for (name, help) in rates {
         let help = escape_help(help);
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for t in &topics {
-            let r = *t.counters.rates.lock();
+        for row in &rows {
+            let r = &row.rates;
             let v = match name {
                 "pulsar_rate_in" => r.msg_in,
                 "pulsar_rate_out" => r.msg_out,
                 "pulsar_throughput_in" => r.bytes_in,
                 _ => r.bytes_out,
             };
-            let _ = writeln!(out, "{name}{{{}}} {v:.3}", topic_labels(cluster, t));
+            let _ = writeln!(out, "{name}{{{}}} {v:.3}", row.labels);
         }
     }
     let _ = writeln!(
         out,
         "# HELP pulsar_storage_backlog_size Estimated bytes not yet acknowledged by the slowest subscription\n# TYPE pulsar_storage_backlog_size gauge"
     );
-    for t in &topics {
+    for (t, row) in topics.iter().zip(&rows) {
         let _ = writeln!(
             out,
             "pulsar_storage_backlog_size{{{}}} {}",
-            topic_labels(cluster, t),
+            row.labels,
             t.backlog_bytes()
         );
     }
-    storage_latency_metrics(&mut out, cluster, &topics);
+    storage_latency_metrics(&mut out, &topics, &rows);
     storage_engine_metrics(&mut out, cluster, &s.storage_engine_stats());
     disk_metrics(&mut out, s);
     let (running, waiting) = s.topic_loads();
@@ -205,6 +193,40 @@ fn labels(pairs: &[(&str, &str)]) -> String {
         out.push('"');
     }
     out
+}
+
+/// What the page shows of one topic, read once: its series' labels, the
+/// values of the counter and gauge families in their order, its rates.
+struct TopicRow {
+    labels: String,
+    values: [u64; 13],
+    rates: strobe_broker::topic::Rates,
+}
+
+impl TopicRow {
+    fn of(cluster: &str, t: &Topic) -> TopicRow {
+        let ls = t.ledger.stats();
+        let subs = t.subscriptions();
+        TopicRow {
+            labels: topic_labels(cluster, t),
+            values: [
+                t.counters.msg_in.load(Relaxed),
+                t.counters.bytes_in.load(Relaxed),
+                t.counters.msg_out.load(Relaxed),
+                t.counters.bytes_out.load(Relaxed),
+                t.counters.entries_read.load(Relaxed),
+                ls.bytes,
+                ls.entries,
+                subs.len() as u64,
+                t.producer_count() as u64,
+                subs.iter().map(|s| s.cursor.backlog()).sum(),
+                t.limits.publish_throttled.load(Relaxed),
+                t.limits.dispatch_throttled.load(Relaxed),
+                t.limits.subscribe_throttled.load(Relaxed),
+            ],
+            rates: *t.counters.rates.lock(),
+        }
+    }
 }
 
 /// The labels of a per-topic series.
@@ -417,18 +439,18 @@ fn storage_engine_metrics(out: &mut String, cluster: &str, metrics: &[EngineMetr
 /// Pulsar's storage write latency buckets (publish to durable), per topic:
 /// `pulsar_storage_write_latency_le_0_5` … `_le_1000`, `_overflow`, `_count`
 /// and `_sum` (milliseconds).
-fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>]) {
+fn storage_latency_metrics(out: &mut String, topics: &[Arc<Topic>], rows: &[TopicRow]) {
     let names = strobe_broker::topic::LatencyBuckets::bucket_names("pulsar_storage_write_latency");
     for (i, name) in names.iter().enumerate() {
         let _ = writeln!(
             out,
             "# HELP {name} Entries whose publish-to-durable latency fell in this bucket\n# TYPE {name} gauge"
         );
-        for t in topics {
+        for (t, row) in topics.iter().zip(rows) {
             let _ = writeln!(
                 out,
                 "{name}{{{}}} {}",
-                topic_labels(cluster, t),
+                row.labels,
                 t.counters.write_latency.buckets[i].load(Relaxed)
             );
         }
@@ -437,9 +459,9 @@ fn storage_latency_metrics(out: &mut String, cluster: &str, topics: &[Arc<Topic>
         out,
         "# TYPE pulsar_storage_write_latency_count gauge\n# TYPE pulsar_storage_write_latency_sum gauge"
     );
-    for t in topics {
+    for (t, row) in topics.iter().zip(rows) {
         let l = &t.counters.write_latency;
-        let labels = topic_labels(cluster, t);
+        let labels = &row.labels;
         let _ = writeln!(
             out,
             "pulsar_storage_write_latency_count{{{labels}}} {}\npulsar_storage_write_latency_sum{{{labels}}} {:.3}",

@@ -196,6 +196,11 @@ impl Topic {
             .unwrap_or(-1)
     }
 
+    /// The producers connected, without copying their names.
+    pub fn producer_count(&self) -> usize {
+        self.state.lock().producers.len()
+    }
+
     pub fn producer_names(&self) -> Vec<String> {
         self.state
             .lock()
