@@ -211,6 +211,38 @@ def test_rates_and_storage_latency_metrics(fresh_strobe):
         client.close()
 
 
+@pytest.mark.strobe_config("expose_topic_level_metrics_in_prometheus = false\n")
+def test_metrics_summed_per_namespace_without_topic_series(fresh_strobe):
+    # Pulsar's exposeTopicLevelMetricsInPrometheus=false: one series a family for each
+    # namespace, its topics' values summed, no topic label anywhere on the page.
+    s = fresh_strobe
+    assert call(s, "PUT", "/admin/v2/namespaces/public/other")[0] == 204
+    client = pulsar.Client(s.url)
+    try:
+        sent = {"public/default": 0, "public/other": 0}
+        for ns, topics, each in [("public/default", 3, 4), ("public/other", 2, 5)]:
+            for i in range(topics):
+                p = client.create_producer(f"persistent://{ns}/summed-{i}", batching_enabled=False)
+                for _ in range(each):
+                    p.send(b"x" * 10)
+                sent[ns] += each
+        page = call(s, "GET", "/metrics")[1]
+        assert 'topic="' not in page, [line for line in page.splitlines() if 'topic="' in line][:3]
+        series = {}
+        for line in page.splitlines():
+            if line.startswith("#") or "namespace=" not in line:
+                continue
+            name, value = line.rsplit(" ", 1)
+            ns = re.search(r'namespace="([^"]*)"', name).group(1)
+            series.setdefault(name.split("{")[0], {})[ns] = float(value)
+        assert series["pulsar_in_messages_total"] == sent == {"public/default": 12, "public/other": 10}, series
+        assert series["pulsar_producers_count"] == {"public/default": 3, "public/other": 2}
+        assert series["pulsar_storage_write_latency_count"] == sent
+        assert set(series["pulsar_rate_in"]) == {"public/default", "public/other"}
+    finally:
+        client.close()
+
+
 def test_remaining_endpoints(strobe):
     """The endpoints no other test calls, each once, with Pulsar's statuses."""
     assert call(strobe, "GET", "/admin/v2/clusters")[1] == ["standalone"]

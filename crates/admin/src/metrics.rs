@@ -81,7 +81,10 @@ pub(crate) fn render(s: &BrokerService) -> String {
     // a family: a scrape of 10,670 topics took 354 ms when every family
     // copied the topic's subscriptions and producers and formatted its
     // labels again (issue 47).
-    let rows: Vec<TopicRow> = topics.iter().map(|t| TopicRow::of(cluster, t)).collect();
+    let mut rows: Vec<TopicRow> = topics.iter().map(|t| TopicRow::of(cluster, t)).collect();
+    if !s.config.expose_topic_level_metrics_in_prometheus {
+        rows = by_namespace(cluster, &topics, rows);
+    }
     for (i, (name, kind, help)) in families.into_iter().enumerate() {
         let help = escape_help(help);
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -125,15 +128,14 @@ pub(crate) fn render(s: &BrokerService) -> String {
         out,
         "# HELP pulsar_storage_backlog_size Estimated bytes not yet acknowledged by the slowest subscription\n# TYPE pulsar_storage_backlog_size gauge"
     );
-    for (t, row) in topics.iter().zip(&rows) {
+    for row in &rows {
         let _ = writeln!(
             out,
             "pulsar_storage_backlog_size{{{}}} {}",
-            row.labels,
-            t.backlog_bytes()
+            row.labels, row.backlog_bytes
         );
     }
-    storage_latency_metrics(&mut out, &topics, &rows);
+    storage_latency_metrics(&mut out, &rows);
     storage_engine_metrics(&mut out, cluster, &s.storage_engine_stats());
     disk_metrics(&mut out, s);
     let (running, waiting) = s.topic_loads();
@@ -201,6 +203,10 @@ struct TopicRow {
     labels: String,
     values: [u64; 13],
     rates: strobe_broker::topic::Rates,
+    backlog_bytes: u64,
+    /// The write latency histogram's buckets, and its sum.
+    write_latency: Vec<u64>,
+    write_latency_sum_micros: u64,
 }
 
 impl TopicRow {
@@ -208,6 +214,9 @@ impl TopicRow {
         let ls = t.ledger.stats();
         let subs = t.subscriptions();
         TopicRow {
+            backlog_bytes: t.backlog_bytes(),
+            write_latency: t.counters.write_latency.counts(),
+            write_latency_sum_micros: t.counters.write_latency.sum_micros.load(Relaxed),
             labels: topic_labels(cluster, t),
             values: [
                 t.counters.msg_in.load(Relaxed),
@@ -227,6 +236,35 @@ impl TopicRow {
             rates: *t.counters.rates.lock(),
         }
     }
+}
+
+/// `rows` (one per topic of `topics`, in order) summed per namespace, in
+/// the namespaces' order, labelled with the cluster and namespace only
+/// (`expose_topic_level_metrics_in_prometheus = false`).
+fn by_namespace(cluster: &str, topics: &[Arc<Topic>], rows: Vec<TopicRow>) -> Vec<TopicRow> {
+    let mut sums: std::collections::BTreeMap<&str, TopicRow> = std::collections::BTreeMap::new();
+    for (t, row) in topics.iter().zip(rows) {
+        let ns = t.name.namespace();
+        let Some(sum) = sums.get_mut(ns) else {
+            let mut first = row;
+            first.labels = labels(&[("cluster", cluster), ("namespace", ns)]);
+            sums.insert(ns, first);
+            continue;
+        };
+        for (a, b) in sum.values.iter_mut().zip(row.values) {
+            *a += b;
+        }
+        sum.rates.msg_in += row.rates.msg_in;
+        sum.rates.msg_out += row.rates.msg_out;
+        sum.rates.bytes_in += row.rates.bytes_in;
+        sum.rates.bytes_out += row.rates.bytes_out;
+        sum.backlog_bytes += row.backlog_bytes;
+        for (a, b) in sum.write_latency.iter_mut().zip(row.write_latency) {
+            *a += b;
+        }
+        sum.write_latency_sum_micros += row.write_latency_sum_micros;
+    }
+    sums.into_values().collect()
 }
 
 /// The labels of a per-topic series.
@@ -439,34 +477,28 @@ fn storage_engine_metrics(out: &mut String, cluster: &str, metrics: &[EngineMetr
 /// Pulsar's storage write latency buckets (publish to durable), per topic:
 /// `pulsar_storage_write_latency_le_0_5` … `_le_1000`, `_overflow`, `_count`
 /// and `_sum` (milliseconds).
-fn storage_latency_metrics(out: &mut String, topics: &[Arc<Topic>], rows: &[TopicRow]) {
+fn storage_latency_metrics(out: &mut String, rows: &[TopicRow]) {
     let names = strobe_broker::topic::LatencyBuckets::bucket_names("pulsar_storage_write_latency");
     for (i, name) in names.iter().enumerate() {
         let _ = writeln!(
             out,
             "# HELP {name} Entries whose publish-to-durable latency fell in this bucket\n# TYPE {name} gauge"
         );
-        for (t, row) in topics.iter().zip(rows) {
-            let _ = writeln!(
-                out,
-                "{name}{{{}}} {}",
-                row.labels,
-                t.counters.write_latency.buckets[i].load(Relaxed)
-            );
+        for row in rows {
+            let _ = writeln!(out, "{name}{{{}}} {}", row.labels, row.write_latency[i]);
         }
     }
     let _ = writeln!(
         out,
         "# TYPE pulsar_storage_write_latency_count gauge\n# TYPE pulsar_storage_write_latency_sum gauge"
     );
-    for (t, row) in topics.iter().zip(rows) {
-        let l = &t.counters.write_latency;
+    for row in rows {
         let labels = &row.labels;
+        let count: u64 = row.write_latency.iter().sum();
         let _ = writeln!(
             out,
-            "pulsar_storage_write_latency_count{{{labels}}} {}\npulsar_storage_write_latency_sum{{{labels}}} {:.3}",
-            l.count(),
-            l.sum_micros.load(Relaxed) as f64 / 1000.0
+            "pulsar_storage_write_latency_count{{{labels}}} {count}\npulsar_storage_write_latency_sum{{{labels}}} {:.3}",
+            row.write_latency_sum_micros as f64 / 1000.0
         );
     }
 }

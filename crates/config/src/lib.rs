@@ -215,6 +215,10 @@ pub struct BrokerConfig {
     /// Seconds between updates of the rates in topic stats and /metrics
     /// (Pulsar: statsUpdateFrequencyInSecs).
     pub stats_update_interval_secs: u64,
+    /// Per-topic series on /metrics (Pulsar: exposeTopicLevelMetricsInPrometheus);
+    /// false: each namespace's topics summed into one series a family (labels cluster
+    /// and namespace), for a broker of many topics (the page has ~30 series a topic).
+    pub expose_topic_level_metrics_in_prometheus: bool,
     /// Seconds between backlog quota checks (evictions, producer disconnects)
     /// (Pulsar: backlogQuotaCheckIntervalInSeconds).
     pub backlog_quota_check_interval_secs: u64,
@@ -454,6 +458,7 @@ impl Default for BrokerConfig {
             message_ttl_secs: 0,
             default_number_of_namespace_bundles: 4,
             stats_update_interval_secs: 15,
+            expose_topic_level_metrics_in_prometheus: true,
             backlog_quota_check_interval_secs: 60,
             max_producers_per_topic: 0,
             max_consumers_per_topic: 0,
