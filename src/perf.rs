@@ -230,11 +230,12 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
     rt.block_on(run_async(name, opts, produce, consume))
 }
 
-fn topic_names(o: &Opts) -> Vec<String> {
-    if o.topics <= 1 {
-        vec![o.topic.clone()]
+/// `topic` itself, or with `n` > 1, `<topic>-0` .. `<topic>-(n-1)`.
+fn topic_names(topic: &str, n: usize) -> Vec<String> {
+    if n <= 1 {
+        vec![topic.to_string()]
     } else {
-        (0..o.topics).map(|i| format!("{}-{i}", o.topic)).collect()
+        (0..n).map(|i| format!("{topic}-{i}")).collect()
     }
 }
 
@@ -258,7 +259,7 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
         .with_context(|| format!("unknown compression {:?}", o.compression))?;
     let clients = setup::connect(&o.url, o.connections).await?;
     let stats = Arc::new(Stats::new());
-    let topics = topic_names(&o);
+    let topics = topic_names(&o.topic, o.topics);
     let setup_started = Instant::now();
     let so = setup::SetupOpts {
         sub_type: match o.sub_type {

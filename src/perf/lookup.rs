@@ -53,11 +53,7 @@ pub fn run(o: LookupOpts) -> anyhow::Result<()> {
 
 async fn run_async(o: LookupOpts) -> anyhow::Result<()> {
     let clients = Arc::new(super::setup::connect(&o.url, o.connections).await?);
-    let topics: Arc<Vec<String>> = Arc::new(if o.topics == 1 {
-        vec![o.topic.clone()]
-    } else {
-        (0..o.topics).map(|i| format!("{}-{i}", o.topic)).collect()
-    });
+    let topics = Arc::new(super::topic_names(&o.topic, o.topics));
     let next = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(Mutex::new(None::<String>));

@@ -81,10 +81,14 @@ pub(crate) fn render(s: &BrokerService) -> String {
     // a family: a scrape of 10,670 topics took 354 ms when every family
     // copied the topic's subscriptions and producers and formatted its
     // labels again (issue 47).
-    let mut rows: Vec<TopicRow> = topics.iter().map(|t| TopicRow::of(cluster, t)).collect();
-    if !s.config.expose_topic_level_metrics_in_prometheus {
-        rows = by_namespace(cluster, &topics, rows);
-    }
+    let rows: Vec<TopicRow> = if s.config.expose_topic_level_metrics_in_prometheus {
+        topics
+            .iter()
+            .map(|t| TopicRow::of(topic_labels(cluster, t), t))
+            .collect()
+    } else {
+        by_namespace(cluster, &topics)
+    };
     for (i, (name, kind, help)) in families.into_iter().enumerate() {
         let help = escape_help(help);
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -210,14 +214,14 @@ struct TopicRow {
 }
 
 impl TopicRow {
-    fn of(cluster: &str, t: &Topic) -> TopicRow {
+    fn of(labels: String, t: &Topic) -> TopicRow {
         let ls = t.ledger.stats();
         let subs = t.subscriptions();
         TopicRow {
             backlog_bytes: t.backlog_bytes(),
             write_latency: t.counters.write_latency.counts(),
             write_latency_sum_micros: t.counters.write_latency.sum_micros.load(Relaxed),
-            labels: topic_labels(cluster, t),
+            labels,
             values: [
                 t.counters.msg_in.load(Relaxed),
                 t.counters.bytes_in.load(Relaxed),
@@ -238,19 +242,19 @@ impl TopicRow {
     }
 }
 
-/// `rows` (one per topic of `topics`, in order) summed per namespace, in
-/// the namespaces' order, labelled with the cluster and namespace only
-/// (`expose_topic_level_metrics_in_prometheus = false`).
-fn by_namespace(cluster: &str, topics: &[Arc<Topic>], rows: Vec<TopicRow>) -> Vec<TopicRow> {
+/// `topics` summed per namespace, in the namespaces' order, labelled with
+/// the cluster and namespace only (`expose_topic_level_metrics_in_prometheus
+/// = false`).
+fn by_namespace(cluster: &str, topics: &[Arc<Topic>]) -> Vec<TopicRow> {
     let mut sums: std::collections::BTreeMap<&str, TopicRow> = std::collections::BTreeMap::new();
-    for (t, row) in topics.iter().zip(rows) {
+    for t in topics {
         let ns = t.name.namespace();
         let Some(sum) = sums.get_mut(ns) else {
-            let mut first = row;
-            first.labels = labels(&[("cluster", cluster), ("namespace", ns)]);
-            sums.insert(ns, first);
+            let labels = labels(&[("cluster", cluster), ("namespace", ns)]);
+            sums.insert(ns, TopicRow::of(labels, t));
             continue;
         };
+        let row = TopicRow::of(String::new(), t);
         for (a, b) in sum.values.iter_mut().zip(row.values) {
             *a += b;
         }
