@@ -57,17 +57,14 @@ impl BundlesData {
     pub fn bundle_of(&self, name: &str) -> Option<String> {
         let v = self.parsed().ok()?;
         let i = bound_below(&v, topic_hash(name));
-        Some(format!("0x{:08x}_0x{:08x}", v[i], v[i + 1]))
+        Some(bundle_name(v[i], v[i + 1]))
     }
 
     /// The boundaries parsed once, for placing many topics (a walk over
     /// every loaded topic parsed them again for each).
     pub fn index(&self) -> Result<BundleIndex, ResourcesError> {
         let bounds = self.parsed()?;
-        let names = bounds
-            .windows(2)
-            .map(|w| format!("0x{:08x}_0x{:08x}", w[0], w[1]))
-            .collect();
+        let names = bounds.windows(2).map(|w| bundle_name(w[0], w[1])).collect();
         Ok(BundleIndex { bounds, names })
     }
 }
@@ -92,6 +89,11 @@ impl BundleIndex {
     pub fn position(&self, name: &str) -> usize {
         bound_below(&self.bounds, topic_hash(name))
     }
+}
+
+/// A bundle's name from its bounds: `0xLOW_0xHIGH`.
+fn bundle_name(lo: u64, hi: u64) -> String {
+    format!("0x{lo:08x}_0x{hi:08x}")
 }
 
 /// The index of the bundle of validated boundaries `bounds` holding hash
@@ -143,10 +145,7 @@ impl BundlesData {
             boundaries: v.iter().map(|x| format!("0x{x:08x}")).collect(),
             num_bundles: (v.len() - 1) as u32,
         };
-        let halves = [
-            format!("0x{lo:08x}_0x{mid:08x}"),
-            format!("0x{mid:08x}_0x{hi:08x}"),
-        ];
+        let halves = [bundle_name(lo, mid), bundle_name(mid, hi)];
         Ok((split, halves))
     }
 }
