@@ -669,7 +669,14 @@ impl Topic {
             .await?;
         let h = self.start_subscription(name, true, cursor);
         let mut st = self.state.lock();
-        Ok(st.subscriptions.entry(name.to_owned()).or_insert(h).clone())
+        // One opened meanwhile is used; one closed meanwhile is replaced.
+        match st.subscriptions.get(name) {
+            Some(current) if !current.is_closed() => Ok(current.clone()),
+            _ => {
+                st.subscriptions.insert(name.to_owned(), h.clone());
+                Ok(h)
+            }
+        }
     }
 
     /// Names of the durable subscriptions in storage (its cursors but

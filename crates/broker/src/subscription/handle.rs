@@ -297,6 +297,11 @@ impl SubscriptionHandle {
         if self.tx.send(Cmd::Close { tell: true, done }).await.is_ok() {
             let _ = rx.await;
         }
+        // The actor answers before its task marks it closed: marked here
+        // too, so that whoever looks the subscription up next gets a new
+        // one, not this one that takes no more commands (a scalable topic's
+        // subscription delete closed then deleted it, and failed with 503).
+        self.closed.store(true, Ordering::Release);
     }
 
     /// Stops dispatching and persists the cursor, without telling the
@@ -304,10 +309,12 @@ impl SubscriptionHandle {
     /// broker tells them where to go). Acks arriving meanwhile are dropped.
     pub async fn close_quietly(&self) -> Vec<ClosingConsumer> {
         let (done, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Close { tell: false, done }).await.is_ok() {
-            return rx.await.unwrap_or_default();
-        }
-        Vec::new()
+        let closing = match self.tx.send(Cmd::Close { tell: false, done }).await {
+            Ok(()) => rx.await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        self.closed.store(true, Ordering::Release);
+        closing
     }
 
     /// Makes the subscription look at its topic again (it was terminated).
