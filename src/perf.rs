@@ -230,15 +230,6 @@ pub fn run(args: PerfArgs) -> anyhow::Result<()> {
     rt.block_on(run_async(name, opts, produce, consume))
 }
 
-/// `topic` itself, or with `n` > 1, `<topic>-0` .. `<topic>-(n-1)`.
-fn topic_names(topic: &str, n: usize) -> Vec<String> {
-    if n <= 1 {
-        vec![topic.to_string()]
-    } else {
-        (0..n).map(|i| format!("{topic}-{i}")).collect()
-    }
-}
-
 fn cpu_seconds_self() -> f64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
@@ -259,7 +250,7 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
         .with_context(|| format!("unknown compression {:?}", o.compression))?;
     let clients = setup::connect(&o.url, o.connections).await?;
     let stats = Arc::new(Stats::new());
-    let topics = topic_names(&o.topic, o.topics);
+    let topics = setup::topic_names(&o.topic, o.topics);
     let setup_started = Instant::now();
     let so = setup::SetupOpts {
         sub_type: match o.sub_type {

@@ -53,7 +53,7 @@ pub fn run(o: LookupOpts) -> anyhow::Result<()> {
 
 async fn run_async(o: LookupOpts) -> anyhow::Result<()> {
     let clients = Arc::new(super::setup::connect(&o.url, o.connections).await?);
-    let topics = Arc::new(super::topic_names(&o.topic, o.topics));
+    let topics = Arc::new(super::setup::topic_names(&o.topic, o.topics));
     let next = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(Mutex::new(None::<String>));

@@ -18,6 +18,15 @@ use tokio::task::JoinHandle;
 
 use super::stats::{Stats, record, wall_nanos};
 
+/// `topic` itself, or with `n` > 1, `<topic>-0` .. `<topic>-(n-1)`.
+pub(super) fn topic_names(topic: &str, n: usize) -> Vec<String> {
+    if n <= 1 {
+        vec![topic.to_string()]
+    } else {
+        (0..n).map(|i| format!("{topic}-{i}")).collect()
+    }
+}
+
 /// What the setup needs of the run's options.
 pub struct SetupOpts {
     pub sub_type: SubType,
