@@ -221,6 +221,7 @@ impl MetadataStore for EtcdStore {
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         crate::store::validate_key(key)?;
+        tracing::trace!(key, "etcd get");
         let resp = self
             .idempotent(|| {
                 let mut kv = self.client.kv_client();
@@ -236,6 +237,7 @@ impl MetadataStore for EtcdStore {
 
     async fn scan_prefix(&self, prefix: &str) -> Result<Scan> {
         validate_prefix(prefix)?;
+        tracing::trace!(prefix, "etcd scan");
         let resp = self
             .idempotent(|| {
                 let mut kv = self.client.kv_client();
@@ -262,6 +264,7 @@ impl MetadataStore for EtcdStore {
 
     async fn list_keys(&self, prefix: &str) -> Result<Vec<String>> {
         validate_prefix(prefix)?;
+        tracing::trace!(prefix, "etcd list keys");
         let resp = self
             .idempotent(|| {
                 let mut kv = self.client.kv_client();
@@ -281,6 +284,11 @@ impl MetadataStore for EtcdStore {
 
     async fn txn(&self, ops: Vec<Op>) -> Result<TxnResponse> {
         validate_ops(&ops)?;
+        tracing::trace!(
+            first = ops.first().map(Op::key),
+            ops = ops.len(),
+            "etcd txn"
+        );
         self.writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut compares = Vec::new();

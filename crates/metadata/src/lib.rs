@@ -18,7 +18,8 @@
 //!   [`LeaderElection`] / [`LeaderState`].
 //! - `org.apache.pulsar.metadata.api.coordination.ResourceLock` → [`ResourceLock`].
 //! - `org.apache.pulsar.metadata.api.MetadataCache` → [`PrefixCache`] (one watch per prefix feeding
-//!   a cache that always publishes complete snapshots).
+//!   a cache that always publishes complete snapshots) and [`KeyCache`] (single keys read through,
+//!   absent ones too, each dropped when the prefix's watch sees it change).
 //! - PIP-473's `TransactionCoordinatorV5` election part (`TcLeader`, `/txn/tc/parallelism`,
 //!   `/txn/tc/leader/<N>`) → [`tc`].
 //!
@@ -43,6 +44,7 @@ mod embedded;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
+mod key_cache;
 mod once;
 mod session;
 mod store;
@@ -57,6 +59,7 @@ pub use embedded::{EmbeddedOptions, EmbeddedStore};
 pub use error::{MetadataError, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdOptions, EtcdStore};
+pub use key_cache::KeyCache;
 pub use once::{create_once, delete_once, delete_once_checked};
 pub use session::{Session, SessionOptions, SessionState};
 pub use store::{

@@ -3,6 +3,7 @@
 //! owns. Pure: no store, no broker state.
 
 use serde::{Deserialize, Serialize};
+use strobe_model::TopicName;
 
 use crate::error::ResourcesError;
 
@@ -89,6 +90,11 @@ impl BundleIndex {
     pub fn position(&self, name: &str) -> usize {
         bound_below(&self.bounds, topic_hash(name))
     }
+
+    /// [`BundleIndex::position`] of a parsed name, without writing it out.
+    pub fn position_of(&self, name: &TopicName) -> usize {
+        bound_below(&self.bounds, topic_name_hash(name))
+    }
 }
 
 /// A bundle's name from its bounds: `0xLOW_0xHIGH`.
@@ -156,6 +162,22 @@ pub fn topic_hash(name: &str) -> u32 {
     crc32fast::hash(name.as_bytes())
 }
 
+/// [`topic_hash`] of `name`'s full form, hashed part by part: placing every
+/// loaded topic each second wrote each name out only to hash it.
+pub fn topic_name_hash(name: &TopicName) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for part in [
+        name.domain().as_str(),
+        "://",
+        name.namespace(),
+        "/",
+        name.local_name(),
+    ] {
+        h.update(part.as_bytes());
+    }
+    h.finalize()
+}
+
 #[cfg(test)]
 mod tests {
     use super::BundlesData;
@@ -201,6 +223,27 @@ mod tests {
                 "{name} ({h:#x}) in {bundle}"
             );
             assert_eq!(b.bundle_of(&name).as_deref(), Some(bundle.as_str()));
+            let parsed = strobe_model::TopicName::parse(&name).unwrap();
+            assert_eq!(index.position_of(&parsed), index.position(&name));
+        }
+    }
+
+    #[test]
+    fn a_parsed_name_hashes_as_its_full_form() {
+        for name in [
+            "persistent://public/default/t",
+            "persistent://a/b/c-partition-7",
+            "non-persistent://a/b/c",
+            "persistent://prop/cluster/ns/old-style",
+            "segment://acme/orders/eu/in/0000-7fff-1",
+            "short-name",
+        ] {
+            let t = strobe_model::TopicName::parse(name).unwrap();
+            assert_eq!(
+                super::topic_name_hash(&t),
+                super::topic_hash(&t.to_string()),
+                "{name}"
+            );
         }
     }
 

@@ -97,6 +97,10 @@ pub fn expect_version(version: Option<u64>) -> Expect {
     }
 }
 
+/// Schema histories kept in memory at most: a broker's topics' worth at the
+/// scale issue 47 measures (most of them "absent", a few bytes each).
+const SCHEMA_CACHE_KEYS: usize = 400_000;
+
 /// The broker's view of the metadata store.
 pub struct Resources {
     store: Arc<dyn MetadataStore>,
@@ -115,6 +119,9 @@ pub struct Resources {
     changes: Arc<tokio::sync::watch::Sender<u64>>,
     /// The watches feeding the two caches (dropping them stops the followers).
     _follow: Vec<PrefixCache>,
+    /// Schema histories read before, absent ones included (every PRODUCER
+    /// and SUBSCRIBE reads its topic's).
+    schemas: strobe_metadata::KeyCache,
 }
 
 impl std::fmt::Debug for Resources {
@@ -177,7 +184,13 @@ impl Resources {
             Some(changes.clone()),
             move |s| topic_policies_in(s, &topics_root),
         );
+        let schemas = strobe_metadata::KeyCache::start(
+            store.clone(),
+            &format!("{}/", paths::SCHEMAS),
+            SCHEMA_CACHE_KEYS,
+        );
         Ok(Resources {
+            schemas,
             store,
             namespaces,
             partitioned,
@@ -189,12 +202,23 @@ impl Resources {
     }
 
     /// Notes the revision of a write to a cached prefix (0: namespaces, 1:
-    /// partitioned topics, 2: topic policies).
+    /// partitioned topics, 2: topic policies), before the cache takes it in
+    /// (the follower then keeps no older snapshot over it).
     fn wrote(&self, cache: usize, revision: u64) {
         self.written[cache].fetch_max(revision, Ordering::SeqCst);
-        if cache != 1 {
-            self.changes.send_modify(|g| *g += 1);
-        }
+    }
+
+    /// Says a policy cache changed, once the change is in it (what was
+    /// derived from an earlier generation is derived again).
+    fn changed(&self) {
+        self.changes.send_modify(|g| *g += 1);
+    }
+
+    /// The policy caches' generation: bumped after every change to
+    /// namespaces' or topics' policies is in the caches, so what is derived
+    /// from them (a namespace's parsed bundles) can be kept until it moves.
+    pub fn policy_generation(&self) -> u64 {
+        *self.changes.borrow()
     }
 
     /// Changes to the cached policies (namespaces, topics): the value is a
@@ -327,6 +351,7 @@ impl Resources {
         self.namespaces
             .lock()
             .insert(ns.to_owned(), policies.clone());
+        self.changed();
         Ok(())
     }
 
@@ -391,11 +416,13 @@ impl Resources {
     pub fn policies_written(&self, ns: &str, policies: NamespacePolicies, revision: u64) {
         self.wrote(0, revision);
         self.namespaces.lock().insert(ns.to_owned(), policies);
+        self.changed();
     }
 
     pub async fn delete_namespace(&self, ns: &str) -> Result<(), ResourcesError> {
         self.delete_cached(0, &paths::namespace(ns)).await?;
         self.namespaces.lock().remove(ns);
+        self.changed();
         Ok(())
     }
 
@@ -448,6 +475,7 @@ impl Resources {
             }
             Err(e) => return Err(e.into()),
         };
+        self.wrote(2, r.revision);
         {
             let mut map = self.topic_policies.lock();
             if p.is_empty() {
@@ -456,7 +484,7 @@ impl Resources {
                 map.insert(topic.to_string(), p.clone());
             }
         }
-        self.wrote(2, r.revision);
+        self.changed();
         Ok(p)
     }
 
@@ -468,6 +496,7 @@ impl Resources {
             Err(e) => return Err(e),
         }
         self.topic_policies.lock().remove(&topic.to_string());
+        self.changed();
         Ok(())
     }
 
@@ -620,7 +649,14 @@ impl Resources {
         &self,
         topic: &TopicName,
     ) -> Result<Option<Versioned<T>>, ResourcesError> {
-        self.get(&paths::schema(topic)).await
+        let path = paths::schema(topic);
+        match self.schemas.get(&path).await? {
+            None => Ok(None),
+            Some(v) => Ok(Some(Versioned {
+                value: decode(&path, &v.value)?,
+                version: v.stat.version,
+            })),
+        }
     }
 
     /// Writes a schema history if it is still at `version` (`None`: absent).
@@ -630,14 +666,15 @@ impl Resources {
         history: &T,
         version: Option<u64>,
     ) -> Result<(), MetadataError> {
-        self.store
-            .put(
-                &paths::schema(topic),
-                &encode(history),
-                expect_version(version),
-            )
-            .await
-            .map(|_| ())
+        let path = paths::schema(topic);
+        let put = self
+            .store
+            .put(&path, &encode(history), expect_version(version))
+            .await;
+        // Failed or not (a lost answer may have landed), the next read goes
+        // to the store.
+        self.schemas.forget(&path);
+        put.map(|_| ())
     }
 
     pub async fn delete_schema_history(
@@ -645,7 +682,10 @@ impl Resources {
         topic: &TopicName,
         version: Option<u64>,
     ) -> Result<(), ResourcesError> {
-        Ok(self.store.delete(&paths::schema(topic), version).await?)
+        let path = paths::schema(topic);
+        let deleted = self.store.delete(&path, version).await;
+        self.schemas.forget(&path);
+        Ok(deleted?)
     }
 
     // --- health ---------------------------------------------------------------

@@ -119,8 +119,7 @@ impl BrokerService {
         self.close_unowned_topics().await;
         let loads = self.bundle_loads(&c);
         let rates = loads.iter().map(|(b, (_, r))| (b.clone(), *r)).collect();
-        c.report_load(self.loaded_topics().len() as u32, rates)
-            .await;
+        c.report_load(self.loaded_topic_count() as u32, rates).await;
         // Moves the load manager asked of this broker.
         let owned = c.owned_bundles();
         for (key, r) in c.move_requests() {

@@ -153,7 +153,7 @@ impl BrokerService {
     /// owner tells them, where Pulsar's controller polls every segment's
     /// backlog over HTTP. Runs every second; a record is written once.
     pub(crate) async fn mark_drained_segments(&self) {
-        let loaded = self.loaded_keeping(&self.drained_marked);
+        let loaded = self.loaded_keeping(&self.drained_marked, |t| t.terminated().is_some());
         // One read of a scalable topic's subscriptions per round, however
         // many of its sealed segments are loaded here.
         let mut subs_of: HashMap<String, Vec<(String, ScalableSubscription)>> = HashMap::new();
@@ -232,16 +232,24 @@ impl BrokerService {
         }
     }
 
-    /// The loaded topics, after forgetting in `per_topic` those no longer loaded.
+    /// The loaded topics that `keep` picks, after forgetting in `per_topic`
+    /// those no longer loaded. Runs every second: with 100,000 topics loaded
+    /// and none of them a segment, copying every name into a set for the
+    /// check and every topic into the answer was a twenty-fifth of a
+    /// broker's CPU while it reloaded a lost broker's topics (issue 47).
     fn loaded_keeping<V>(
         &self,
         per_topic: &parking_lot::Mutex<HashMap<String, V>>,
+        keep: impl Fn(&crate::topic::Topic) -> bool,
     ) -> Vec<Arc<crate::topic::Topic>> {
-        let loaded = self.loaded_topics();
-        let names: std::collections::HashSet<String> =
-            loaded.iter().map(|t| t.name.to_string()).collect();
-        per_topic.lock().retain(|k, _| names.contains(k));
-        loaded
+        let topics = self.topics.lock();
+        {
+            let mut per_topic = per_topic.lock();
+            if !per_topic.is_empty() {
+                per_topic.retain(|k, _| topics.contains_key(k));
+            }
+        }
+        topics.values().filter(|t| keep(t)).cloned().collect()
     }
 
     /// PIP-483's load records: each active segment loaded here writes its
@@ -249,7 +257,7 @@ impl BrokerService {
     /// An unchanged load is not written again: the record's time is when
     /// the segment went quiet, which a merge's window counts from.
     pub(crate) async fn report_segment_loads(&self, now_ms: u64) {
-        for t in self.loaded_keeping(&self.load_reported) {
+        for t in self.loaded_keeping(&self.load_reported, |t| t.name.segment().is_some()) {
             let (Some(d), Some(parent)) = (t.name.segment(), t.name.scalable_parent()) else {
                 continue;
             };

@@ -63,11 +63,11 @@ impl BrokerService {
         ns: &str,
         bundle: &str,
     ) -> Result<Vec<Handoff>, BrokerError> {
-        let bundles = self.bundles(ns)?;
+        let bundles = self.ns_bundles(ns)?;
         let names: Vec<TopicName> = self
             .loaded_topics_of(ns)
             .iter()
-            .filter(|t| bundles.bundle_of(&t.name.to_string()).as_deref() == Some(bundle))
+            .filter(|t| bundles.bundle_of(&t.name) == bundle)
             .map(|t| t.name.clone())
             .collect();
         let mut handoffs = Vec::with_capacity(names.len());
