@@ -143,13 +143,27 @@ impl BrokerService {
     ) -> std::collections::BTreeMap<String, (u32, u64)> {
         let mut loads: std::collections::BTreeMap<String, (u32, u64)> =
             c.owned_bundles().into_iter().map(|b| (b, (0, 0))).collect();
-        self.for_each_loaded_with_bundle(|t, path| {
-            if let Some((topics, rate)) = path.and_then(|p| loads.get_mut(p)) {
+        // Summed by bundle position first: finding each topic's bundle by
+        // its path string was a twentieth of a survivor's CPU at 100,000
+        // topics (issue 47).
+        let mut by_bundle: std::collections::HashMap<(usize, usize), (String, u32, u64)> =
+            std::collections::HashMap::new();
+        self.for_each_loaded_with_bundle(|t, at| {
+            if let Some((b, i)) = at {
+                let (_, topics, rate) = by_bundle
+                    .entry((Arc::as_ptr(b) as usize, i))
+                    .or_insert_with(|| (b.paths[i].clone(), 0, 0));
                 let tr = t.counters.rates.lock();
                 *topics += 1;
                 *rate += (tr.msg_in + tr.msg_out).round() as u64;
             }
         });
+        for (path, topics, rate) in by_bundle.into_values() {
+            if let Some(l) = loads.get_mut(&path) {
+                l.0 += topics;
+                l.1 += rate;
+            }
+        }
         loads
     }
 

@@ -195,7 +195,10 @@ impl BrokerService {
     /// second in a cluster broker; placing each topic with boundaries
     /// parsed anew, and copying the list of topics first, were a tenth of a
     /// broker's CPU while it reloaded a lost broker's topics (issue 47).
-    pub(crate) fn for_each_loaded_with_bundle(&self, mut f: impl FnMut(&Arc<Topic>, Option<&str>)) {
+    pub(crate) fn for_each_loaded_with_bundle(
+        &self,
+        mut f: impl FnMut(&Arc<Topic>, Option<(&Arc<ns_bundles::NsBundles>, usize)>),
+    ) {
         let mut by_ns: HashMap<String, Option<Arc<ns_bundles::NsBundles>>> = HashMap::new();
         // Topics of one namespace mostly follow each other.
         let mut last: Option<(String, Option<Arc<ns_bundles::NsBundles>>)> = None;
@@ -209,11 +212,11 @@ impl BrokerService {
                     .clone();
                 last = Some((ns.to_string(), b));
             }
-            let path = last
+            let at = last
                 .as_ref()
                 .and_then(|(_, b)| b.as_ref())
-                .map(|b| b.path_of(&t.name));
-            f(t, path);
+                .map(|b| (b, b.index.position_of(&t.name)));
+            f(t, at);
         }
     }
 
@@ -510,10 +513,15 @@ impl BrokerService {
         // would wait for entries it never sees (its producers are moved on
         // by the next PRODUCER's load, its consumers only by this).
         let mut stale: Vec<Arc<Topic>> = Vec::new();
-        self.for_each_loaded_with_bundle(|t, path| {
-            if path.is_none_or(|p| c.holds(p) != Some(t.ledger.config().fence))
-                || t.ledger.failure().is_some()
-            {
+        // Asked once per bundle, not per topic.
+        let mut held: HashMap<(usize, usize), Option<u64>> = HashMap::new();
+        self.for_each_loaded_with_bundle(|t, at| {
+            let fence = at.and_then(|(b, i)| {
+                *held
+                    .entry((Arc::as_ptr(b) as usize, i))
+                    .or_insert_with(|| c.holds(&b.paths[i]))
+            });
+            if fence != Some(t.ledger.config().fence) || t.ledger.failure().is_some() {
                 stale.push(t.clone());
             }
         });
