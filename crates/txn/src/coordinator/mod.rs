@@ -25,6 +25,9 @@ use crate::header::{EndAction, EndDecision, SubRef, TxnHeader, TxnState, decide_
 use crate::paths::{self, Participant};
 use crate::{Result, TxnError};
 
+/// How long a request waits for an election in progress to settle here.
+const ELECTION_SETTLE: Duration = Duration::from_secs(2);
+
 mod retention;
 
 /// The coordinator's settings.
@@ -251,7 +254,18 @@ impl TransactionCoordinator {
         let Some(election) = self.member.election(n as u32) else {
             return Err(self.not_leader(n));
         };
-        let LeaderState::Leading { version, .. } = election.state() else {
+        // Between leaders, this broker may have won an election whose
+        // record other brokers' watches (and so the clients following
+        // WatchTcAssignments) saw before its own answer came back: wait for
+        // the election to settle rather than turn the client away.
+        let state = match election.state() {
+            LeaderState::NoLeader => election
+                .wait_for(ELECTION_SETTLE, |s| !matches!(s, LeaderState::NoLeader))
+                .await
+                .unwrap_or(LeaderState::NoLeader),
+            s => s,
+        };
+        let LeaderState::Leading { version, .. } = state else {
             return Err(self.not_leader(n));
         };
         let fence = election.fence().map_err(|_| self.not_leader(n))?;
