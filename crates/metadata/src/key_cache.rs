@@ -127,14 +127,10 @@ impl KeyCache {
         s.generation += 1;
     }
 
-    /// Keys held now (for tests and metrics).
-    pub fn len(&self) -> usize {
+    /// Keys held now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.state.lock().entries.len()
-    }
-
-    /// Whether no key is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
