@@ -252,6 +252,7 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
     let stats = Arc::new(Stats::new());
     let topics = setup::topic_names(&o.topic, o.topics);
     let setup_started = Instant::now();
+    let setup_cpu0 = cpu_seconds_self();
     let so = setup::SetupOpts {
         sub_type: match o.sub_type {
             SubKind::Exclusive => SubType::Exclusive,
@@ -301,6 +302,9 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
         (Vec::new(), Vec::new())
     };
     let setup_s = setup_started.elapsed().as_secs_f64();
+    // The client's own share of a setup (lookups, connections, a producer per topic), so
+    // that a slow setup can be told from a slow broker.
+    let setup_cpu = cpu_seconds_self() - setup_cpu0;
     if topics.len() > 1 {
         eprintln!(
             "{} producers and {} consumers on {} topics over {} connections ready in {setup_s:.1} s",
@@ -435,7 +439,15 @@ async fn run_async(mode: &str, o: Opts, produce: bool, consume: bool) -> anyhow:
     if tty {
         println!();
     }
-    summary(mode, &o, &stats, (elapsed, setup_s), cpu, produce, consume);
+    summary(
+        mode,
+        &o,
+        &stats,
+        (elapsed, setup_s),
+        (cpu, setup_cpu),
+        produce,
+        consume,
+    );
     for c in clients {
         c.close().await;
     }
@@ -564,7 +576,7 @@ fn summary(
     o: &Opts,
     stats: &Stats,
     (elapsed, setup_s): (f64, f64),
-    cpu: f64,
+    (cpu, setup_cpu): (f64, f64),
     produce: bool,
     consume: bool,
 ) {
@@ -600,6 +612,7 @@ fn summary(
         "unique_receive_rate": if consume { Some(received.saturating_sub(dups) as f64 / recv_s) } else { None },
         "errors": stats.errors.load(Ordering::Relaxed),
         "client_cpu_s": cpu,
+        "setup_cpu_s": setup_cpu,
     });
     if o.json {
         println!("{v}");

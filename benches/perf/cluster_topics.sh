@@ -26,7 +26,10 @@
 #  - STOP=term: handover_s (SIGTERM to the broker's exit), moved_s (SIGTERM to every
 #    topic loaded on the survivors again), the producers' publish latency max and
 #    errors over the run;
-#  - the survivors' and etcd's CPU seconds and RSS during the reload, peak topic loads
+#  - the survivors' and etcd's CPU seconds and RSS during the reload, the machine's busy
+#    share over it (machine_busy, all cores), the client's CPU seconds in each setup
+#    (client_setup_cpu_s: create, reload), the survivors' puts to the shared store and
+#    the mean time of a create-only one (a log's seal), peak topic loads
 #    waiting (strobe_topic_loads_waiting, sampled every SAMPLE_S s), one /metrics
 #    scrape's time on the fullest broker, and etcd's requests by
 #    kind in each phase (etcd_mvcc_*_total).
@@ -51,6 +54,8 @@ OUT=${OUT:-$(mktemp -d /tmp/strobe-cluster-topics.XXXXXX)}
 mkdir -p "$OUT/shared"
 log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# The machine's busy and idle jiffies (all cores), to tell a CPU-bound phase from a waiting one.
+jiffies() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
 cpu_s() { awk '{ print ($14 + $15) / 100 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_mb() { awk '$1 == "VmRSS:" { print int($2 / 1024) }' "/proc/$1/status" 2>/dev/null || echo 0; }
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'; }
@@ -133,6 +138,12 @@ log "created in ${CREATE_S} s; topics per broker ${COUNTS[*]}; a /metrics scrape
 SURV=(); for i in 0 1 2; do [[ $i == "$VICTIM" ]] || SURV+=("$i"); done
 c0=(); for i in "${SURV[@]}"; do c0+=("$(cpu_s "${BPIDS[$i]}")"); done
 e0=$(cpu_s "$ETCD_PID")
+read -r J0B J0I <<< "$(jiffies)"
+# The survivors' create-only puts on the shared store (a log's seal at every load).
+puts_s() { local n=0 t=0; for i in "${SURV[@]}"; do
+    n=$(python3 -c "print($n + $(metric "${BHTTP[$i]}" strobe_storage_object_puts_total))")
+    t=$(python3 -c "print($t + $(metric "${BHTTP[$i]}" strobe_storage_object_create_put_seconds_total))"); done; echo "$n $t"; }
+read -r P0N P0T <<< "$(puts_s)"
 ( peak=0; while true; do
     w=0; for i in "${SURV[@]}"; do w=$(( w + $(metric "${BHTTP[$i]}" strobe_topic_loads_waiting) )); done
     (( w > peak )) && peak=$w; echo "$peak" > "$OUT/peak_waiting"; sleep "$SAMPLE_S"
@@ -162,6 +173,14 @@ else
   read -r PUB_MAX PUB_ERRORS <<< "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["publish_latency_ms"]["max"], j["errors"])' "$OUT/create.json")"
 fi
 OPS2=$(etcd_ops)
+read -r J1B J1I <<< "$(jiffies)"
+read -r P1N P1T <<< "$(puts_s)"
+PUT_MS=$(python3 -c "print(round(1000 * ($P1T - $P0T) / max(1, $P1N - $P0N), 2))")
+BUSY=$(python3 -c "print(round(($J1B - $J0B) / max(1, $J1B - $J0B + $J1I - $J0I), 3))")
+setup_cpu() { python3 -c 'import json,sys
+try: print(round(json.load(open(sys.argv[1])).get("setup_cpu_s"), 1))
+except Exception: print("null")' "$OUT/$1.json"; }
+CLIENT_CREATE_CPU=$(setup_cpu create); CLIENT_RELOAD_CPU=$(setup_cpu reload)
 kill "$SAMPLER" 2>/dev/null || true
 cpu=(); rss=(); for k in "${!SURV[@]}"; do
   i=${SURV[$k]}; cpu+=("$(python3 -c "print(round($(cpu_s "${BPIDS[$i]}") - ${c0[$k]}, 1))")"); rss+=("$(rss_mb "${BPIDS[$i]}")")
@@ -179,7 +198,9 @@ s = {"topics": $TOPICS, "connections": $CONNECTIONS, "load_limit": $LOAD_LIMIT, 
      "reload_s": $RELOAD_S, "handover_s": $HANDOVER_S, "moved_s": $MOVED_S,
      "publish_max_ms": $PUB_MAX, "publish_errors": $PUB_ERRORS,
      "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
-     "etcd_cpu_s": $ECPU, "peak_loads_waiting": $PEAK, "metrics_scrape_ms": $SCRAPE_MS,
+     "etcd_cpu_s": $ECPU, "machine_busy": $BUSY,
+     "survivor_puts": $(python3 -c "print(int($P1N - $P0N))"), "survivor_create_put_ms_mean": $PUT_MS,
+     "client_setup_cpu_s": {"create": $CLIENT_CREATE_CPU, "reload": $CLIENT_RELOAD_CPU}, "peak_loads_waiting": $PEAK, "metrics_scrape_ms": $SCRAPE_MS,
      "etcd_ops_create": {$(ops_delta "$OPS0" "$OPS1")}, "etcd_ops_lookup": {$(ops_delta "$OPS1" "$OPS1L")},
      "etcd_ops_reload": {$(ops_delta "$OPS1L" "$OPS2")}}
 json.dump(s, open(sys.argv[1], "w"))

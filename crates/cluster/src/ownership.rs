@@ -69,6 +69,23 @@ impl Cluster {
         v
     }
 
+    /// Each bundle this broker serves with its fencing token ([`Cluster::holds`] of every
+    /// held path), sorted: while this stays the same, no loaded topic's ownership changed.
+    pub fn held_fences(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self
+            .owned
+            .lock()
+            .iter()
+            .filter(|(_, h)| {
+                matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting)
+                    && self.session.is_alive_in(h.epoch)
+            })
+            .map(|(p, h)| (p.clone(), h.fence))
+            .collect();
+        v.sort();
+        v
+    }
+
     /// The record as the store has it now (not the cache), with its version.
     pub(crate) async fn read_record(
         &self,

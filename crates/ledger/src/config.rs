@@ -134,6 +134,24 @@ pub struct LedgerConfig {
     /// refused with [`crate::LedgerError::Fenced`], so a topic has exactly
     /// one writer even when an old owner tries again.
     pub fence: u64,
+    /// Counts the ledgers that failed (fenced out of their log, a write
+    /// refused); ledgers opened from clones of one config share it, so a
+    /// broker learns that one of its topics failed without asking each.
+    pub failures: FailureCount,
+}
+
+/// A count of failed ledgers shared by the clones of a [`LedgerConfig`].
+#[derive(Debug, Clone, Default)]
+pub struct FailureCount(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl FailureCount {
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn bump(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl Default for LedgerConfig {
@@ -149,6 +167,7 @@ impl Default for LedgerConfig {
             trim_interval: Some(Duration::from_secs(60)),
             clock: Clock::system(),
             fence: 0,
+            failures: FailureCount::default(),
         }
     }
 }

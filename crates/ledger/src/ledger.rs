@@ -688,6 +688,7 @@ impl Inner {
                 tracing::error!(topic = %self.name, error = %e, "append failed; ledger fenced");
                 if st.failed.is_none() {
                     st.failed = Some(e);
+                    self.config.failures.bump();
                 }
             }
         }

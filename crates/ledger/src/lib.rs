@@ -43,7 +43,7 @@ pub use backend::{
     RecoveredTopic, TopicStorage,
 };
 pub use batch::append_batch;
-pub use config::{Clock, LedgerConfig, Retention, SyncMode};
+pub use config::{Clock, FailureCount, LedgerConfig, Retention, SyncMode};
 pub use cursor::ManagedCursor;
 pub use error::{LedgerError, Result, names_out_of_descriptors};
 #[cfg(feature = "object")]

@@ -70,6 +70,7 @@ impl BrokerService {
                         let r = *t.counters.rates.lock();
                         t.limits.follow_publish_rate(r.msg_in, r.bytes_in);
                     }
+                    self.walks.rates_updated();
                     let now_ms = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map(|d| d.as_millis() as u64)
@@ -116,9 +117,20 @@ impl BrokerService {
         let Some(c) = self.cluster().cloned() else {
             return;
         };
-        self.close_unowned_topics().await;
-        let loads = self.bundle_loads(&c);
-        let rates = loads.iter().map(|(b, (_, r))| (b.clone(), *r)).collect();
+        let now = super::walks::OwnershipSeen {
+            held: c.held_fences(),
+            ledger_failures: self.ledger_config.failures.get(),
+            policies: self.resources.policy_generation(),
+        };
+        if self.walks.ownership_due(now) {
+            self.close_unowned_topics().await;
+        }
+        let rates = self.walks.bundle_rates(c.owned_bundles(), || {
+            self.bundle_loads(&c)
+                .into_iter()
+                .map(|(b, (_, r))| (b, r))
+                .collect()
+        });
         c.report_load(self.loaded_topic_count() as u32, rates).await;
         // Moves the load manager asked of this broker.
         let owned = c.owned_bundles();

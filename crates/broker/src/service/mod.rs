@@ -23,6 +23,7 @@ pub mod segments;
 mod tenancy;
 mod topics;
 mod transfer;
+mod walks;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -100,6 +101,8 @@ pub struct BrokerService {
     /// Each namespace's bundles, parsed, while its policies stay as they
     /// were (see `ns_bundles`).
     ns_bundles: Mutex<HashMap<String, Arc<ns_bundles::NsBundles>>>,
+    /// When the once-a-second walks over every loaded topic may be skipped.
+    walks: walks::Walks,
 }
 
 impl std::fmt::Debug for BrokerService {
@@ -136,6 +139,7 @@ impl BrokerService {
             topic_loads: tokio::sync::Semaphore::new(config.max_concurrent_topic_load_request),
             topic_loads_waiting: AtomicU64::new(0),
             ns_bundles: Mutex::new(HashMap::new()),
+            walks: walks::Walks::default(),
             security,
             schemas: SchemaRegistry::new(resources.clone()),
             resources,
