@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{MetadataError, Result};
+use crate::etcd_call::{backend, idempotent, stat_of};
 use crate::store::{
     EventKind, KeyValue, LeaseGrant, LeaseId, MetadataStore, Op, OpResult, Revision, Scan, Stat,
     TxnResponse, Versioned, WATCH_CHANNEL, WatchBatch, WatchEvent, WatchStream, validate_ops,
@@ -75,6 +76,8 @@ pub struct EtcdStore {
     ttls: Mutex<HashMap<LeaseId, Duration>>,
     /// Transactions sent (see [`MetadataStore::writes_made`]).
     writes: std::sync::atomic::AtomicU64,
+    /// Concurrent single-key reads, grouped (see `etcd_reads`).
+    reads: std::sync::Arc<crate::etcd_reads::ReadGroups>,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -83,40 +86,6 @@ impl fmt::Debug for EtcdStore {
             .field("endpoints", &self.opts.endpoints)
             .field("root", &self.opts.root)
             .finish_non_exhaustive()
-    }
-}
-
-fn backend(e: etcd_client::Error) -> MetadataError {
-    let text = e.to_string();
-    if text.contains("lease not found") {
-        MetadataError::SessionExpired
-    } else {
-        MetadataError::Backend(format!("etcd: {text}"))
-    }
-}
-
-/// A request that failed on its way (the connection broke, the member is
-/// unavailable), not one etcd answered with a refusal.
-fn transport_failed(e: &etcd_client::Error) -> bool {
-    match e {
-        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
-        etcd_client::Error::GRpcStatus(s) => {
-            // gRPC's UNAVAILABLE (14); UNKNOWN (2) and CANCELLED (1) as
-            // tonic reports a connection that broke under the request.
-            let code: i32 = s.code().into();
-            code == 14
-                || (code == 2 && s.message().contains("transport error"))
-                || (code == 1 && s.message().contains("canceled"))
-        }
-        _ => false,
-    }
-}
-
-fn stat_of(kv: &etcd_client::KeyValue) -> Stat {
-    Stat {
-        version: kv.mod_revision() as u64,
-        created: kv.create_revision() as u64,
-        lease: (kv.lease() != 0).then_some(kv.lease()),
     }
 }
 
@@ -141,6 +110,7 @@ impl EtcdStore {
         })?
         .map_err(backend)?;
         Ok(EtcdStore {
+            reads: crate::etcd_reads::ReadGroups::new(client.kv_client(), opts.request_timeout),
             client,
             opts,
             ttls: Mutex::new(HashMap::new()),
@@ -168,32 +138,18 @@ impl EtcdStore {
             .map_err(backend)
     }
 
-    /// An idempotent request (a read, a lease grant), sent again while the
-    /// transport fails, within the request timeout: with several endpoints,
-    /// a request caught on a member's dying connection (broken pipe,
-    /// unavailable) goes to another. A write is never resent here: whether
-    /// it took effect is unknown, and its caller decides.
-    async fn idempotent<T, F, Fut>(&self, mut op: F) -> Result<T>
+    /// [`idempotent`] within this store's request timeout.
+    async fn idempotent<T, F, Fut>(&self, op: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
     {
-        let deadline = tokio::time::Instant::now() + self.opts.request_timeout;
-        let mut backoff = Duration::from_millis(50);
-        loop {
-            match tokio::time::timeout_at(deadline, op()).await {
-                Err(_) => return Err(MetadataError::Backend("etcd request timed out".into())),
-                Ok(Ok(v)) => return Ok(v),
-                Ok(Err(e))
-                    if transport_failed(&e) && tokio::time::Instant::now() + backoff < deadline =>
-                {
-                    tracing::debug!(error = %e, "etcd request failed in transport; sending it again");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
-                Ok(Err(e)) => return Err(backend(e)),
-            }
-        }
+        idempotent(self.opts.request_timeout, op).await
+    }
+
+    /// Requests that single-key reads took so far (a group of concurrent reads is one).
+    pub fn read_requests(&self) -> u64 {
+        self.reads.sent()
     }
 
     /// The current revision of the etcd cluster.
@@ -222,17 +178,22 @@ impl MetadataStore for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         crate::store::validate_key(key)?;
         tracing::trace!(key, "etcd get");
-        let resp = self
-            .idempotent(|| {
-                let mut kv = self.client.kv_client();
-                let key = self.full(key);
-                async move { kv.get(key, None).await }
+        let full = self.full(key);
+        self.reads
+            .get(full.clone(), || async {
+                let resp = self
+                    .idempotent(|| {
+                        let mut kv = self.client.kv_client();
+                        let key = full.clone();
+                        async move { kv.get(key, None).await }
+                    })
+                    .await?;
+                Ok(resp.kvs().first().map(|kv| Versioned {
+                    value: kv.value().to_vec(),
+                    stat: stat_of(kv),
+                }))
             })
-            .await?;
-        Ok(resp.kvs().first().map(|kv| Versioned {
-            value: kv.value().to_vec(),
-            stat: stat_of(kv),
-        }))
+            .await
     }
 
     async fn scan_prefix(&self, prefix: &str) -> Result<Scan> {

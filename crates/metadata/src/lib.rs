@@ -44,6 +44,10 @@ mod embedded;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
+#[cfg(feature = "etcd")]
+mod etcd_call;
+#[cfg(feature = "etcd")]
+mod etcd_reads;
 mod key_cache;
 mod once;
 mod session;
