@@ -26,7 +26,8 @@
 #  - STOP=term: handover_s (SIGTERM to the broker's exit), moved_s (SIGTERM to every
 #    topic loaded on the survivors again), the producers' publish latency max and
 #    errors over the run;
-#  - the survivors' and etcd's CPU seconds and RSS during the reload, the machine's busy
+#  - the survivors' and etcd's CPU seconds and RSS during the reload (and the topics each
+#    serves after it: how the lost bundles were shared), the machine's busy
 #    share over it (machine_busy, all cores), the client's CPU seconds in each setup
 #    (client_setup_cpu_s: create, reload), the survivors' puts to the shared store and
 #    the mean time of a create-only one (a log's seal), peak topic loads
@@ -175,6 +176,7 @@ fi
 OPS2=$(etcd_ops)
 read -r J1B J1I <<< "$(jiffies)"
 read -r P1N P1T <<< "$(puts_s)"
+AFTER=(); for i in "${SURV[@]}"; do AFTER+=("$(metric "${BHTTP[$i]}" pulsar_topics_count)"); done
 PUT_MS=$(python3 -c "print(round(1000 * ($P1T - $P0T) / max(1, $P1N - $P0N), 2))")
 BUSY=$(python3 -c "print(round(($J1B - $J0B) / max(1, $J1B - $J0B + $J1I - $J0I), 3))")
 setup_cpu() { python3 -c 'import json,sys
@@ -197,7 +199,7 @@ s = {"topics": $TOPICS, "connections": $CONNECTIONS, "load_limit": $LOAD_LIMIT, 
      "topics_per_broker": [${COUNTS[0]}, ${COUNTS[1]}, ${COUNTS[2]}], "stopped": $MOST,
      "reload_s": $RELOAD_S, "handover_s": $HANDOVER_S, "moved_s": $MOVED_S,
      "publish_max_ms": $PUB_MAX, "publish_errors": $PUB_ERRORS,
-     "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
+     "survivor_cpu_s": [${cpu[0]}, ${cpu[1]}], "survivor_topics_after": [${AFTER[0]}, ${AFTER[1]}], "survivor_rss_mb": [${rss[0]}, ${rss[1]}],
      "etcd_cpu_s": $ECPU, "machine_busy": $BUSY,
      "survivor_puts": $(python3 -c "print(int($P1N - $P0N))"), "survivor_create_put_ms_mean": $PUT_MS,
      "client_setup_cpu_s": {"create": $CLIENT_CREATE_CPU, "reload": $CLIENT_RELOAD_CPU}, "peak_loads_waiting": $PEAK, "metrics_scrape_ms": $SCRAPE_MS,
