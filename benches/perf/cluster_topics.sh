@@ -46,8 +46,9 @@ SESSION_S=${SESSION_S:-5}
 BUNDLES=${BUNDLES:-4}
 STOP=${STOP:-kill}
 SWEEP=${SWEEP:-true}
-# The loads-waiting sampler's period: a /metrics scrape renders every topic's series,
-# and scraping the survivors every second was an eighth of their CPU during a reload.
+# The loads-waiting sampler's period. Every figure read from /metrics asks for its family
+# alone (`?name[]=`): a whole page renders every topic's series, and sampling it every 5 s
+# was a tenth of a survivor's CPU during a reload.
 SAMPLE_S=${SAMPLE_S:-5}
 [[ $STOP == kill || $STOP == term ]] || { echo "STOP is kill or term" >&2; exit 2; }
 STROBE_BIN=${STROBE_BIN:-target/release/strobe}
@@ -59,7 +60,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 jiffies() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat; }
 cpu_s() { awk '{ print ($14 + $15) / 100 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 rss_mb() { awk '$1 == "VmRSS:" { print int($2 / 1024) }' "/proc/$1/status" 2>/dev/null || echo 0; }
-metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'; }
+metric() { curl -sg "http://127.0.0.1:$1/metrics?name[]=$2" | awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2 } END { print s + 0 }'; }
 
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }

@@ -21,6 +21,7 @@ use tracing::info;
 mod api;
 mod auth;
 mod metrics;
+mod metrics_only;
 mod owner;
 mod routes;
 
