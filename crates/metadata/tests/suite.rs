@@ -328,47 +328,6 @@ async fn concurrent_txns_answer_as_alone(s: Store) {
     assert!(s.scan_prefix("/g/late").await.unwrap().entries.is_empty());
 }
 
-/// Many reads at once (etcd sends those beyond a few in flight as one transaction): each
-/// answers for its own key, absent keys included, and sees every write that finished before
-/// it was asked, its own writer's included.
-async fn concurrent_gets_see_every_finished_write(s: Store) {
-    for i in 0..50u64 {
-        s.put(&format!("/cg/k{i}"), i.to_string().as_bytes(), Expect::Any)
-            .await
-            .unwrap();
-    }
-    let mut tasks = Vec::new();
-    for w in 0..16u64 {
-        let s = s.clone();
-        tasks.push(tokio::spawn(async move {
-            for round in 0..20u64 {
-                // Reads of keys that exist, of one that does not, then this task's own
-                // write read back.
-                let i = (w * 7 + round * 3) % 50;
-                let got = s.get(&format!("/cg/k{i}")).await.unwrap().unwrap();
-                assert_eq!(got.value, i.to_string().into_bytes());
-                assert!(
-                    s.get(&format!("/cg/none{w}-{round}"))
-                        .await
-                        .unwrap()
-                        .is_none()
-                );
-                let key = format!("/cg/w{w}");
-                let value = format!("{w}-{round}");
-                let stat = s.put(&key, value.as_bytes(), Expect::Any).await.unwrap();
-                let back = s.get(&key).await.unwrap().unwrap();
-                assert_eq!(
-                    (back.value, back.stat.version),
-                    (value.into_bytes(), stat.version)
-                );
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-}
-
 async fn watch_events(s: Store) {
     s.put("/w/pre", b"0", Expect::Any).await.unwrap();
     let scan = s.scan_prefix("/w/").await.unwrap();
@@ -1027,7 +986,7 @@ macro_rules! suite {
             use super::*;
             suite!(@cases $factory;
                 get_put_versions, cas_semantics, delete_semantics, children_and_scan,
-                invalid_paths, multi_key_txn, concurrent_txns_answer_as_alone, concurrent_gets_see_every_finished_write, watch_events, watch_resume_from_revision,
+                invalid_paths, multi_key_txn, concurrent_txns_answer_as_alone, watch_events, watch_resume_from_revision,
                 ephemeral_keys, session_loss_precedes_expiry, election_basics,
                 election_takeover_on_session_loss, resource_lock, counter_is_monotonic_and_unique,
                 prefix_cache, tc_parallelism_is_fixed, tc_elections_converge);
@@ -1047,37 +1006,3 @@ suite!(embedded_memory, common::embedded_memory);
 suite!(embedded_durable, common::embedded_durable);
 #[cfg(feature = "etcd")]
 suite!(etcd, common::etcd);
-
-/// Concurrent reads beyond the few in flight go to etcd together: 400 reads at once take far
-/// fewer requests, and each still answers for its own key.
-#[cfg(feature = "etcd")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcd_sends_concurrent_reads_together() {
-    use strobe_metadata::{EtcdOptions, EtcdStore};
-    let opts = EtcdOptions::from_list(&common::etcd_endpoints()).with_root(common::unique_root());
-    let s = Arc::new(EtcdStore::connect(opts).await.expect("connect to etcd"));
-    for i in 0..100u64 {
-        s.put(&format!("/r/k{i}"), i.to_string().as_bytes(), Expect::Any)
-            .await
-            .unwrap();
-    }
-    let before = s.read_requests();
-    let tasks: Vec<_> = (0..400u64)
-        .map(|i| {
-            let s = s.clone();
-            tokio::spawn(async move { (i, s.get(&format!("/r/k{}", i % 125)).await.unwrap()) })
-        })
-        .collect();
-    for t in tasks {
-        let (i, got) = t.await.unwrap();
-        match i % 125 {
-            k if k < 100 => assert_eq!(got.unwrap().value, k.to_string().into_bytes()),
-            _ => assert!(got.is_none()),
-        }
-    }
-    let requests = s.read_requests() - before;
-    assert!(
-        requests < 100,
-        "400 concurrent reads took {requests} requests"
-    );
-}
