@@ -35,6 +35,9 @@ pub struct Cluster {
     /// connection id, so a handoff tells its clients the destination's URL
     /// on their network (see [`Cluster::remember_listener`]).
     pub(crate) conn_listeners: Mutex<ConnListeners>,
+    /// Free bundles this broker sent clients to another broker for, not yet taken there:
+    /// the broker picked and when (see `Cluster::place`).
+    pub(crate) picks: Mutex<HashMap<String, (String, std::time::Instant)>>,
 }
 
 /// Connection id → listener name, with the connection's queue held weakly

@@ -50,6 +50,7 @@ impl Cluster {
             leaving: std::sync::atomic::AtomicBool::new(false),
             rates_reported: Mutex::new(None),
             conn_listeners: Mutex::new(ConnListeners::default()),
+            picks: Mutex::new(HashMap::new()),
         });
         let deadline = tokio::time::Instant::now() + ttl * 2;
         loop {

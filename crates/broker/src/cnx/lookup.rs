@@ -50,7 +50,10 @@ impl ServerCnx {
         self.service
             .authorize(self.role(), Operation::Lookup(&topic))
             .await?;
-        let target = self.service.lookup_target_for(&topic, listener).await?;
+        let target = self
+            .service
+            .lookup_target_as(&topic, listener, c.authoritative.unwrap_or(false))
+            .await?;
         if let (Some(l), Some(cluster)) = (listener, self.service.cluster()) {
             cluster.remember_listener(self.id, &self.tx, l);
         }

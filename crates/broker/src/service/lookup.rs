@@ -68,13 +68,26 @@ impl BrokerService {
         topic: &TopicName,
         listener: Option<&str>,
     ) -> Result<LookupTarget, BrokerError> {
+        self.lookup_target_as(topic, listener, false).await
+    }
+
+    /// [`Self::lookup_target_for`] for a LOOKUP that says whether it is `authoritative`
+    /// (sent here by another broker's redirect): a free bundle is then taken here.
+    pub async fn lookup_target_as(
+        &self,
+        topic: &TopicName,
+        listener: Option<&str>,
+        authoritative: bool,
+    ) -> Result<LookupTarget, BrokerError> {
         self.cluster_counters
             .lookups
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Some(cluster) = self.cluster() else {
             return self.local_target(listener);
         };
-        let placement = cluster.place(&self.bundle_path(topic)?).await?;
+        let placement = cluster
+            .place_as(&self.bundle_path(topic)?, authoritative)
+            .await?;
         if placement.local {
             return self.local_target(listener);
         }
