@@ -24,9 +24,9 @@ use crate::registry::{
 };
 use crate::state::OwnerState;
 
-/// How long a free bundle's pick for another broker stands (see [`Cluster::place_as`]): the
-/// client's connect and first command there take well under it; a client that never goes is
-/// forgotten after it, and the bundle is decided again.
+/// How long a free bundle's pick stands (see [`Cluster::place_as`]): the client's connect and
+/// first command at the picked broker take well under it; a client that never goes is forgotten
+/// after it, and the bundle is decided again.
 const PICK_STANDS: Duration = Duration::from_secs(10);
 /// Picks kept at most (free bundles picked within [`PICK_STANDS`]).
 const PICKS_KEPT: usize = 10_000;
@@ -269,9 +269,9 @@ impl Cluster {
     /// picked for lately and has not taken yet (a client goes there, and the broker takes the
     /// bundle when the client's PRODUCER or SUBSCRIBE arrives). Without that count a burst of
     /// lookups for a lost broker's bundles decided on stale counts, each lookup of a bundle
-    /// anew, and the broker answering the lookups took most of them (87,600 of 112,526 topics
-    /// in one 300,000-topic reload; issue 47). A pick stands for [`PICK_STANDS`]: further
-    /// lookups of the bundle go to the same broker.
+    /// anew, and the broker answering the lookups took most of them (docs/performance.md,
+    /// "How the lost bundles are shared"). A pick stands for [`PICK_STANDS`]: further lookups
+    /// of the bundle go to the same broker.
     pub async fn place_as(
         &self,
         path: &str,

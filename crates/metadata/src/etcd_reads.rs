@@ -1,12 +1,12 @@
 //! Concurrent single-key reads sent to etcd as one transaction of gets.
 //!
 //! A broker taking over a lost broker's bundles loads thousands of topics at once, and each
-//! load reads a few keys (the topic's record, its transaction buffer's, its schema's): at
-//! 100,000 topics over three brokers that was 113,000 range requests in 35 s, each paying
-//! etcd's and the client's per-request cost (gRPC, the linearizable read's wait) for a
-//! lookup that costs etcd microseconds. While [`IN_FLIGHT`] reads are on their way, the next
-//! ones wait and go together, up to [`GROUP`] keys in one read-only transaction; an idle
-//! broker's read goes at once, alone, as before.
+//! load reads a few keys (the topic's record, its transaction buffer's, its schema's), each
+//! paying etcd's and the client's per-request cost (gRPC, the linearizable read's wait) for a
+//! lookup that costs etcd microseconds (docs/performance.md, "Fewer walks, reads grouped").
+//! While [`IN_FLIGHT`] reads are on their way, the next ones wait and go together, up to
+//! [`GROUP`] keys in one read-only transaction; an idle broker's read goes at once, alone, as
+//! before.
 //!
 //! Every read is still linearizable: the group is sent after each of its members was asked
 //! for, and etcd answers a transaction at one revision.

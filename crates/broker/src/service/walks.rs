@@ -2,8 +2,8 @@
 //!
 //! A cluster broker checks each second that it still serves every loaded topic's bundle
 //! under the token the topic was loaded with, and reports its bundles' message rates. Both
-//! walked every loaded topic: at 100,000 topics over three brokers they were a sixth of a
-//! survivor's CPU while it reloaded a lost broker's topics (issue 47). What they find can
+//! walked every loaded topic, a large share of a broker's CPU while it reloaded a lost
+//! broker's topics (docs/performance.md, "Fewer walks, reads grouped"). What they find can
 //! only change when what they depend on does: the walk's result for a topic changes when
 //! its bundle's token does (a loss, a move, a split, the session), when its ledger fails,
 //! or when its namespace's bundles change; a load inserts a topic only after checking its
