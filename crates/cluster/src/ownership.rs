@@ -62,18 +62,7 @@ impl Cluster {
     /// The paths of the bundles this broker serves (Owned or Splitting; not
     /// those it is handing over).
     pub fn owned_bundles(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .owned
-            .lock()
-            .iter()
-            .filter(|(_, h)| {
-                matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting)
-                    && self.session.is_alive_in(h.epoch)
-            })
-            .map(|(p, _)| p.clone())
-            .collect();
-        v.sort();
-        v
+        self.held_fences().into_iter().map(|(p, _)| p).collect()
     }
 
     /// Each bundle this broker serves with its fencing token ([`Cluster::holds`] of every
