@@ -117,15 +117,17 @@ impl BrokerService {
         let Some(c) = self.cluster().cloned() else {
             return;
         };
+        let held = c.held_fences();
+        let served: Vec<String> = held.iter().map(|(p, _)| p.clone()).collect();
         let now = super::walks::OwnershipSeen {
-            held: c.held_fences(),
+            held,
             ledger_failures: self.ledger_config.failures.get(),
             policies: self.resources.policy_generation(),
         };
         if self.walks.ownership_due(now) {
             self.close_unowned_topics().await;
         }
-        let rates = self.walks.bundle_rates(c.owned_bundles(), || {
+        let rates = self.walks.bundle_rates(served, || {
             self.bundle_loads(&c)
                 .into_iter()
                 .map(|(b, (_, r))| (b, r))
