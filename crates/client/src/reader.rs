@@ -63,6 +63,7 @@ impl ReaderBuilder {
     pub async fn create(self) -> Result<Reader> {
         Ok(Reader {
             consumer: self.inner.subscribe().await?,
+            last_in_broker: None,
         })
     }
 }
@@ -71,6 +72,11 @@ impl ReaderBuilder {
 #[derive(Debug)]
 pub struct Reader {
     consumer: Consumer,
+    /// The topic's last message as the broker last told it (Pulsar's
+    /// `lastMessageIdInBroker`): while it is past the last message returned,
+    /// more is there without asking again. A topic only grows under a reader,
+    /// so what was there stays there; a seek forgets it.
+    last_in_broker: Option<MessageId>,
 }
 
 impl Reader {
@@ -83,6 +89,7 @@ impl Reader {
     }
 
     pub async fn seek(&mut self, to: SeekTo) -> Result<()> {
+        self.last_in_broker = None;
         self.consumer.seek(to).await
     }
 
@@ -91,10 +98,16 @@ impl Reader {
         if !self.consumer.queue.is_empty() {
             return Ok(true);
         }
+        if let (Some(known), Some(d)) = (self.last_in_broker, self.consumer.last_dequeued)
+            && known.position > d.position
+        {
+            return Ok(true);
+        }
         let (last, mark_delete) = self.consumer.last_and_mark_delete().await?;
         if last.position.ledger_id >= i64::MAX as u64 || last.position.entry_id == u64::MAX {
             return Ok(false);
         }
+        self.last_in_broker = Some(last);
         Ok(match (self.consumer.last_dequeued, mark_delete) {
             (Some(d), _) => last.position > d.position,
             // Nothing read yet (or a seek since): more is there if the

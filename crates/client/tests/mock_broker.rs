@@ -474,3 +474,88 @@ async fn watches_tc_assignments() {
         .unwrap()
         .unwrap();
 }
+
+/// A reader asks the broker for the topic's last message only when what it
+/// was told last is used up (Pulsar's `lastMessageIdInBroker`): reading a
+/// backlog is not a GET_LAST_MESSAGE_ID round trip per message.
+#[tokio::test]
+async fn a_reader_asks_for_the_last_message_only_when_it_has_read_up_to_it() {
+    let (l, url) = listen().await;
+    let u = url.clone();
+    let (more_tx, more_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let mut c = accept(&l).await;
+        let s = serve_until_subscribe(&mut c, &u).await;
+        let message = |entry_id: u64| {
+            let meta = proto::MessageMetadata {
+                producer_name: "p".into(),
+                sequence_id: entry_id,
+                publish_time: 1,
+                ..Default::default()
+            };
+            let entry = strobe_wire::payload::encode(&meta, b"m", true);
+            commands::message_frame(
+                s.consumer_id,
+                commands::message_id(1, entry_id),
+                0,
+                vec![],
+                None,
+                &entry,
+                false,
+            )
+            .unwrap()
+        };
+        let mut asked = 0;
+        let mut more_rx = Some(more_rx);
+        while let Some(f) = next(&mut c).await {
+            let Command::GetLastMessageId(g) = f.command else {
+                continue;
+            };
+            asked += 1;
+            send(
+                &mut c,
+                commands::get_last_message_id_response(
+                    g.request_id,
+                    commands::message_id(1, 2),
+                    None,
+                ),
+            )
+            .await;
+            if asked == 1 {
+                c.send(message(0)).await.unwrap();
+                // The rest only once the reader said more is there with its
+                // queue empty: that answer cannot have come from the queue.
+                more_rx.take().unwrap().await.unwrap();
+                c.send(message(1)).await.unwrap();
+                c.send(message(2)).await.unwrap();
+            } else {
+                break;
+            }
+        }
+        asked
+    });
+    let client = Client::builder(&url).build().await.unwrap();
+    let mut reader = client.reader("t").start_earliest().create().await.unwrap();
+    assert!(reader.has_message_available().await.unwrap());
+    reader.recv().await.unwrap();
+    let more = timeout(Duration::from_secs(5), reader.has_message_available())
+        .await
+        .expect("answered from what the broker said before, without asking again")
+        .unwrap();
+    assert!(more, "(1,2) is the last and (1,0) was read");
+    more_tx.send(()).unwrap();
+    reader.recv().await.unwrap();
+    reader.recv().await.unwrap();
+    // Read up to what the broker said: now it is asked again.
+    let more = timeout(Duration::from_secs(5), reader.has_message_available())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!more, "(1,2) was the last and it was read");
+    let asked = timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(asked, 2, "asked once at the start and once at the end");
+    client.close().await;
+}
