@@ -47,9 +47,10 @@ PY_CLIENT=3.13.0
 if ! .venv/bin/python -c "import pulsar, fastavro, sys; sys.exit(pulsar.__version__ != '$PY_CLIENT')" 2>/dev/null; then
     say "creating .venv with pulsar-client[avro]==$PY_CLIENT"
     python3 -m venv .venv
-    .venv/bin/pip install -q --disable-pip-version-check "pulsar-client[avro]==$PY_CLIENT" pytest
+    .venv/bin/pip install -q --disable-pip-version-check "pulsar-client[avro]==$PY_CLIENT" pytest pytest-xdist
 fi
-.venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check pytest
+# pytest-xdist: the conformance tests run in several processes (below).
+.venv/bin/python -c 'import pytest, xdist' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check pytest pytest-xdist
 # An S3 server for the object-store backend's tests (moto honours create-only
 # puts, If-None-Match: *, since 5.2.5).
 [ -x .venv/bin/moto_server ] || .venv/bin/pip install -q --disable-pip-version-check 'moto[server]>=5.2.5'
@@ -64,10 +65,10 @@ ETCD_PORT=$(free_port); ETCD_PEER=$(free_port)
     --initial-cluster "strobe-test=http://127.0.0.1:$ETCD_PEER" >"$ETCD_DIR/etcd.log" 2>&1 &
 ETCD_PID=$!
 MOTO_PID=
-RELEASE_PID=
+BG_PIDS=()
 cleanup() {
-    kill "$ETCD_PID" $MOTO_PID $RELEASE_PID 2>/dev/null || true
-    wait "$ETCD_PID" $MOTO_PID $RELEASE_PID 2>/dev/null || true
+    kill "$ETCD_PID" $MOTO_PID "${BG_PIDS[@]}" 2>/dev/null || true
+    wait "$ETCD_PID" $MOTO_PID "${BG_PIDS[@]}" 2>/dev/null || true
     rm -rf "$ETCD_DIR"
 }
 trap cleanup EXIT
@@ -96,6 +97,23 @@ export STROBE_TEST_S3_ENDPOINT="http://127.0.0.1:$MOTO_PORT"
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_DEFAULT_REGION=us-east-1
 say "moto (S3) at $STROBE_TEST_S3_ENDPOINT"
 
+# A build in the background, niced so that what runs in the foreground keeps the
+# cores it needs; its output goes to a log that is shown if it fails.
+bg_build() {
+    local what=$1 log=$2 target=$3
+    shift 3
+    say "$what: building in the background (log: $ETCD_DIR/$log.log)"
+    CARGO_TARGET_DIR="$target" nice -n 19 cargo "$@" >"$ETCD_DIR/$log.log" 2>&1 &
+    BG_PIDS+=($!)
+}
+bg_wait() {
+    wait "$1" || { tail -40 "$ETCD_DIR/$2.log"; echo "tests/run-all.sh: the background build $2 failed" >&2; exit 1; }
+}
+RELEASE_TARGET="$ROOT/target/ci-release"
+bg_build "release build (cluster features) for the conformance tests" release-build "$RELEASE_TARGET" \
+    build --release --locked --features cluster --bin strobe
+RELEASE_PID=$!
+
 say "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -109,34 +127,39 @@ cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 # so --all-targets leaves it out: checked on its own, so that it cannot rot.
 cargo clippy --workspace --all-features --locked --test nemesis -- -D warnings
 
-say "fuzz targets compile (fuzz/README.md says how to run them)"
-# Its own workspace and target dir (fuzz/target); checked so that an API change
-# cannot leave the targets broken.
-cargo check --locked --manifest-path fuzz/Cargo.toml --bins
-
 say "cargo test"
 cargo test --workspace --all-features --locked --no-run
-# The release build the conformance tests run (the cluster build: standalone runs on
-# it too, and the cluster tests need it) is made while the Rust tests run: they wait
-# on brokers and etcd more than they compute (about 0.4 of a core), so the build,
-# niced, takes the rest instead of 8 minutes of its own. Its own target dir, because
-# cargo locks a target dir for a whole build and the tests' cargo would wait for it.
-RELEASE_TARGET="$ROOT/target/ci-release"
-CARGO_TARGET_DIR="$RELEASE_TARGET" nice -n 19 cargo build --release --locked --features cluster --bin strobe \
-    >"$ETCD_DIR/release-build.log" 2>&1 &
-RELEASE_PID=$!
+# Three builds go on, niced, while the Rust tests run (they wait on brokers and etcd
+# more than they compute, about 0.4 of a core), each in its own target dir because
+# cargo locks a target dir for a whole build:
+#  - the release build the conformance tests run (the cluster build: standalone runs
+#    on it too, and the cluster tests need it); it began at the top (above) and fills
+#    the cores that fmt, clippy and the test build leave idle;
+#  - the fuzz targets (their own workspace, fuzz/README.md says how to run them),
+#    checked so that an API change cannot leave them broken;
+#  - the magnetar-driver interop client (its own workspace: its dependencies stay out
+#    of strobe's build).
+# Each is waited for, and its failure fails the run, before what needs it.
+bg_build "fuzz targets" fuzz-check "$ROOT/fuzz/target" check --locked --manifest-path fuzz/Cargo.toml --bins
+FUZZ_PID=$!
+bg_build "interop client" interop-build "$ROOT/target/interop" build --release --locked -q \
+    --manifest-path tests/interop/magnetar/Cargo.toml
+INTEROP_BUILD_PID=$!
 cargo test --workspace --all-features --locked
 
+say "fuzz targets compile (fuzz/README.md says how to run them)"
+bg_wait "$FUZZ_PID" fuzz-check
+
 say "conformance: the official Python client against strobe"
-wait "$RELEASE_PID" || { tail -40 "$ETCD_DIR/release-build.log"; echo "tests/run-all.sh: the release build failed" >&2; exit 1; }
-RELEASE_PID=
+bg_wait "$RELEASE_PID" release-build
 export STROBE_BIN="$RELEASE_TARGET/release/strobe"
-.venv/bin/python -m pytest -q tests/conformance
+# Four processes (pytest-xdist), a test file to each at a time: the tests wait on
+# brokers, timeouts and redeliveries far more than they compute (one process left
+# the machine 80% idle), and every test makes its own brokers, ports and directories.
+.venv/bin/python -m pytest -q -n 4 --dist loadfile tests/conformance
 
 say "interop: magnetar-driver (an independent Rust client with transactions) against strobe standalone"
-# Its own workspace and target dir: its dependencies stay out of strobe's build.
-CARGO_TARGET_DIR="$ROOT/target/interop" cargo build --release --locked -q \
-    --manifest-path tests/interop/magnetar/Cargo.toml
+bg_wait "$INTEROP_BUILD_PID" interop-build
 INTEROP_DIR=$(mktemp -d)
 "$STROBE_BIN" standalone --data-dir "$INTEROP_DIR/data" --broker-port 0 --http-port 0 \
     --bind-address 127.0.0.1 --advertised-address 127.0.0.1 >"$INTEROP_DIR/log" 2>&1 &
