@@ -99,21 +99,23 @@ say "moto (S3) at $STROBE_TEST_S3_ENDPOINT"
 
 # A build in the background, niced so that what runs in the foreground keeps the
 # cores it needs; its output goes to a log that is shown if it fails.
+# Each starts once the one begun before it has ended (ok or not: its own wait says).
 bg_build() {
-    local what=$1 log=$2 target=$3
+    local what=$1 log=$2 target=$3 after=
+    [ ${#BG_PIDS[@]} -eq 0 ] || after=${BG_PIDS[${#BG_PIDS[@]}-1]}
     shift 3
     say "$what: building in the background (log: $ETCD_DIR/$log.log)"
-    CARGO_TARGET_DIR="$target" nice -n 19 cargo "$@" >"$ETCD_DIR/$log.log" 2>&1 &
+    (
+        if [ -n "$after" ]; then
+            while kill -0 "$after" 2>/dev/null; do sleep 1; done
+        fi
+        exec env CARGO_TARGET_DIR="$target" nice -n 19 cargo "$@"
+    ) >"$ETCD_DIR/$log.log" 2>&1 &
     BG_PIDS+=($!)
 }
 bg_wait() {
     wait "$1" || { tail -40 "$ETCD_DIR/$2.log"; echo "tests/run-all.sh: the background build $2 failed" >&2; exit 1; }
 }
-RELEASE_TARGET="$ROOT/target/ci-release"
-bg_build "release build (cluster features) for the conformance tests" release-build "$RELEASE_TARGET" \
-    build --release --locked --features cluster --bin strobe
-RELEASE_PID=$!
-
 say "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -129,21 +131,28 @@ cargo clippy --workspace --all-features --locked --test nemesis -- -D warnings
 
 say "cargo test"
 cargo test --workspace --all-features --locked --no-run
-# Three builds go on, niced, while the Rust tests run (they wait on brokers and etcd
-# more than they compute, about 0.4 of a core), each in its own target dir because
-# cargo locks a target dir for a whole build:
+# Three builds go on in the background, niced, while the Rust tests run (they wait on
+# brokers and etcd more than they compute, about 0.4 of a core) and then the
+# conformance tests, each in its own target dir because cargo locks a target dir for
+# a whole build:
 #  - the release build the conformance tests run (the cluster build: standalone runs
-#    on it too, and the cluster tests need it); it began at the top (above) and fills
-#    the cores that fmt, clippy and the test build leave idle;
-#  - the fuzz targets (their own workspace, fuzz/README.md says how to run them),
+#    on it too, and the cluster tests need it). It is what the run waits for, so it
+#    goes alone: begun at the top, it got little of the cores clippy and the test
+#    build kept busy, and built beside the other two it ended 2 minutes later;
+#  - then the fuzz targets (their own workspace, fuzz/README.md says how to run them),
 #    checked so that an API change cannot leave them broken;
-#  - the magnetar-driver interop client (its own workspace: its dependencies stay out
-#    of strobe's build).
+#  - and the magnetar-driver interop client (its own workspace: its dependencies stay
+#    out of strobe's build).
 # Each is waited for, and its failure fails the run, before what needs it.
-bg_build "fuzz targets" fuzz-check "$ROOT/fuzz/target" check --locked --manifest-path fuzz/Cargo.toml --bins
+RELEASE_TARGET="$ROOT/target/ci-release"
+bg_build "release build (cluster features) for the conformance tests" release-build "$RELEASE_TARGET" \
+    build --release --locked --features cluster --bin strobe
+RELEASE_PID=$!
+bg_build "fuzz targets, after the release build" fuzz-check "$ROOT/fuzz/target" \
+    check --locked --manifest-path fuzz/Cargo.toml --bins
 FUZZ_PID=$!
-bg_build "interop client" interop-build "$ROOT/target/interop" build --release --locked -q \
-    --manifest-path tests/interop/magnetar/Cargo.toml
+bg_build "interop client, after the fuzz targets" interop-build "$ROOT/target/interop" \
+    build --release --locked -q --manifest-path tests/interop/magnetar/Cargo.toml
 INTEROP_BUILD_PID=$!
 cargo test --workspace --all-features --locked
 
