@@ -156,9 +156,6 @@ bg_build "interop client, after the fuzz targets" interop-build "$ROOT/target/in
 INTEROP_BUILD_PID=$!
 cargo test --workspace --all-features --locked
 
-say "fuzz targets compile (fuzz/README.md says how to run them)"
-bg_wait "$FUZZ_PID" fuzz-check
-
 say "conformance: the official Python client against strobe"
 bg_wait "$RELEASE_PID" release-build
 export STROBE_BIN="$RELEASE_TARGET/release/strobe"
@@ -166,6 +163,10 @@ export STROBE_BIN="$RELEASE_TARGET/release/strobe"
 # brokers, timeouts and redeliveries far more than they compute (one process left
 # the machine 80% idle), and every test makes its own brokers, ports and directories.
 .venv/bin/python -m pytest -q -n 4 --dist loadfile tests/conformance
+
+# Built after the release build, while the conformance tests ran.
+say "fuzz targets compile (fuzz/README.md says how to run them)"
+bg_wait "$FUZZ_PID" fuzz-check
 
 say "interop: magnetar-driver (an independent Rust client with transactions) against strobe standalone"
 bg_wait "$INTEROP_BUILD_PID" interop-build
