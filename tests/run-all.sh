@@ -138,7 +138,8 @@ cargo test --workspace --all-features --locked --no-run
 #  - the release build the conformance tests run (the cluster build: standalone runs
 #    on it too, and the cluster tests need it). It is what the run waits for, so it
 #    goes alone: begun at the top, it got little of the cores clippy and the test
-#    build kept busy, and built beside the other two it ended 2 minutes later;
+#    build kept busy, and built beside the other two it ended later (docs/performance.md,
+#    "The test command's own time");
 #  - then the fuzz targets (their own workspace, fuzz/README.md says how to run them),
 #    checked so that an API change cannot leave them broken;
 #  - and the magnetar-driver interop client (its own workspace: its dependencies stay
@@ -161,7 +162,8 @@ bg_wait "$RELEASE_PID" release-build
 export STROBE_BIN="$RELEASE_TARGET/release/strobe"
 # Four processes (pytest-xdist), a test file to each at a time: the tests wait on
 # brokers, timeouts and redeliveries far more than they compute (one process left
-# the machine 80% idle), and every test makes its own brokers, ports and directories.
+# the machine mostly idle: docs/performance.md), and every test makes its own brokers,
+# ports and directories.
 .venv/bin/python -m pytest -q -n 4 --dist loadfile tests/conformance
 
 # Built after the release build, while the conformance tests ran.
