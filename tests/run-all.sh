@@ -132,9 +132,8 @@ cargo clippy --workspace --all-features --locked --test nemesis -- -D warnings
 say "cargo test"
 cargo test --workspace --all-features --locked --no-run
 # Three builds go on in the background, niced, while the Rust tests run (they wait on
-# brokers and etcd more than they compute) and then the
-# conformance tests, each in its own target dir because cargo locks a target dir for
-# a whole build:
+# brokers and etcd more than they compute) and then the conformance tests, each in its
+# own target dir because cargo locks a target dir for a whole build:
 #  - the release build the conformance tests run (the cluster build: standalone runs
 #    on it too, and the cluster tests need it). It is what the run waits for, so it
 #    goes alone: begun at the top, it got little of the cores clippy and the test
