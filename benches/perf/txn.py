@@ -21,7 +21,11 @@ client has no transactions API):
    three-broker cluster on etcd with a shared directory, 16 and 64 loops of one
    message per transaction, the same loops with plain sends, and the metadata
    writes per committed transaction (from every broker's `/metrics`:
-   `strobe_metadata_writes_total` over `pulsar_txn_committed_total`).
+   `strobe_metadata_writes_total` over `pulsar_txn_committed_total`); on the
+   cluster also the mean etcd write as the brokers timed it
+   (`strobe_metadata_write_seconds_total`) and etcd's own WAL fdatasyncs.
+   `CLUSTER_ONLY=1` skips standalone; `ETCD_DIR=/dev/shm` puts etcd's data on
+   tmpfs (standing in for a disk of etcd's own).
 
     MODE=goals STROBE_BIN=target/release/strobe .venv/bin/python benches/perf/txn.py
 """
@@ -119,37 +123,70 @@ def one_partition_down(loops, offset):
         c.stop()
 
 
-def scrape(http_port):
-    """(metadata writes, committed transactions) from one broker's /metrics."""
+def scrape(http_port, families=("strobe_metadata_writes_total", "pulsar_txn_committed_total",
+                                 "strobe_metadata_write_seconds_total")):
+    """The sums of `families` on one /metrics page (a broker's, or etcd's client port)."""
     import urllib.request
     text = urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10).read().decode()
-    writes = committed = 0.0
+    sums = [0.0] * len(families)
     for line in text.splitlines():
-        if line.startswith("strobe_metadata_writes_total{"):
-            writes += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("pulsar_txn_committed_total{"):
-            committed += float(line.rsplit(" ", 1)[1])
-    return writes, committed
+        for i, family in enumerate(families):
+            if line.startswith(family + "{") or line.startswith(family + " "):
+                sums[i] += float(line.rsplit(" ", 1)[1])
+    return sums
 
 
-def measured(url, http_ports, loops, topic):
-    """One txn run and one plain run of `loops` loops; writes per committed transaction."""
+# etcd's own view of its writes: the WAL's fdatasync and the backend's commit.
+ETCD_FAMILIES = ("etcd_disk_wal_fsync_duration_seconds_sum", "etcd_disk_wal_fsync_duration_seconds_count",
+                 "etcd_disk_backend_commit_duration_seconds_sum", "etcd_disk_backend_commit_duration_seconds_count")
+
+
+def measured(url, http_ports, loops, topic, etcd_port=None):
+    """One txn run and one plain run of `loops` loops; writes per committed transaction and,
+    on a cluster, the mean etcd write as the brokers saw it and etcd's own fsyncs."""
     global WORKERS
     WORKERS = loops
     before = [scrape(h) for h in http_ports]
+    etcd_before = scrape(etcd_port, ETCD_FAMILIES) if etcd_port else None
     out = perf(url, "--topic", topic).strip().splitlines()
     txn = out[-1]
     phases = next((line for line in out if line.startswith("phases")), "")
     after = [scrape(h) for h in http_ports]
+    etcd_after = scrape(etcd_port, ETCD_FAMILIES) if etcd_port else None
     plain = perf(url, "--plain", "--topic", topic + "-plain").strip().splitlines()[-1]
-    writes = sum(a[0] - b[0] for a, b in zip(after, before))
-    committed = sum(a[1] - b[1] for a, b in zip(after, before))
+    writes, committed, write_s = (sum(a[i] - b[i] for a, b in zip(after, before)) for i in range(3))
     per = writes / committed if committed else float("nan")
     print(f"  {loops} loops:\n    txn   {txn}\n          {phases}\n    plain {plain}\n    metadata writes per committed "
           f"transaction: {per:.2f} ({writes:.0f} writes, {committed:.0f} committed)", flush=True)
+    if etcd_port:
+        d = [a - b for a, b in zip(etcd_after, etcd_before)]
+        print(f"    etcd writes as the brokers saw them: mean {1000 * write_s / max(1, writes):.2f} ms; etcd's WAL "
+              f"fdatasync: {d[1]:.0f}, mean {1000 * d[0] / max(1, d[1]):.2f} ms; backend commits: {d[3]:.0f}, "
+              f"mean {1000 * d[2] / max(1, d[3]):.2f} ms", flush=True)
 
 
 def goals():
+    if not os.environ.get("CLUSTER_ONLY"):
+        goals_standalone()
+    # ETCD_DIR=/dev/shm: etcd's data on tmpfs, standing in for the disk of its own that etcd's
+    # operators are told to give it (here it shares one disk with the brokers' store).
+    etcd_root = os.environ.get("ETCD_DIR")
+    etcd_dir = tempfile.TemporaryDirectory(prefix="strobe-txn-etcd-", dir=etcd_root) if etcd_root else None
+    c = Cluster(n=3, ttl=4, etcd_dir=etcd_dir.name if etcd_dir else None)
+    try:
+        a = c.brokers[0]
+        print(f"3-broker cluster on etcd (data in {etcd_root or 'the cluster directory'}), shared directory:",
+              flush=True)
+        for loops in (16, 64):
+            measured(f"pulsar://127.0.0.1:{a.port}", [b.http_port for b in c.brokers], loops,
+                     f"persistent://public/default/goals-{loops}", etcd_port=c.etcd.port)
+    finally:
+        c.stop()
+        if etcd_dir:
+            etcd_dir.cleanup()
+
+
+def goals_standalone():
     with tempfile.TemporaryDirectory(prefix="strobe-txn-goals-") as d:
         log = open(os.path.join(d, "log"), "w")
         p = subprocess.Popen([strobe_binary(), "standalone", "--data-dir", os.path.join(d, "data"),
@@ -164,15 +201,6 @@ def goals():
         finally:
             p.terminate()
             p.wait()
-    c = Cluster(n=3, ttl=4)
-    try:
-        a = c.brokers[0]
-        print("3-broker cluster on etcd, shared directory:", flush=True)
-        for loops in (16, 64):
-            measured(f"pulsar://127.0.0.1:{a.port}", [b.http_port for b in c.brokers], loops,
-                     f"persistent://public/default/goals-{loops}")
-    finally:
-        c.stop()
 
 
 if __name__ == "__main__" and os.environ.get("MODE") == "goals":

@@ -28,11 +28,11 @@ def etcd_binary():
 
 
 class Etcd:
-    def __init__(self, root):
+    def __init__(self, root, data_dir=None):
         self.port, peer = free_port(), free_port()
         self.log = open(os.path.join(root, "etcd.log"), "a")
         self.proc = subprocess.Popen(
-            [etcd_binary(), "--name", "strobe-cluster-test", "--data-dir", os.path.join(root, "etcd"),
+            [etcd_binary(), "--name", "strobe-cluster-test", "--data-dir", data_dir or os.path.join(root, "etcd"),
              "--listen-client-urls", f"http://127.0.0.1:{self.port}",
              "--advertise-client-urls", f"http://127.0.0.1:{self.port}",
              "--listen-peer-urls", f"http://127.0.0.1:{peer}",
@@ -159,9 +159,10 @@ def _parse(raw):
 
 class Cluster:
     """etcd + a shared store + `n` brokers. `storage` defaults to a shared
-    directory (file://); pass an s3:// URL and `env` for an S3 server."""
+    directory (file://); pass an s3:// URL and `env` for an S3 server.
+    `etcd_dir` puts etcd's data elsewhere (a benchmark's etcd on its own disk)."""
 
-    def __init__(self, n=3, ttl=4, storage=None, env=None, config="", broker_config=None):
+    def __init__(self, n=3, ttl=4, storage=None, env=None, config="", broker_config=None, etcd_dir=None):
         self.tmp = tempfile.TemporaryDirectory(prefix="strobe-cluster-")
         self.root = self.tmp.name
         self.ttl = ttl
@@ -173,7 +174,7 @@ class Cluster:
         self.storage = storage or f"file://{os.path.join(self.root, 'shared')}"
         if self.storage.startswith("file://"):
             os.makedirs(self.storage[len("file://"):], exist_ok=True)
-        self.etcd = Etcd(self.root)
+        self.etcd = Etcd(self.root, etcd_dir)
         self.brokers = []
         try:
             for i in range(n):

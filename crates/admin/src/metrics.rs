@@ -169,19 +169,25 @@ fn render_for(s: &BrokerService, with_topics: bool) -> String {
     );
     cluster_metrics(&mut out, cluster, &s.cluster_counters);
     txn_metrics(&mut out, s);
-    let _ = writeln!(
-        out,
-        "# HELP strobe_metadata_writes_total Writes this broker made to the metadata store (embedded: log fsyncs, a group of concurrent commits counting once; etcd: transactions sent)\n# TYPE strobe_metadata_writes_total counter"
-    );
-    let _ = writeln!(
-        out,
-        "strobe_metadata_writes_total{{{}}} {}",
-        labels(&[
-            ("cluster", cluster),
-            ("backend", s.metadata().backend_name())
-        ]),
-        s.metadata().writes_made()
-    );
+    let store = s.metadata();
+    let store_labels = labels(&[("cluster", cluster), ("backend", store.backend_name())]);
+    for (name, help, value) in [
+        (
+            "strobe_metadata_writes_total",
+            "Writes this broker made to the metadata store (embedded: log fsyncs, a group of concurrent commits counting once; etcd: transactions sent)",
+            store.writes_made().to_string(),
+        ),
+        (
+            "strobe_metadata_write_seconds_total",
+            "Time those writes took, summed (etcd: from a transaction's send to its answer; embedded: not measured, 0)",
+            format!("{:.6}", store.write_time().as_secs_f64()),
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{store_labels}}} {value}"
+        );
+    }
     let _ = writeln!(
         out,
         "# HELP pulsar_topics_count Topics loaded on this broker\n# TYPE pulsar_topics_count gauge"

@@ -70,6 +70,9 @@ impl MetadataStore for Batcher {
     fn writes_made(&self) -> u64 {
         self.store.writes_made()
     }
+    fn write_time(&self) -> std::time::Duration {
+        self.store.write_time()
+    }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         self.store.get(key).await

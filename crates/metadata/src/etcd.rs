@@ -76,6 +76,8 @@ pub struct EtcdStore {
     ttls: Mutex<HashMap<LeaseId, Duration>>,
     /// Transactions sent (see [`MetadataStore::writes_made`]).
     writes: std::sync::atomic::AtomicU64,
+    /// Microseconds those transactions took, from send to answer (see [`MetadataStore::write_time`]).
+    write_micros: std::sync::atomic::AtomicU64,
     /// Concurrent single-key reads, grouped (see `etcd_reads`).
     reads: std::sync::Arc<crate::etcd_reads::ReadGroups>,
 }
@@ -115,6 +117,7 @@ impl EtcdStore {
             opts,
             ttls: Mutex::new(HashMap::new()),
             writes: Default::default(),
+            write_micros: Default::default(),
         })
     }
 
@@ -173,6 +176,10 @@ impl MetadataStore for EtcdStore {
 
     fn writes_made(&self) -> u64 {
         self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn write_time(&self) -> Duration {
+        Duration::from_micros(self.write_micros.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
@@ -293,7 +300,13 @@ impl MetadataStore for EtcdStore {
         }
         let txn = Txn::new().when(compares).and_then(then).or_else(otherwise);
         let mut kv = self.client.kv_client();
-        let resp = self.timed(kv.txn(txn)).await?;
+        let sent = std::time::Instant::now();
+        let resp = self.timed(kv.txn(txn)).await;
+        self.write_micros.fetch_add(
+            sent.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let resp = resp?;
         let revision = resp.header().map_or(0, |h| h.revision() as u64);
         let responses = resp.op_responses();
         if !resp.succeeded() {

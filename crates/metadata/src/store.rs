@@ -319,6 +319,12 @@ pub trait MetadataStore: Send + Sync + fmt::Debug + 'static {
         0
     }
 
+    /// The time those writes took, summed (etcd: from a transaction's send to its answer), for
+    /// the mean latency of a write; zero where the backend does not measure it.
+    fn write_time(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     /// The value and metadata at `key`, if any.
     async fn get(&self, key: &str) -> Result<Option<Versioned>>;
 

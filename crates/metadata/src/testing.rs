@@ -47,6 +47,9 @@ impl<S: MetadataStore> MetadataStore for LostAnswers<S> {
     fn writes_made(&self) -> u64 {
         self.inner.writes_made()
     }
+    fn write_time(&self) -> std::time::Duration {
+        self.inner.write_time()
+    }
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         self.inner.get(key).await
     }

@@ -100,3 +100,30 @@ async fn etcd_sends_concurrent_reads_together() {
         "400 concurrent reads took {requests} requests"
     );
 }
+
+/// Every transaction sent to etcd counts as a write and adds its round trip to the time writes
+/// took (the broker's `strobe_metadata_write_seconds_total`, whose mean per write the
+/// transactions benchmark prints); reads add to neither.
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_counts_and_times_its_writes() {
+    use std::time::{Duration, Instant};
+    use strobe_metadata::{EtcdOptions, EtcdStore};
+    let opts = EtcdOptions::from_list(&common::etcd_endpoints()).with_root(common::unique_root());
+    let s = EtcdStore::connect(opts).await.expect("connect to etcd");
+    let (writes, time) = (s.writes_made(), s.write_time());
+    let started = Instant::now();
+    for i in 0..20u64 {
+        s.put(&format!("/w/k{i}"), b"v", Expect::Any).await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(s.writes_made() - writes, 20);
+    let spent = s.write_time() - time;
+    assert!(
+        spent > Duration::ZERO && spent <= elapsed,
+        "20 writes in {elapsed:?} counted {spent:?}"
+    );
+    let (writes, time) = (s.writes_made(), s.write_time());
+    s.get("/w/k1").await.unwrap();
+    assert_eq!((s.writes_made(), s.write_time()), (writes, time));
+}
