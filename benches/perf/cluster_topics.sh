@@ -111,8 +111,10 @@ if [[ $STOP == kill ]]; then
   CREATE_S=$(perf create "pulsar://127.0.0.1:${BPORTS[0]}")
 else
   # The producers stay connected and sending through the SIGTERM (RUN_S after their setup).
+  # Their service URL names all three brokers, as a client of a cluster's would: the stopped
+  # broker may be the first, and a lookup after it is gone goes to the next.
   RUN_S=${RUN_S:-120}
-  "$STROBE_BIN" perf produce -u "pulsar://127.0.0.1:${BPORTS[0]}" --topic "persistent://public/default/scale" -t "$TOPICS" \
+  "$STROBE_BIN" perf produce -u "pulsar://127.0.0.1:${BPORTS[0]},127.0.0.1:${BPORTS[1]},127.0.0.1:${BPORTS[2]}" --topic "persistent://public/default/scale" -t "$TOPICS" \
     -c 0 -r 200 -d "$RUN_S" -s 64 --max-pending 10 --connections "$CONNECTIONS" --setup-concurrency "$CONCURRENCY" \
     --json > "$OUT/create.json" 2> "$OUT/create.log" &
   PERF_PID=$!; PIDS+=("$PERF_PID")

@@ -38,7 +38,12 @@ pub struct Cluster {
     /// Free bundles this broker sent clients to another broker for, not yet taken there:
     /// the broker picked and when (see `Cluster::place`).
     pub(crate) picks: Mutex<HashMap<String, (String, std::time::Instant)>>,
+    /// The broker's topic loads running and waiting (see [`Cluster::set_topic_loads`]).
+    pub(crate) topic_loads: Mutex<Option<TopicLoads>>,
 }
+
+/// Counts the topic loads a broker has running and waiting.
+pub type TopicLoads = std::sync::Arc<dyn Fn() -> usize + Send + Sync>;
 
 /// Connection id → listener name, with the connection's queue held weakly
 /// so that entries of closed connections can be dropped.

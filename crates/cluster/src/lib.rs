@@ -43,7 +43,7 @@ mod testing;
 pub mod balance;
 pub mod state;
 
-pub use cluster::Cluster;
+pub use cluster::{Cluster, TopicLoads};
 pub use error::ClusterError;
 pub use registry::{
     AdvertisedListener, BROKERS, BrokerInfo, BrokerRef, NON_PERSISTENT, OWNERSHIP, OwnerInfo,

@@ -51,6 +51,7 @@ impl Cluster {
             rates_reported: Mutex::new(None),
             conn_listeners: Mutex::new(ConnListeners::default()),
             picks: Mutex::new(HashMap::new()),
+            topic_loads: Mutex::new(None),
         });
         let deadline = tokio::time::Instant::now() + ttl * 2;
         loop {

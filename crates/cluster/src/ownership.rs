@@ -46,6 +46,17 @@ impl Cluster {
         matches!(h.info.state, OwnerState::Owned | OwnerState::Splitting).then_some(h.fence)
     }
 
+    /// Whether this broker is handing `path` over (Releasing or Assigning, under its live
+    /// session): the transfer closes the bundle's topics and tells their clients where to
+    /// go, so nothing else may close them meanwhile.
+    pub fn handing_over(&self, path: &str) -> bool {
+        let owned = self.owned.lock();
+        owned.get(path).is_some_and(|h| {
+            self.session.is_alive_in(h.epoch)
+                && matches!(h.info.state, OwnerState::Releasing | OwnerState::Assigning)
+        })
+    }
+
     /// The version of this broker's record of `path` as it last wrote it,
     /// while it serves the bundle: a metadata write about one of the
     /// bundle's topics that checks it fails once the bundle began moving or
@@ -541,8 +552,39 @@ impl Cluster {
     }
 }
 
+/// A destination takes a bundle moving to it once its topic loads are down to this many...
+const ADOPT_AT_LOADS: usize = 32;
+/// ...or after this long (the source gives up on a take after 10 s).
+const ADOPT_WAIT: Duration = Duration::from_secs(4);
+
+impl Cluster {
+    /// Tells the cluster how to count the broker's topic loads (running and waiting), so
+    /// that it paces the bundles moving here by them.
+    pub fn set_topic_loads(&self, loads: crate::cluster::TopicLoads) {
+        *self.topic_loads.lock() = Some(loads);
+    }
+
+    /// Waits, at most [`ADOPT_WAIT`], until the broker's topic loads are down to
+    /// [`ADOPT_AT_LOADS`].
+    async fn loads_settled(&self) {
+        let Some(loads) = self.topic_loads.lock().clone() else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + ADOPT_WAIT;
+        while loads() > ADOPT_AT_LOADS && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
 /// Takes every bundle moving to this broker as soon as the source assigns it
-/// (Pulsar's destination writing Owned), without waiting for a client.
+/// (Pulsar's destination writing Owned), without waiting for a client, but not
+/// while the topics of the bundles taken before are still loading: a broker
+/// shutting down hands its bundles over faster than the others load their
+/// topics, and a bundle's producers are held from its close until their topic
+/// is loaded here, so taking the next one later paces the source, whose
+/// clients of the bundles not yet closed go on being served meanwhile
+/// (docs/performance.md, "SIGTERM at scale").
 pub(crate) async fn adopt_moving(cluster: Weak<Cluster>) {
     let Some(mut rx) = cluster.upgrade().map(|c| c.owners.subscribe()) else {
         return;
@@ -560,6 +602,7 @@ pub(crate) async fn adopt_moving(cluster: Weak<Cluster>) {
             if !for_me || c.is_leaving() {
                 continue;
             }
+            c.loads_settled().await;
             let _one = c.acquiring.lock().await;
             if let Err(e) = c.adopt(path, rec, v.stat.version).await {
                 // Already taken (a client's SUBSCRIBE won), or the source gave up.
@@ -573,6 +616,7 @@ pub(crate) async fn adopt_moving(cluster: Weak<Cluster>) {
 mod tests {
     use super::*;
     use crate::testing::pair;
+    use std::sync::Arc;
 
     #[tokio::test]
     async fn a_bundle_moves_to_its_destination_with_a_higher_token() {
@@ -591,8 +635,14 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished());
+        assert!(
+            a.handing_over(&path),
+            "a's walk must leave the topics to the transfer"
+        );
         a.assign(&path).await.unwrap();
+        assert!(a.handing_over(&path));
         assert!(a.wait_taken(&path, "b", Duration::from_secs(5)).await);
+        assert!(!a.handing_over(&path));
         let fb = waiting.await.unwrap().unwrap();
         assert!(fb > fa, "{fb} > {fa}");
         assert_eq!(b.owned_bundles(), vec![path.clone()]);
@@ -603,6 +653,36 @@ mod tests {
         );
         // Transferring to the owner itself is refused.
         assert!(b.begin_transfer(&path, &b.me()).await.is_err());
+        a.leave().await;
+        b.leave().await;
+    }
+
+    /// A destination still loading the topics of the bundles it took before takes the next
+    /// one only once those loads settle (the source's producers of it wait meanwhile).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_destination_takes_a_moving_bundle_once_its_loads_settle() {
+        let (a, b) = pair().await;
+        let loads = Arc::new(std::sync::atomic::AtomicUsize::new(ADOPT_AT_LOADS + 100));
+        b.set_topic_loads(Arc::new({
+            let loads = loads.clone();
+            move || loads.load(std::sync::atomic::Ordering::Relaxed)
+        }));
+        let path = crate::registry::bundle_path("public/default", "0x40000000_0x80000000");
+        a.acquire(&path).await.unwrap();
+        a.begin_transfer(&path, &b.me()).await.unwrap();
+        a.assign(&path).await.unwrap();
+        assert!(
+            !a.wait_taken(&path, "b", Duration::from_millis(500)).await,
+            "taken while the destination was loading"
+        );
+        loads.store(ADOPT_AT_LOADS, std::sync::atomic::Ordering::Relaxed);
+        assert!(a.wait_taken(&path, "b", Duration::from_secs(3)).await);
+        // a saw b's record; b counts the bundle once its write returned.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while b.owned_bundles() != vec![path.clone()] {
+            assert!(tokio::time::Instant::now() < deadline, "b never held it");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         a.leave().await;
         b.leave().await;
     }

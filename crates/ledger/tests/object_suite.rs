@@ -418,6 +418,60 @@ async fn a_damaged_object_is_corrupt_not_wrong_data() {
     assert!(matches!(e, LedgerError::Corrupt { .. }), "{e:?}");
 }
 
+/// A close writes no checkpoint while the next open would read only a few objects past the
+/// newest one (a broker's shutdown hands its topics over one close after another), and writes
+/// one past that; either way the next owner finds every entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_leaves_a_few_objects_past_the_checkpoint_and_the_next_open_reads_them() {
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let backend = |fence| {
+        (
+            ObjectBackend::new(
+                store.clone(),
+                Path::from("t"),
+                ObjectBackendConfig::default(),
+            ),
+            cfg(fence),
+        )
+    };
+    let dir = Path::from("t/topics/few/checkpoint");
+    let checkpoints = || list(&*store, &dir);
+    let (b, c) = backend(1);
+    let ml = ManagedLedger::open(&b, "few", c).await.unwrap();
+    let mut ps = Vec::new();
+    for i in 0..2u32 {
+        ps.push(ml.append(Bytes::from(format!("f{i}"))).await.unwrap());
+    }
+    ml.close().await.unwrap();
+    drop(ml);
+    // A seal and two data objects: the close left them for the next open.
+    assert_eq!(list(&*store, &log_dir("few")).await.len(), 3);
+    assert!(checkpoints().await.is_empty());
+    // The next owner (another broker, a higher token) reads them, adds its seal and three more.
+    let (b, c) = backend(2);
+    let ml = ManagedLedger::open(&b, "few", c).await.unwrap();
+    let read = ml.read(Position::EARLIEST, 100).await.unwrap();
+    assert_eq!(read.iter().map(|e| e.position).collect::<Vec<_>>(), ps);
+    for i in 2..5u32 {
+        ps.push(ml.append(Bytes::from(format!("f{i}"))).await.unwrap());
+    }
+    ml.close().await.unwrap();
+    drop(ml);
+    // Seven objects past none: this close wrote a checkpoint.
+    assert_eq!(checkpoints().await.len(), 1);
+    let (b, c) = backend(3);
+    let ml = ManagedLedger::open(&b, "few", c).await.unwrap();
+    let read = ml.read(Position::EARLIEST, 100).await.unwrap();
+    assert_eq!(read.iter().map(|e| e.position).collect::<Vec<_>>(), ps);
+    assert_eq!(
+        read.iter().map(|e| e.data.clone()).collect::<Vec<_>>(),
+        (0..5u32)
+            .map(|i| Bytes::from(format!("f{i}")))
+            .collect::<Vec<_>>()
+    );
+    ml.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trimming_deletes_the_objects_of_deleted_ledgers() {
     let store = Arc::new(object_store::memory::InMemory::new());

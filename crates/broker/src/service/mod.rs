@@ -130,7 +130,7 @@ impl BrokerService {
         };
         let security = crate::security::Security::from_config(&config)?;
         let resources = Arc::new(Resources::load(metadata).await?);
-        Ok(Arc::new_cyclic(|me| BrokerService {
+        let service = Arc::new_cyclic(|me| BrokerService {
             me: me.clone(),
             controllers: controller_slots::Controllers::default(),
             drained_marked: Mutex::new(HashMap::new()),
@@ -157,7 +157,18 @@ impl BrokerService {
             cluster,
             cluster_counters: ClusterCounters::default(),
             txn: std::sync::OnceLock::new(),
-        }))
+        });
+        if let Some(c) = service.cluster() {
+            // Bundles moving here are taken as the loads of those before settle.
+            let me = Arc::downgrade(&service);
+            c.set_topic_loads(Arc::new(move || {
+                me.upgrade().map_or(0, |s| {
+                    let (running, waiting) = s.topic_loads();
+                    running + waiting as usize
+                })
+            }));
+        }
+        Ok(service)
     }
 
     /// The broker's ledger configuration with fencing token `fence`.
@@ -517,15 +528,19 @@ impl BrokerService {
         // would wait for entries it never sees (its producers are moved on
         // by the next PRODUCER's load, its consumers only by this).
         let mut stale: Vec<Arc<Topic>> = Vec::new();
-        // Asked once per bundle, not per topic.
-        let mut held: HashMap<(usize, usize), Option<u64>> = HashMap::new();
+        // Asked once per bundle, not per topic: the token this broker holds it under, and
+        // whether a transfer of it is under way here. A bundle being handed over is not
+        // served any more, but its topics are the transfer's to close: closed here, their
+        // clients would look the topics up instead of following the transfer, and wait for
+        // the destination to take the bundle (docs/performance.md, "SIGTERM at scale").
+        let mut held: HashMap<(usize, usize), (Option<u64>, bool)> = HashMap::new();
         self.for_each_loaded_with_bundle(|t, at| {
-            let fence = at.and_then(|(b, i)| {
+            let (fence, moving) = at.map_or((None, false), |(b, i)| {
                 *held
                     .entry((Arc::as_ptr(b) as usize, i))
-                    .or_insert_with(|| c.holds(&b.paths[i]))
+                    .or_insert_with(|| (c.holds(&b.paths[i]), c.handing_over(&b.paths[i])))
             });
-            if fence != Some(t.ledger.config().fence) || t.ledger.failure().is_some() {
+            if !moving && (fence != Some(t.ledger.config().fence) || t.ledger.failure().is_some()) {
                 stale.push(t.clone());
             }
         });

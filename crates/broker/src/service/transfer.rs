@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use strobe_model::TopicName;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::BrokerService;
 use crate::BrokerError;
@@ -23,6 +23,11 @@ use strobe_cluster::{BrokerInfo, bundle_path};
 
 /// How long a source waits for the destination to take a bundle.
 const TAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// At a shutdown, the next bundle goes to a broker once its topic loads are down to this
+/// many (the loads of the bundles it took before)...
+const SETTLED_LOADS: u64 = 32;
+/// ...or after this long.
+const SETTLE_WAIT: Duration = Duration::from_secs(5);
 
 impl BrokerService {
     /// The live broker `name` means: its id, or the `host:port` of its HTTP
@@ -53,11 +58,9 @@ impl BrokerService {
     }
 
     /// Closes the loaded topics of a bundle for a handoff and takes them out
-    /// of the topic map, one after another on purpose: closing 8 or 64 at
-    /// once cut a bundle's close from 1.4 s to 0.3-0.7 s, but at a
-    /// SIGTERM the bundles then reached the other brokers faster than they
-    /// could load their topics, and the producers' longest wait grew from
-    /// 2.5-2.9 s to 7-11 s (11,246 topics, docs/performance.md).
+    /// of the topic map, one after another: a close that leaves its log for
+    /// the next open costs little, and what bounds a move is the destination
+    /// loading the topics (see `hand_off_bundles`).
     async fn close_bundle_topics(
         &self,
         ns: &str,
@@ -157,13 +160,62 @@ impl BrokerService {
         Ok(())
     }
 
+    /// The topic loads running and waiting at `b`, from its `/metrics`.
+    async fn loads_at(&self, b: &BrokerInfo) -> Result<u64, String> {
+        let url = format!(
+            "{}/metrics?name[]=strobe_topic_loads_running&name[]=strobe_topic_loads_waiting",
+            b.web_service_url.trim_end_matches('/')
+        );
+        let (status, body) = super::segments::call_broker(
+            hyper::Method::GET,
+            &url,
+            &self.config.broker_client_token,
+            Vec::new(),
+            Duration::from_secs(2),
+        )
+        .await?;
+        if status != 200 {
+            return Err(format!("{url} answered {status}"));
+        }
+        Ok(String::from_utf8_lossy(&body)
+            .lines()
+            .filter(|l| l.starts_with("strobe_topic_loads_"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64)
+    }
+
+    /// Waits, at most [`SETTLE_WAIT`], until `dst` has loaded the topics of the bundles it
+    /// took before: the next bundle's producers are held from the start of its transfer
+    /// until their topics are loaded there, so starting it while `dst` still loads the
+    /// previous ones holds them longer, while its clients are still served here.
+    async fn wait_settled(&self, dst: &BrokerInfo) {
+        let deadline = Instant::now() + SETTLE_WAIT;
+        loop {
+            match self.loads_at(dst).await {
+                Ok(n) if n > SETTLED_LOADS && Instant::now() < deadline => {}
+                Ok(_) => return,
+                Err(e) => {
+                    debug!(dst = %dst.broker_id, error = %e, "no topic loads from the destination; going on");
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// On shutdown: every bundle this broker owns goes to the least loaded
-    /// other broker, so clients move without a lookup or an error.
+    /// other broker, so clients move without a lookup or an error. One bundle
+    /// at a time, each once its destination has loaded the topics of the one it
+    /// took before: closing a bundle's topics costs little (a close leaves its
+    /// log for the next open), loading them at the destination is what takes the
+    /// time, and a bundle's producers wait from its close until their topic is
+    /// loaded there (docs/performance.md, "SIGTERM at scale").
     pub async fn hand_off_bundles(&self) {
         let Some(c) = self.cluster().cloned() else {
             return;
         };
         let me = c.broker_id();
+        let mut last: Option<String> = None;
         for path in c.owned_bundles() {
             let Some((ns, bundle)) = strobe_cluster::parse_bundle_path(&path) else {
                 continue;
@@ -180,6 +232,12 @@ impl BrokerService {
             let Some(dst) = strobe_cluster::pick_broker(&path, &others, &load).cloned() else {
                 return;
             };
+            if last.as_deref() == Some(dst.broker_id.as_str()) {
+                // The clients of the bundle just moved there are still reconnecting.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            self.wait_settled(&dst).await;
+            last = Some(dst.broker_id.clone());
             if let Err(e) = self.transfer_bundle(ns, bundle, &dst.broker_id).await {
                 warn!(bundle = %path, error = %e, "handing a bundle over at shutdown failed");
             }

@@ -13,7 +13,8 @@ pub struct ObjectBackendConfig {
     pub max_batch_bytes: usize,
     /// Bytes of decoded objects kept per topic for reads.
     pub cache_bytes: usize,
-    /// A checkpoint every this many data puts (and after trims and at close).
+    /// A checkpoint every this many data puts (and after trims, and at a close that leaves
+    /// more than a few objects past the newest).
     pub checkpoint_every: u64,
     /// Attempts of one put before the topic fails (transient errors only).
     pub put_attempts: u32,

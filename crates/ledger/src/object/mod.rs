@@ -12,8 +12,9 @@
 //!   put holding it returned.
 //! - `topics/<t>/checkpoint/<seq>`: the log's state up to `seq` (ledgers,
 //!   which object holds which entries, the first kept ledger), written every
-//!   `checkpoint_every` flushes, after a trim and at close, so an open reads
-//!   the newest checkpoint and the objects after it, not the whole history.
+//!   `checkpoint_every` flushes, after a trim, and at a close that leaves more
+//!   than a few objects past the newest, so an open reads the newest
+//!   checkpoint and the objects after it, not the whole history.
 //! - `topics/<t>/cursors/<name>`: each durable cursor's last snapshot
 //!   (overwritten; the managed ledger bounds how often).
 //!
@@ -127,6 +128,8 @@ struct Scan {
     first_kept: u64,
     /// The slot after the last object (0 for an empty log).
     next_seq: u64,
+    /// The slot of the checkpoint read.
+    checkpointed: Option<u64>,
 }
 
 impl Scan {
@@ -189,6 +192,7 @@ async fn open_topic(
                 scan.next_ledger_id = c.next_ledger_id;
                 scan.first_kept = c.first_kept;
                 scan.next_seq = c.seq + 1;
+                scan.checkpointed = Some(c.seq);
                 after = Some(shared.log_key(&topic, c.seq));
                 break;
             }
@@ -280,6 +284,7 @@ async fn open_topic(
     state.next_ledger_id = recovered.next_ledger_id;
     state.first_kept = scan.first_kept;
     state.max_epoch = fence;
+    state.checkpointed = scan.checkpointed;
     guard.armed = false;
     drop(guard);
     let handle = topic::ObjectTopic::start(shared, topic, fence, state);
