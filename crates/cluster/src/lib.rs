@@ -45,6 +45,7 @@ pub mod state;
 
 pub use cluster::{Cluster, TopicLoads};
 pub use error::ClusterError;
+pub use ownership::SETTLED_TOPIC_LOADS;
 pub use registry::{
     AdvertisedListener, BROKERS, BrokerInfo, BrokerRef, NON_PERSISTENT, OWNERSHIP, OwnerInfo,
     Placement, RATE_REPORT_EVERY, bundle_path, listener_urls, parse_bundle_path, pick_broker,

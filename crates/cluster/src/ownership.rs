@@ -552,9 +552,11 @@ impl Cluster {
     }
 }
 
-/// A destination takes a bundle moving to it once its topic loads are down to this many...
-const ADOPT_AT_LOADS: usize = 32;
-/// ...or after this long (the source gives up on a take after 10 s).
+/// A broker's topic loads (running and waiting) at which it has loaded the topics of the
+/// bundles moved to it: a destination takes the next one then, and a broker shutting down
+/// starts the next bundle's transfer to it then...
+pub const SETTLED_TOPIC_LOADS: usize = 32;
+/// ...and a destination takes one anyway after this long (the source gives up on a take after 10 s).
 const ADOPT_WAIT: Duration = Duration::from_secs(4);
 
 impl Cluster {
@@ -565,13 +567,13 @@ impl Cluster {
     }
 
     /// Waits, at most [`ADOPT_WAIT`], until the broker's topic loads are down to
-    /// [`ADOPT_AT_LOADS`].
+    /// [`SETTLED_TOPIC_LOADS`].
     async fn loads_settled(&self) {
         let Some(loads) = self.topic_loads.lock().clone() else {
             return;
         };
         let deadline = tokio::time::Instant::now() + ADOPT_WAIT;
-        while loads() > ADOPT_AT_LOADS && tokio::time::Instant::now() < deadline {
+        while loads() > SETTLED_TOPIC_LOADS && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -662,7 +664,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_destination_takes_a_moving_bundle_once_its_loads_settle() {
         let (a, b) = pair().await;
-        let loads = Arc::new(std::sync::atomic::AtomicUsize::new(ADOPT_AT_LOADS + 100));
+        let loads = Arc::new(std::sync::atomic::AtomicUsize::new(
+            SETTLED_TOPIC_LOADS + 100,
+        ));
         b.set_topic_loads(Arc::new({
             let loads = loads.clone();
             move || loads.load(std::sync::atomic::Ordering::Relaxed)
@@ -675,7 +679,7 @@ mod tests {
             !a.wait_taken(&path, "b", Duration::from_millis(500)).await,
             "taken while the destination was loading"
         );
-        loads.store(ADOPT_AT_LOADS, std::sync::atomic::Ordering::Relaxed);
+        loads.store(SETTLED_TOPIC_LOADS, std::sync::atomic::Ordering::Relaxed);
         assert!(a.wait_taken(&path, "b", Duration::from_secs(3)).await);
         // a saw b's record; b counts the bundle once its write returned.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);

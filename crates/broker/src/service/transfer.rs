@@ -23,10 +23,8 @@ use strobe_cluster::{BrokerInfo, bundle_path};
 
 /// How long a source waits for the destination to take a bundle.
 const TAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// At a shutdown, the next bundle goes to a broker once its topic loads are down to this
-/// many (the loads of the bundles it took before)...
-const SETTLED_LOADS: u64 = 32;
-/// ...or after this long.
+/// At a shutdown, the next bundle goes to a broker once its topic loads are down to
+/// [`strobe_cluster::SETTLED_TOPIC_LOADS`], or after this long.
 const SETTLE_WAIT: Duration = Duration::from_secs(5);
 
 impl BrokerService {
@@ -192,7 +190,9 @@ impl BrokerService {
         let deadline = Instant::now() + SETTLE_WAIT;
         loop {
             match self.loads_at(dst).await {
-                Ok(n) if n > SETTLED_LOADS && Instant::now() < deadline => {}
+                Ok(n)
+                    if n > strobe_cluster::SETTLED_TOPIC_LOADS as u64
+                        && Instant::now() < deadline => {}
                 Ok(_) => return,
                 Err(e) => {
                     debug!(dst = %dst.broker_id, error = %e, "no topic loads from the destination; going on");
