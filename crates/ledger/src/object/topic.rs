@@ -298,7 +298,6 @@ impl Inner {
 /// The topic's group commit: everything queued while the previous put was in
 /// flight (one ledger, up to `max_batch_bytes`) goes into the next put.
 async fn flusher(inner: Arc<Inner>) {
-    let mut since_checkpoint = 0u64;
     loop {
         let empty = inner.queue.lock().is_empty();
         if empty {
@@ -354,12 +353,10 @@ async fn flusher(inner: Arc<Inner>) {
                 for done in dones {
                     done(Ok(()));
                 }
-                since_checkpoint += 1;
-                if since_checkpoint >= inner.shared.cfg.checkpoint_every {
-                    since_checkpoint = 0;
-                    if let Err(e) = inner.write_checkpoint().await {
-                        tracing::warn!(topic = %inner.name, error = %e, "writing a checkpoint failed");
-                    }
+                // Counted from the newest checkpoint, whoever wrote it (a trim's too).
+                let due = inner.state.lock().past_checkpoint() >= inner.shared.cfg.checkpoint_every;
+                if due && let Err(e) = inner.write_checkpoint().await {
+                    tracing::warn!(topic = %inner.name, error = %e, "writing a checkpoint failed");
                 }
             }
             Err(e) => {
